@@ -2,18 +2,18 @@ package wire
 
 // Attr is a file's metadata as the server reports it.
 type Attr struct {
-	Ino       uint64 // server file id: st_ino of the exported file
-	Mode      uint32 // st_mode: type and permission bits
-	Nlink     uint32
-	UID       uint32
-	GID       uint32
-	Size      uint64
-	Blocks    uint64 // 512-byte blocks
-	Atime     int64  // nanoseconds since the epoch
-	Mtime     int64
-	Ctime     int64
-	Rdev      uint32
-	Version   uint64 // commit counter: changes whenever the content changes
+	Ino     uint64 // server file id: st_ino of the exported file
+	Mode    uint32 // st_mode: type and permission bits
+	Nlink   uint32
+	UID     uint32
+	GID     uint32
+	Size    uint64
+	Blocks  uint64 // 512-byte blocks
+	Atime   int64  // nanoseconds since the epoch
+	Mtime   int64
+	Ctime   int64
+	Rdev    uint32
+	Version uint64 // commit counter: changes whenever the content changes
 }
 
 // DirEntry is one directory entry.

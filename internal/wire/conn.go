@@ -1,0 +1,253 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler serves the requests that arrive on a connection. It returns the
+// reply (ignored for one-way messages) or an error, which becomes an Error
+// reply carrying its errno. ServeMsg runs on its own goroutine, so it may
+// block; the number running at once per connection is bounded.
+type Handler interface {
+	ServeMsg(ctx context.Context, c *Conn, m Msg) (Msg, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Conn, m Msg) (Msg, error)
+
+// ServeMsg calls f.
+func (f HandlerFunc) ServeMsg(ctx context.Context, c *Conn, m Msg) (Msg, error) {
+	return f(ctx, c, m)
+}
+
+// Observer sees every message for metrics. dir is "in" or "out"; n counts
+// header, metadata and data bytes.
+type Observer interface {
+	Message(dir string, t Type, n int)
+}
+
+// ConnConfig configures a multiplexed connection.
+type ConnConfig struct {
+	Limits      Limits
+	Handler     Handler  // nil: requests are answered with ENOSYS
+	Observer    Observer // nil: none
+	MaxInFlight int      // concurrent handler goroutines; default 256
+	Name        string   // the peer, for errors and logs
+}
+
+// Conn is a multiplexed, bidirectional connection: either end may send
+// requests, and replies are matched by id.
+type Conn struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	cfg  ConnConfig
+	sem  chan struct{}
+	wmu  sync.Mutex
+	wbuf []byte
+
+	nextID  atomic.Uint64
+	mu      sync.Mutex
+	pending map[uint64]chan Msg
+	err     error // why the connection closed; set once
+	done    chan struct{}
+
+	ctx    context.Context // canceled when the connection closes
+	cancel context.CancelFunc
+	Value  atomic.Value // the owner's per-connection state (e.g. the client id)
+}
+
+// NewConn starts the read loop of a connection whose handshake is done. br
+// must be the reader the handshake used (it may hold buffered bytes).
+func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 256
+	}
+	if cfg.Name == "" {
+		cfg.Name = nc.RemoteAddr().String()
+	}
+	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
+		pending: make(map[uint64]chan Msg), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	go c.readLoop()
+	return c
+}
+
+// Name is the peer's name given at creation.
+func (c *Conn) Name() string { return c.cfg.Name }
+
+// Done is closed when the connection has closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err says why the connection closed (nil while open).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; pending calls fail with ErrClosed.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = &ConnError{Peer: c.cfg.Name, Err: err}
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	c.cancel()
+	c.nc.Close()
+	close(c.done)
+	for _, ch := range pending {
+		close(ch)
+	}
+}
+
+// Call sends a request and waits for its reply. A reply of type Error comes
+// back as a *RemoteError.
+func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
+	id := c.nextID.Add(1)
+	ch := make(chan Msg, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if err := c.write(m, 0, id); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, c.Err()
+		}
+		if e, isErr := r.(*Error); isErr {
+			return nil, &RemoteError{Errno: errnoValue(e.Errno), Msg: e.Msg}
+		}
+		return r, nil
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+// Send sends a one-way message.
+func (c *Conn) Send(m Msg) error {
+	return c.write(m, FlagOneWay, c.nextID.Add(1))
+}
+
+func (c *Conn) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// write sends one frame; header and metadata go in one buffer and the data
+// section is handed to writev unchanged.
+func (c *Conn) write(m Msg, flags uint8, id uint64) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	head, data := appendFrame(c.wbuf, m, flags, id)
+	c.wbuf = head[:0]
+	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
+		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
+	}
+	bufs := net.Buffers{head}
+	if len(data) > 0 {
+		bufs = append(bufs, data)
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		c.fail(err)
+		return c.Err()
+	}
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Message("out", m.Type(), len(head)+len(data))
+	}
+	return nil
+}
+
+// writeTimeout bounds one frame's write: a peer that stops reading for this
+// long is treated as dead rather than blocking its senders forever.
+const writeTimeout = 60 * time.Second
+
+func (c *Conn) readLoop() {
+	hdr := make([]byte, HeaderSize)
+	for {
+		h, m, err := readFrame(c.br, hdr, c.cfg.Limits)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.EOF
+			}
+			c.fail(err)
+			return
+		}
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Message("in", h.typ, HeaderSize+int(h.metaLen)+int(h.dataLen))
+		}
+		if h.flags&FlagReply != 0 {
+			c.deliver(h.id, m)
+			continue
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.done:
+			return
+		}
+		go c.serve(h, m)
+	}
+}
+
+func (c *Conn) deliver(id uint64, m Msg) {
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+}
+
+func (c *Conn) serve(h header, m Msg) {
+	defer func() { <-c.sem }()
+	var reply Msg
+	var err error
+	if c.cfg.Handler == nil {
+		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
+	} else {
+		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
+	}
+	if h.flags&FlagOneWay != 0 {
+		return
+	}
+	if err != nil {
+		reply = errorMsg(err)
+	} else if reply == nil {
+		reply = &OK{}
+	}
+	c.write(reply, FlagReply, h.id) // a failed write closes the connection
+}

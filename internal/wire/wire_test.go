@@ -1,0 +1,285 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"reflect"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/block"
+)
+
+func sampleMsgs() []Msg {
+	attr := Attr{Ino: 7, Mode: 0o100644, Nlink: 1, UID: 1000, GID: 100, Size: 1 << 40,
+		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99}
+	return []Msg{
+		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32)},
+		&HelloReply{Version: 1, Nonce: []byte{2}, Proof: []byte{3}, BlockSize: 1 << 20, Policy: "none", BootID: 9},
+		&Auth{Proof: []byte{4, 5}},
+		&Welcome{ClientID: 3},
+		&Error{Errno: 2, Msg: "no such file"},
+		&OK{}, &Ping{},
+		&Lookup{Path: "a/b"}, &GetAttr{Path: "x", Handle: 3},
+		&SetAttr{Path: "p", Handle: 1, Valid: SetSize | SetMode, Mode: 0o600, UID: 1, GID: 2, Size: 10, Atime: 1, Mtime: -1},
+		&ReadDir{Path: "d", Offset: 100},
+		&Mkdir{Path: "d", Mode: 0o755, UID: 1, GID: 1},
+		&Create{Path: "f", Flags: 0o101, Mode: 0o644, UID: 1, GID: 1},
+		&Open{Path: "f", Flags: 2}, &Unlink{Path: "f"}, &Rmdir{Path: "d"},
+		&Rename{Old: "a", New: "b", Flags: 1}, &Link{Old: "a", New: "c"},
+		&Symlink{Target: "../t", Path: "l", UID: 3, GID: 4}, &Readlink{Path: "l"},
+		&StatFsReq{}, &Release{Handle: 8}, &Fsync{Handle: 8, DataOnly: true},
+		&AttrReply{Attr: attr}, &OpenReply{Handle: 4, Attr: attr},
+		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
+		&ReadlinkReply{Target: "t"},
+		&StatFsReply{StatFs: StatFs{Blocks: 1, Bfree: 2, Bavail: 3, Files: 4, Ffree: 5, Bsize: 4096, NameLen: 255, Frsize: 4096}},
+		&ReadBlock{Handle: 1, File: 2, Index: 3, Version: 4, Token: 5, Retry: 6},
+		&BlockReply{Version: 4, Size: 100, Layer: 1, Data: []byte("hello")},
+		&BlockReply{Forwarded: true, Holder: 2},
+		&Write{Handle: 1, Offset: 4096, Data: []byte("world")},
+		&Forward{File: 1, Index: 2, Version: 3, Requester: 4, RequesterAddr: "h:1", Token: 5},
+		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
+		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
+		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
+	}
+}
+
+func roundTrip(t *testing.T, m Msg) Msg {
+	t.Helper()
+	head, data := appendFrame(nil, m, FlagReply, 42)
+	var buf bytes.Buffer
+	buf.Write(head)
+	buf.Write(data)
+	h, got, err := readFrame(bufio.NewReader(&buf), make([]byte, HeaderSize), DefaultLimits)
+	if err != nil {
+		t.Fatalf("%v: %v", m.Type(), err)
+	}
+	if h.id != 42 || h.flags != FlagReply || h.typ != m.Type() {
+		t.Fatalf("%v: header %+v", m.Type(), h)
+	}
+	return got
+}
+
+func TestRoundTripEveryMessage(t *testing.T) {
+	seen := map[Type]bool{}
+	for _, m := range sampleMsgs() {
+		got := roundTrip(t, m)
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("%v: got %+v, want %+v", m.Type(), got, m)
+		}
+		seen[m.Type()] = true
+	}
+	for typ := Type(0); typ < 255; typ++ {
+		if newMsg(typ) != nil && !seen[typ] {
+			t.Errorf("type %v has no round-trip sample", typ)
+		}
+	}
+}
+
+func TestDecoderRejects(t *testing.T) {
+	good, data := appendFrame(nil, &BlockReply{Version: 1, Data: []byte("abc")}, FlagReply, 1)
+	frame := append(append([]byte{}, good...), data...)
+	read := func(b []byte, lim Limits) error {
+		_, _, err := readFrame(bufio.NewReader(bytes.NewReader(b)), make([]byte, HeaderSize), lim)
+		return err
+	}
+	if err := read(frame, DefaultLimits); err != nil {
+		t.Fatalf("good frame: %v", err)
+	}
+	bad := append([]byte{}, frame...)
+	bad[len(bad)-1] ^= 0xff
+	if err := read(bad, DefaultLimits); !errors.Is(err, ErrChecksum) {
+		t.Errorf("flipped data byte: %v, want ErrChecksum", err)
+	}
+	bad = append([]byte{}, frame...)
+	bad[0] = 0
+	if err := read(bad, DefaultLimits); !errors.Is(err, ErrBadMagic) {
+		t.Errorf("bad magic: %v", err)
+	}
+	if err := read(frame, Limits{MaxMeta: 100, MaxData: 2}); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("oversized: %v", err)
+	}
+	bad = append([]byte{}, frame...)
+	bad[2] = 200
+	if err := read(bad, DefaultLimits); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("unknown type: %v", err)
+	}
+	// Data on a type that carries none.
+	head, _ := appendFrame(nil, &Ping{}, 0, 1)
+	bad = append(append([]byte{}, head...), 'x')
+	bad[8] = 1
+	bad[12], bad[13], bad[14], bad[15] = byte(Checksum([]byte("x"))), byte(Checksum([]byte("x"))>>8), byte(Checksum([]byte("x"))>>16), byte(Checksum([]byte("x"))>>24)
+	if err := read(bad, DefaultLimits); !errors.Is(err, ErrMalformed) {
+		t.Errorf("data on Ping: %v", err)
+	}
+	if err := read(frame[:len(frame)-1], DefaultLimits); err == nil {
+		t.Errorf("truncated frame accepted")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, m := range sampleMsgs() {
+		head, data := appendFrame(nil, m, 0, 1)
+		f.Add(append(append([]byte{}, head...), data...))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lim := Limits{MaxMeta: 1 << 16, MaxData: 1 << 16}
+		_, m, err := readFrame(bufio.NewReader(bytes.NewReader(b)), make([]byte, HeaderSize), lim)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must encode and decode to the same message.
+		if got := roundTrip(t, m); !reflect.DeepEqual(got, m) {
+			t.Fatalf("re-decode differs: %+v vs %+v", got, m)
+		}
+	})
+}
+
+// pair makes two handshaken Conns over real loopback TCP.
+func pair(t *testing.T, serverSecret, clientSecret []byte, srvHandler, cliHandler Handler) (*Conn, *Conn, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	sc := make(chan res, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			sc <- res{nil, err}
+			return
+		}
+		br, _, err := ServerHandshake(nc, serverSecret, HelloReply{BlockSize: 4096, Policy: "none"},
+			func(*Hello) (Welcome, error) { return Welcome{ClientID: 1}, nil })
+		if err != nil {
+			nc.Close()
+			sc <- res{nil, err}
+			return
+		}
+		sc <- res{NewConn(nc, br, ConnConfig{Handler: srvHandler}), nil}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, hr, w, cerr := ClientHandshake(context.Background(), nc, clientSecret, Hello{Role: RoleClient})
+	s := <-sc
+	if cerr != nil || s.err != nil {
+		nc.Close()
+		return nil, nil, errors.Join(cerr, s.err)
+	}
+	if hr.BlockSize != 4096 || w.ClientID != 1 {
+		t.Fatalf("handshake values: %+v %+v", hr, w)
+	}
+	c := NewConn(nc, br, ConnConfig{Handler: cliHandler})
+	t.Cleanup(func() { c.Close(); s.c.Close() })
+	return c, s.c, nil
+}
+
+func TestHandshakeSecrets(t *testing.T) {
+	cases := []struct {
+		name     string
+		srv, cli []byte
+		ok       bool
+	}{
+		{"both none", nil, nil, true},
+		{"same", []byte("s3cret"), []byte("s3cret"), true},
+		{"different", []byte("s3cret"), []byte("other"), false},
+		{"client lacks", []byte("s3cret"), nil, false},
+		{"server lacks", nil, []byte("s3cret"), false},
+	}
+	for _, tc := range cases {
+		_, _, err := pair(t, tc.srv, tc.cli, nil, nil)
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrAuth) {
+			t.Errorf("%s: err = %v, want ErrAuth", tc.name, err)
+		}
+	}
+}
+
+func TestConcurrentCallsBothDirections(t *testing.T) {
+	echo := HandlerFunc(func(ctx context.Context, c *Conn, m Msg) (Msg, error) {
+		switch m := m.(type) {
+		case *ReadBlock:
+			return &BlockReply{Version: m.Version, Data: bytes.Repeat([]byte{byte(m.Index)}, int(m.Index)*100)}, nil
+		case *Lookup:
+			return nil, &RemoteError{Errno: syscall.ENOENT, Msg: "no " + m.Path}
+		}
+		return nil, nil
+	})
+	cli, srv, err := pair(t, nil, nil, echo, echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		for _, c := range []*Conn{cli, srv} {
+			wg.Add(1)
+			go func(c *Conn, i int) {
+				defer wg.Done()
+				r, err := c.Call(context.Background(), &ReadBlock{Index: uint64(i), Version: uint64(i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				br := r.(*BlockReply)
+				if br.Version != uint64(i) || len(br.Data) != i*100 {
+					t.Errorf("reply %d: version %d len %d", i, br.Version, len(br.Data))
+				}
+			}(c, i)
+		}
+	}
+	wg.Wait()
+	_, err = cli.Call(context.Background(), &Lookup{Path: "x"})
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("error reply: %v", err)
+	}
+	if _, err := cli.Call(context.Background(), &Ping{}); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
+
+func TestGarbageClosesOnlyThatConnection(t *testing.T) {
+	block := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, c *Conn, m Msg) (Msg, error) {
+		if _, ok := m.(*Ping); ok {
+			<-block
+		}
+		return nil, nil
+	})
+	cli, srv, err := pair(t, nil, nil, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := cli.Call(ctx, &Ping{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked call: %v", err)
+	}
+	close(block)
+	cli.nc.Write(bytes.Repeat([]byte{0xff}, 64))
+	select {
+	case <-srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server kept a connection that sent garbage")
+	}
+	if !errors.Is(srv.Err(), ErrBadMagic) {
+		t.Errorf("server conn error: %v", srv.Err())
+	}
+	<-cli.Done()
+	if _, err := cli.Call(context.Background(), &Ping{}); err == nil {
+		t.Error("call on closed conn succeeded")
+	}
+}
