@@ -1,0 +1,102 @@
+package directory
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrConfig marks an invalid Config or HolderConfig.
+var ErrConfig = errors.New("invalid directory configuration")
+
+// Defaults.
+const (
+	DefaultEntries       = 1 << 20 // blocks tracked: 4 GiB of 4 KiB blocks
+	DefaultMissThreshold = 4
+	DefaultPingTimeout   = 2 * time.Second
+	DefaultForwardMemory = 1 << 14
+	DefaultForwardTTL    = time.Minute
+	DefaultQueueLen      = 400 // seed 000's page discard queue length
+)
+
+// Config is the server-side directory's configuration. Zero fields take the
+// defaults.
+type Config struct {
+	// Entries bounds the number of blocks the directory tracks; the least
+	// recently used entry is recycled when a new one is needed.
+	Entries int
+	// MissThreshold is the number of consecutive forward misses (requests
+	// that came back as Retry) after which the server pings the client.
+	// The count clears on any request or discard notification from it.
+	MissThreshold int
+	// PingTimeout is how long Tick waits for PingOK before it marks a
+	// pinged client failed. The live server may instead time pings out
+	// itself and call PingFailed.
+	PingTimeout time.Duration
+	// ForwardMemory is the number of recent forwards remembered so that a
+	// Retry that does not name the holder (the requester timed out) can
+	// still blame it: the seed's request cache.
+	ForwardMemory int
+	// ForwardTTL is how long a remembered forward stays valid for that.
+	ForwardTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Entries == 0 {
+		c.Entries = DefaultEntries
+	}
+	if c.MissThreshold == 0 {
+		c.MissThreshold = DefaultMissThreshold
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = DefaultPingTimeout
+	}
+	if c.ForwardMemory == 0 {
+		c.ForwardMemory = DefaultForwardMemory
+	}
+	if c.ForwardTTL == 0 {
+		c.ForwardTTL = DefaultForwardTTL
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Entries < 1:
+		return fmt.Errorf("%w: entries = %d, want at least 1 (or 0 for the default %d)", ErrConfig, c.Entries, DefaultEntries)
+	case c.MissThreshold < 1:
+		return fmt.Errorf("%w: miss threshold = %d, want at least 1", ErrConfig, c.MissThreshold)
+	case c.PingTimeout < 0:
+		return fmt.Errorf("%w: ping timeout = %v, want > 0", ErrConfig, c.PingTimeout)
+	case c.ForwardMemory < 1:
+		return fmt.Errorf("%w: forward memory = %d, want at least 1", ErrConfig, c.ForwardMemory)
+	case c.ForwardTTL < 0:
+		return fmt.Errorf("%w: forward TTL = %v, want > 0", ErrConfig, c.ForwardTTL)
+	}
+	return nil
+}
+
+// HolderConfig is the client-side configuration. Zero fields take the
+// defaults, so the zero value has notifications on with a 400-entry queue.
+type HolderConfig struct {
+	// QueueLen is the discard queue length: a batch is sent when this many
+	// evicted blocks are queued (seed 000: 400).
+	QueueLen int
+	// NoNotify turns discard notifications off (batched and on demand), for
+	// the seed's comparison (tables 4 and 5).
+	NoNotify bool
+}
+
+func (c HolderConfig) withDefaults() HolderConfig {
+	if c.QueueLen == 0 {
+		c.QueueLen = DefaultQueueLen
+	}
+	return c
+}
+
+func (c HolderConfig) validate() error {
+	if c.QueueLen < 1 {
+		return fmt.Errorf("%w: discard queue length = %d, want at least 1 (or 0 for the default %d)", ErrConfig, c.QueueLen, DefaultQueueLen)
+	}
+	return nil
+}

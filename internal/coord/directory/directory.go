@@ -1,0 +1,459 @@
+package directory
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/block"
+)
+
+// ClientID names a client of one export. The live server assigns ids at
+// mount time; ids are small integers starting at 1.
+type ClientID uint32
+
+const (
+	// Server is the server itself: a rotation member while it holds the
+	// block in memory. It is never a client id.
+	Server ClientID = 0
+	// NoClient means "none" or "unknown" (e.g. Retry's holder after a
+	// timeout).
+	NoClient ClientID = ^ClientID(0)
+)
+
+// Kind is what an Action asks the server to do.
+type Kind uint8
+
+const (
+	// ActServe: the server sends the block to Action.Client itself (from
+	// memory or disk).
+	ActServe Kind = iota + 1
+	// ActForward: the server forwards the request to Action.To, with
+	// Action.Version; To sends the block directly to Action.Client.
+	ActForward
+)
+
+func (k Kind) String() string {
+	switch k {
+	case ActServe:
+		return "serve"
+	case ActForward:
+		return "forward"
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Action is the directory's answer to a Request or Retry.
+type Action struct {
+	Kind    Kind
+	Client  ClientID      // the requester
+	To      ClientID      // ActForward: the holder that must send the block
+	Block   block.ID      //
+	Version block.Version // the file's current version; a forward carries it to the holder
+	// FromMemory is set on ActServe when the server chose itself in the
+	// rotation (it reported the block in memory with ServerCached).
+	FromMemory bool
+	// Ping, when not Server (zero), is a client the server must ping now:
+	// it missed MissThreshold forwards in a row. Report the outcome with
+	// PingOK or PingFailed (or let Tick time it out).
+	Ping ClientID
+}
+
+// Stats are the server-side counters.
+type Stats struct {
+	Requests         uint64 // Request events (first asks for a block)
+	Retries          uint64 // Retry events (asks again after a failed forward)
+	ServedByServer   uint64 // ActServe actions, from requests and retries
+	ServedFromMemory uint64 // ... of which the server chose itself in the rotation
+	Forwards         uint64 // ActForward actions
+	ForwardMisses    uint64 // retries blamed on a holder (forward misses)
+	Notifications    uint64 // discard notifications received
+	NotifiedBlocks   uint64 // block ids in them
+	Entries          int    // directory size now
+	Recycled         uint64 // entries recycled in LRU order to make room
+	VersionDrops     uint64 // entries reset because a request carried another version
+	FileChanges      uint64 // FileChanged events
+	FileDrops        uint64 // entries dropped by them
+	Pings            uint64 // pings asked for
+	Failures         uint64 // clients marked failed
+	Joins            uint64 // ClientJoined events
+}
+
+// ClientStats are the counters the server keeps per client: the miss table
+// and more.
+type ClientStats struct {
+	Requests      uint64 // requests from the client
+	Retries       uint64 // retries from the client
+	Served        uint64 // blocks the server served to it
+	Forwards      uint64 // forwards sent to it (requests it had to serve)
+	Misses        uint64 // forwards it did not serve (forward misses)
+	Notifications uint64 // discard notifications from it
+	MissRun       int    // consecutive misses: the miss table's counter
+	Failed        bool   // marked failed: never forwarded to
+	Pinging       bool   // a ping is outstanding: not forwarded to meanwhile
+}
+
+type clientState struct {
+	ClientStats
+	pingDeadline time.Duration
+}
+
+type fwdKey struct {
+	client ClientID
+	id     block.ID
+}
+
+type fwdRec struct {
+	key    fwdKey
+	holder ClientID
+	at     time.Duration
+	live   bool
+}
+
+// Directory is the server-side state machine of one export. Not safe for
+// concurrent use. A restarted server starts with a new Directory.
+type Directory struct {
+	cfg     Config
+	tab     *table
+	mem     map[block.ID]struct{} // blocks in the server's memory
+	clients map[ClientID]*clientState
+	stats   Stats
+
+	// the recent forwards (the seed's request cache), a ring
+	ring    []fwdRec
+	ringPos int
+	ringIdx map[fwdKey]int
+}
+
+// New returns an empty directory.
+func New(cfg Config) (*Directory, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Directory{
+		cfg:     cfg,
+		tab:     newTable(cfg.Entries),
+		mem:     make(map[block.ID]struct{}),
+		clients: make(map[ClientID]*clientState),
+		ring:    make([]fwdRec, cfg.ForwardMemory),
+		ringIdx: make(map[fwdKey]int),
+	}, nil
+}
+
+// Config returns the configuration in use (defaults filled in).
+func (d *Directory) Config() Config { return d.cfg }
+
+// Request handles client c's miss on block id of a file whose current
+// version is v (the server's). It returns ActServe when no usable holder
+// exists (or the server's own turn came) and ActForward otherwise; either
+// way c is recorded as a holder of id at once (the optimistic update). A
+// request from a failed client proves it alive: it is forwarded to again
+// (its entries were purged when it failed, so the directory is consistent).
+func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.Version) Action {
+	cl := d.heard(c)
+	cl.Requests++
+	d.stats.Requests++
+	e := d.current(id, v)
+	to := NoClient
+	if e != nil {
+		d.tab.touch(e)
+		to = d.pick(e, c)
+	} else if _, ok := d.mem[id]; ok {
+		to = Server
+	}
+	act := Action{Client: c, Block: id, Version: v}
+	if to == NoClient || to == Server {
+		act.Kind = ActServe
+		act.FromMemory = to == Server
+		d.served(cl, act.FromMemory)
+	} else {
+		act.Kind, act.To = ActForward, to
+		e.last = to
+		d.stats.Forwards++
+		d.clients[to].Forwards++
+		d.remember(now, c, id, to)
+	}
+	e = d.record(e, id, v, c)
+	if act.FromMemory {
+		e.last = Server
+	}
+	return act
+}
+
+// Retry handles client c asking again for id after its forward failed: a
+// negative reply from holder, or a timeout (holder = NoClient: the
+// directory blames the client it last forwarded c's request for id to, if it
+// remembers). The server serves the block; the stale holder is dropped from
+// the entry and counted in the miss table, and Action.Ping names it when its
+// run of misses reaches Config.MissThreshold.
+func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Version, holder ClientID) Action {
+	cl := d.heard(c)
+	cl.Retries++
+	d.stats.Retries++
+	if remembered := d.recall(now, c, id); holder == NoClient {
+		holder = remembered
+	}
+	act := Action{Kind: ActServe, Client: c, Block: id, Version: v}
+	e := d.current(id, v)
+	if h := d.clients[holder]; h != nil && holder != Server && holder != c {
+		h.Misses++
+		h.MissRun++
+		d.stats.ForwardMisses++
+		if e != nil && e.del(holder) && len(e.holders) == 0 {
+			d.tab.remove(e)
+			e = nil
+		}
+		if h.MissRun >= d.cfg.MissThreshold && !h.Pinging && !h.Failed {
+			h.Pinging = true
+			h.pingDeadline = now + d.cfg.PingTimeout
+			d.stats.Pings++
+			act.Ping = holder
+		}
+	}
+	if e != nil {
+		d.tab.touch(e)
+	}
+	d.served(cl, false)
+	d.record(e, id, v, c)
+	return act
+}
+
+// Discarded applies a discard notification: client c no longer caches ids.
+func (d *Directory) Discarded(c ClientID, ids []block.ID) {
+	cl := d.heard(c)
+	cl.Notifications++
+	d.stats.Notifications++
+	d.stats.NotifiedBlocks += uint64(len(ids))
+	for _, id := range ids {
+		if e := d.tab.get(id); e != nil && e.del(c) && len(e.holders) == 0 {
+			d.tab.remove(e)
+		}
+	}
+	d.stats.Entries = d.tab.len()
+}
+
+// ServerCached tells the directory that the server now holds id in memory:
+// the server joins the block's rotation.
+func (d *Directory) ServerCached(id block.ID) { d.mem[id] = struct{}{} }
+
+// ServerEvicted tells the directory that the server dropped id from memory:
+// it leaves the rotation, so that a forward never costs a disk read.
+func (d *Directory) ServerEvicted(id block.ID) { delete(d.mem, id) }
+
+// FileChanged drops every entry of file: its content changed on the server.
+// (Requests carrying a new version reset a stale entry anyway; this frees
+// them at once.)
+func (d *Directory) FileChanged(file uint64) {
+	d.stats.FileChanges++
+	d.stats.FileDrops += uint64(d.tab.dropFile(file))
+	d.stats.Entries = d.tab.len()
+}
+
+// ClientJoined handles a fresh mount by c: whatever the directory believed
+// c cached is purged before c takes part again.
+func (d *Directory) ClientJoined(c ClientID) {
+	cl := d.client(c)
+	d.purge(c)
+	cl.Failed, cl.Pinging, cl.MissRun = false, false, 0
+	d.stats.Joins++
+}
+
+// ClientFailed marks c failed (unresponsive, disconnected): it is no longer
+// forwarded to and its entries are purged.
+func (d *Directory) ClientFailed(c ClientID) {
+	cl := d.client(c)
+	if !cl.Failed {
+		d.stats.Failures++
+	}
+	cl.Failed, cl.Pinging = true, false
+	d.purge(c)
+}
+
+// PingFailed is ClientFailed for a ping that got no answer.
+func (d *Directory) PingFailed(c ClientID) { d.ClientFailed(c) }
+
+// PingOK records c's answer to a ping: its miss run clears.
+func (d *Directory) PingOK(c ClientID) {
+	cl := d.client(c)
+	cl.Pinging, cl.MissRun = false, 0
+}
+
+// Tick marks failed every client whose ping has been outstanding for
+// Config.PingTimeout at now, and returns them in increasing order (nil if
+// none).
+func (d *Directory) Tick(now time.Duration) []ClientID {
+	var failed []ClientID
+	for c, cl := range d.clients {
+		if cl.Pinging && now >= cl.pingDeadline {
+			failed = append(failed, c)
+		}
+	}
+	slices.Sort(failed)
+	for _, c := range failed {
+		d.ClientFailed(c)
+	}
+	return failed
+}
+
+// Stats returns the server-side counters.
+func (d *Directory) Stats() Stats {
+	s := d.stats
+	s.Entries = d.tab.len()
+	return s
+}
+
+// Len is the number of directory entries.
+func (d *Directory) Len() int { return d.tab.len() }
+
+// ClientStats returns c's counters, and false if c was never heard of.
+func (d *Directory) ClientStats(c ClientID) (ClientStats, bool) {
+	cl, ok := d.clients[c]
+	if !ok {
+		return ClientStats{}, false
+	}
+	return cl.ClientStats, true
+}
+
+// Clients returns the ids of every client heard of, in increasing order.
+func (d *Directory) Clients() []ClientID {
+	ids := make([]ClientID, 0, len(d.clients))
+	for c := range d.clients {
+		ids = append(ids, c)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Holders returns the clients the directory believes cache id (a copy, in
+// increasing order), nil if none.
+func (d *Directory) Holders(id block.ID) []ClientID {
+	if e := d.tab.get(id); e != nil {
+		return slices.Clone(e.holders)
+	}
+	return nil
+}
+
+// client returns c's state, creating it.
+func (d *Directory) client(c ClientID) *clientState {
+	cl := d.clients[c]
+	if cl == nil {
+		cl = new(clientState)
+		d.clients[c] = cl
+	}
+	return cl
+}
+
+// heard records a message from c: it is alive, its miss run clears (seed
+// 000 III-D) and a failed c takes part again.
+func (d *Directory) heard(c ClientID) *clientState {
+	cl := d.client(c)
+	cl.MissRun, cl.Pinging, cl.Failed = 0, false, false
+	return cl
+}
+
+func (d *Directory) served(cl *clientState, fromMem bool) {
+	cl.Served++
+	d.stats.ServedByServer++
+	if fromMem {
+		d.stats.ServedFromMemory++
+	}
+}
+
+// current returns id's entry if it is for version v; an entry for another
+// version is dropped (its holders cache a stale or unknown version).
+func (d *Directory) current(id block.ID, v block.Version) *entry {
+	e := d.tab.get(id)
+	if e != nil && e.ver != v {
+		d.tab.remove(e)
+		d.stats.VersionDrops++
+		return nil
+	}
+	return e
+}
+
+// pick chooses the next node in e's rotation after e.last: the server when
+// it holds the block in memory, then the holders in increasing id order,
+// skipping the requester and clients being pinged. NoClient if none.
+func (d *Directory) pick(e *entry, requester ClientID) ClientID {
+	first, next := NoClient, NoClient
+	consider := func(c ClientID) bool {
+		if first == NoClient {
+			first = c
+		}
+		if c > e.last || e.last == NoClient {
+			next = c
+			return true
+		}
+		return false
+	}
+	if _, ok := d.mem[e.id]; ok && consider(Server) {
+		return next
+	}
+	for _, c := range e.holders {
+		if c == requester || d.clients[c].Pinging {
+			continue
+		}
+		if consider(c) {
+			return next
+		}
+	}
+	return first
+}
+
+// record adds c as a holder of id (version v), creating the entry if needed,
+// and returns the entry.
+func (d *Directory) record(e *entry, id block.ID, v block.Version, c ClientID) *entry {
+	if e == nil {
+		var recycled bool
+		e, recycled = d.tab.create(id, v)
+		if recycled {
+			d.stats.Recycled++
+		}
+	}
+	e.add(c)
+	d.stats.Entries = d.tab.len()
+	return e
+}
+
+// purge removes c from every entry.
+func (d *Directory) purge(c ClientID) {
+	d.tab.each(func(e *entry) {
+		if e.del(c) && len(e.holders) == 0 {
+			d.tab.remove(e)
+		}
+	})
+	d.stats.Entries = d.tab.len()
+}
+
+// remember notes that c's request for id went to holder.
+func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder ClientID) {
+	k := fwdKey{c, id}
+	if i, ok := d.ringIdx[k]; ok {
+		d.ring[i].live = false
+	}
+	old := &d.ring[d.ringPos]
+	if old.live && d.ringIdx[old.key] == d.ringPos {
+		delete(d.ringIdx, old.key)
+	}
+	*old = fwdRec{key: k, holder: holder, at: now, live: true}
+	d.ringIdx[k] = d.ringPos
+	d.ringPos = (d.ringPos + 1) % len(d.ring)
+}
+
+// recall returns (and forgets) the holder c's latest request for id went
+// to, if it is younger than Config.ForwardTTL.
+func (d *Directory) recall(now time.Duration, c ClientID, id block.ID) ClientID {
+	k := fwdKey{c, id}
+	i, ok := d.ringIdx[k]
+	if !ok {
+		return NoClient
+	}
+	delete(d.ringIdx, k)
+	r := &d.ring[i]
+	r.live = false
+	if now-r.at > d.cfg.ForwardTTL {
+		return NoClient
+	}
+	return r.holder
+}
