@@ -1,0 +1,133 @@
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Defaults of Config.
+const (
+	DefaultAttrTimeout  = time.Second
+	DefaultEntryTimeout = time.Second
+	DefaultMaxWrite     = 1 << 20 // largest FUSE request the kernel sends
+	DefaultReadAhead    = 1 << 20 // written to the mount's read_ahead_kb
+	DefaultFsName       = "coopfs"
+
+	// goFuseMaxReadAhead is the most go-fuse passes to the kernel in INIT;
+	// more read-ahead only comes from sysfs (see Config.ReadAhead).
+	goFuseMaxReadAhead = 128 << 10
+)
+
+// Config is how a file system is mounted. The zero value means the defaults.
+type Config struct {
+	// AttrTimeout is how long the kernel caches attributes between
+	// getattr calls. Zero means DefaultAttrTimeout (1s); negative means no
+	// caching.
+	AttrTimeout time.Duration
+	// EntryTimeout is how long the kernel caches a name → inode lookup.
+	// Zero means DefaultEntryTimeout (1s); negative means no caching.
+	EntryTimeout time.Duration
+	// NegativeTimeout is how long the kernel caches a failed lookup
+	// (ENOENT). Zero (the default) or negative means not at all, so a file
+	// created by another client appears at once.
+	NegativeTimeout time.Duration
+	// MaxWrite is the largest read or write request, in bytes. Zero means
+	// DefaultMaxWrite (1 MiB).
+	MaxWrite int
+	// ReadAhead is the kernel read-ahead of the mount, in bytes. go-fuse
+	// cannot ask for more than 128 KiB in INIT, so Mount writes the value to
+	// /sys/class/bdi/<dev>/read_ahead_kb after mounting (best effort). Zero
+	// means DefaultReadAhead (1 MiB); negative leaves the kernel default.
+	ReadAhead int
+	// FsName is the source shown by mount and df. Zero means "coopfs".
+	FsName string
+	// AllowOther lets users other than the mounting one use the mount. It is
+	// always on when the mounting process runs as root (so that permission
+	// checks for other users can be exercised); for other users it needs
+	// user_allow_other in /etc/fuse.conf.
+	AllowOther bool
+	// Debug logs every FUSE request (go-fuse debug output).
+	Debug bool
+}
+
+// withDefaults returns c with zero fields replaced by their defaults and
+// negative timeouts by zero.
+func (c Config) withDefaults() Config {
+	c.AttrTimeout = durationDefault(c.AttrTimeout, DefaultAttrTimeout)
+	c.EntryTimeout = durationDefault(c.EntryTimeout, DefaultEntryTimeout)
+	c.NegativeTimeout = durationDefault(c.NegativeTimeout, 0)
+	if c.MaxWrite == 0 {
+		c.MaxWrite = DefaultMaxWrite
+	}
+	if c.ReadAhead == 0 {
+		c.ReadAhead = DefaultReadAhead
+	}
+	if c.FsName == "" {
+		c.FsName = DefaultFsName
+	}
+	if os.Geteuid() == 0 {
+		c.AllowOther = true
+	}
+	return c
+}
+
+func durationDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+func (c Config) validate() error {
+	if c.MaxWrite < 4096 || c.MaxWrite > 1<<20 {
+		return fmt.Errorf("fusefs: max write %d out of range [4096, 1MiB]", c.MaxWrite)
+	}
+	if c.ReadAhead > 0 && c.ReadAhead < 4096 {
+		return fmt.Errorf("fusefs: read-ahead %d below 4 KiB", c.ReadAhead)
+	}
+	if c.ReadAhead > 64<<20 {
+		return errors.New("fusefs: read-ahead above 64 MiB makes no sense")
+	}
+	return nil
+}
+
+// MountOptions builds the go-fuse options for cfg (defaults applied). The
+// coopfs adapter and the do-nothing benchmark file system both mount with
+// exactly these options.
+func MountOptions(cfg Config) *fs.Options {
+	cfg = cfg.withDefaults()
+	attr, entry, neg := cfg.AttrTimeout, cfg.EntryTimeout, cfg.NegativeTimeout
+	readAhead := cfg.ReadAhead
+	if readAhead < 0 || readAhead > goFuseMaxReadAhead {
+		readAhead = goFuseMaxReadAhead
+	}
+	return &fs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther: cfg.AllowOther,
+			// The kernel checks permissions against mode, uid and gid
+			// like a local file system does, so EACCES comes from it.
+			Options:      []string{"default_permissions"},
+			MaxWrite:     cfg.MaxWrite,
+			MaxReadAhead: readAhead,
+			FsName:       cfg.FsName,
+			Name:         "coopfs",
+			// As root, mount(2) directly: no dependence on the setuid
+			// fusermount3 helper (it is the fallback).
+			DirectMount: os.Geteuid() == 0,
+			Debug:       cfg.Debug,
+		},
+		AttrTimeout:     &attr,
+		EntryTimeout:    &entry,
+		NegativeTimeout: &neg,
+		// Mode 000 is a real mode (chmod 0): do not replace it with 0644.
+		NullPermissions: true,
+	}
+}

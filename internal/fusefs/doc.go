@@ -1,0 +1,15 @@
+// Package fusefs is the FUSE frontend of a coopfs client: it mounts a
+// go-fuse (github.com/hanwen/go-fuse/v2/fs) node tree whose every operation
+// is translated into one call of a Backend (the agent), and every error into
+// an errno by exactly one function, ToErrno.
+//
+// The adapter holds no file data and no policy. Node paths are relative to
+// the export root; inode numbers come from wire.Attr.Ino, so hard links of
+// one file are one inode. Permissions are checked by the kernel
+// (default_permissions), as for a local file system.
+//
+// Mount validates the mount point, mounts with the options built by
+// MountOptions (shared with the do-nothing benchmark file system in
+// internal/bench/nullfs so that the two compare fairly), raises the mount's
+// read-ahead through sysfs, and unmounts when its context is cancelled.
+package fusefs

@@ -1,0 +1,277 @@
+package fusefs
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Mounted is a live mount. It is unmounted by Unmount, by cancelling the
+// context given to Mount, or from outside (fusermount3 -u / umount); Wait
+// returns in every case.
+type Mounted struct {
+	dir    string
+	server *fuse.Server
+	log    *slog.Logger
+	done   chan struct{} // closed when the serve loop has exited
+
+	mu       sync.Mutex
+	unmounts int
+}
+
+// Mount mounts b at mountpoint and serves it until ctx is cancelled, Unmount
+// is called, or the file system is unmounted from outside.
+func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *slog.Logger) (*Mounted, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rootAttr, err := b.GetAttr(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("fusefs: stat of the export root failed: %w", err)
+	}
+	root := &node{a: &adapter{b: b, log: log}}
+	opts := MountOptions(cfg)
+	if rootAttr.Ino != 0 {
+		opts.RootStableAttr = &fs.StableAttr{Ino: rootAttr.Ino}
+	}
+	return mountRoot(ctx, mountpoint, root, cfg, opts, log)
+}
+
+// MountNode mounts an arbitrary go-fuse node tree with the options and
+// handling of Mount (validation, read-ahead, unmount on ctx). It exists so
+// that benchmark file systems (internal/bench/nullfs) mount exactly like
+// coopfs does.
+func MountNode(ctx context.Context, mountpoint string, root fs.InodeEmbedder, cfg Config, log *slog.Logger) (*Mounted, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return mountRoot(ctx, mountpoint, root, cfg, MountOptions(cfg), log)
+}
+
+func mountRoot(ctx context.Context, mountpoint string, root fs.InodeEmbedder, cfg Config, opts *fs.Options, log *slog.Logger) (*Mounted, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	dir, err := CheckMountpoint(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFuse(); err != nil {
+		return nil, err
+	}
+	opts.Logger = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	opts.MountOptions.Logger = opts.Logger
+	server, err := fs.Mount(dir, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
+	}
+	m := &Mounted{dir: dir, server: server, log: log, done: make(chan struct{})}
+	go func() {
+		server.Wait()
+		close(m.done)
+	}()
+	if cfg.ReadAhead > 0 {
+		if err := setReadAhead(dir, cfg.ReadAhead); err != nil {
+			log.Warn("could not raise the mount's read-ahead; sequential reads will be slower", "mountpoint", dir, "err", err)
+		}
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			if err := m.Unmount(); err != nil {
+				log.Error("unmount failed", "mountpoint", dir, "err", err)
+			}
+		case <-m.done:
+		}
+	}()
+	log.Info("mounted", "mountpoint", dir)
+	return m, nil
+}
+
+// Dir is the absolute mount point.
+func (m *Mounted) Dir() string { return m.dir }
+
+// Wait blocks until the file system is unmounted and its serve loop exited.
+func (m *Mounted) Wait() { <-m.done }
+
+// Done is closed when the file system is unmounted.
+func (m *Mounted) Done() <-chan struct{} { return m.done }
+
+// Unmount unmounts the file system and waits for its serve loop to exit.
+// When the mount is busy (a process has its working directory or a file
+// open in it), it falls back to a lazy unmount: the mount disappears from
+// the namespace at once and the kernel ends the session when the last user
+// lets go. Calling it again, or after an unmount from outside, is harmless.
+func (m *Mounted) Unmount() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.done:
+		return nil
+	default:
+	}
+	m.unmounts++
+	err := m.server.Unmount() // retries a few times on EBUSY
+	if err != nil {
+		m.log.Warn("unmount failed, detaching lazily", "mountpoint", m.dir, "err", err)
+		if lerr := lazyUnmount(m.dir); lerr != nil {
+			return fmt.Errorf("fusefs: unmount %s: %w (lazy unmount: %v)", m.dir, err, lerr)
+		}
+	}
+	select {
+	case <-m.done:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("fusefs: %s unmounted but the serve loop did not exit within 10s", m.dir)
+	}
+	m.log.Info("unmounted", "mountpoint", m.dir)
+	return nil
+}
+
+func lazyUnmount(dir string) error {
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+		return nil
+	}
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command(bin, "-u", "-z", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s -u -z: %w: %s", bin, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// CheckMountpoint returns the absolute, symlink-free path of mountpoint, or
+// a one-line error saying why it cannot be mounted on: missing, not a
+// directory, or already a mount point.
+func CheckMountpoint(mountpoint string) (string, error) {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint %q: %w", mountpoint, err)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mountpoint %s does not exist: create it with mkdir -p %s", abs, abs)
+	case errors.Is(err, syscall.ENOTCONN):
+		return "", fmt.Errorf("mountpoint %s is a dead FUSE mount: run fusermount3 -u %s", abs, abs)
+	case err != nil:
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	mounted, err := isMountPoint(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint %s: reading /proc/self/mountinfo: %w", abs, err)
+	}
+	if mounted {
+		return "", fmt.Errorf("mountpoint %s is already a mount point: unmount it first (umount %s)", abs, abs)
+	}
+	return abs, nil
+}
+
+// mountInfo returns the major:minor of the mount at dir, if there is one.
+func mountInfo(dir string) (dev string, ok bool, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options ...
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		if unescapeMountinfo(fields[4]) == dir {
+			dev, ok = fields[2], true // the last (topmost) mount wins
+		}
+	}
+	return dev, ok, sc.Err()
+}
+
+func isMountPoint(dir string) (bool, error) {
+	_, ok, err := mountInfo(dir)
+	return ok, err
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// checkFuse says in one line what to install when FUSE cannot work here.
+func checkFuse() error {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("FUSE is not available: /dev/fuse is missing (%v): load the fuse module (modprobe fuse) and apt-get install fuse3", err)
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return errors.New("FUSE mount needs fusermount3, which is not installed: apt-get install fuse3")
+		}
+	}
+	return nil
+}
+
+// setReadAhead writes the mount's read_ahead_kb in sysfs: go-fuse cannot
+// ask the kernel for more than 128 KiB.
+func setReadAhead(dir string, bytes int) error {
+	dev, ok, err := mountInfo(dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s not found in /proc/self/mountinfo", dir)
+	}
+	path := "/sys/class/bdi/" + dev + "/read_ahead_kb"
+	return os.WriteFile(path, []byte(strconv.Itoa(bytes/1024)), 0)
+}
+
+// ReadAheadKB reads back the read_ahead_kb of the mount at dir.
+func ReadAheadKB(dir string) (int, error) {
+	dev, ok, err := mountInfo(dir)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%s is not a mount point", dir)
+	}
+	b, err := os.ReadFile("/sys/class/bdi/" + dev + "/read_ahead_kb")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}

@@ -1,0 +1,397 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// adapter is what every node of one mount shares.
+type adapter struct {
+	b   Backend
+	log *slog.Logger
+}
+
+// errno turns err into an errno with ToErrno and logs the errors that become
+// EIO without being EIO (they are bugs or lost servers, worth a line).
+func (a *adapter) errno(op, path string, err error) syscall.Errno {
+	e := ToErrno(err)
+	if e == syscall.EIO && !errors.Is(err, syscall.EIO) {
+		a.log.Warn("fuse operation failed", "op", op, "path", path, "err", err)
+	}
+	return e
+}
+
+// node is one inode of the mount. It keeps no state of its own: its path
+// comes from go-fuse's tree, its attributes from the backend.
+type node struct {
+	fs.Inode
+	a *adapter
+}
+
+// handle is an open file.
+type handle struct {
+	f File
+}
+
+var (
+	_ fs.NodeLookuper   = (*node)(nil)
+	_ fs.NodeGetattrer  = (*node)(nil)
+	_ fs.NodeSetattrer  = (*node)(nil)
+	_ fs.NodeReaddirer  = (*node)(nil)
+	_ fs.NodeMkdirer    = (*node)(nil)
+	_ fs.NodeCreater    = (*node)(nil)
+	_ fs.NodeOpener     = (*node)(nil)
+	_ fs.NodeReader     = (*node)(nil)
+	_ fs.NodeWriter     = (*node)(nil)
+	_ fs.NodeFlusher    = (*node)(nil)
+	_ fs.NodeFsyncer    = (*node)(nil)
+	_ fs.NodeReleaser   = (*node)(nil)
+	_ fs.NodeUnlinker   = (*node)(nil)
+	_ fs.NodeRmdirer    = (*node)(nil)
+	_ fs.NodeRenamer    = (*node)(nil)
+	_ fs.NodeLinker     = (*node)(nil)
+	_ fs.NodeSymlinker  = (*node)(nil)
+	_ fs.NodeReadlinker = (*node)(nil)
+	_ fs.NodeStatfser   = (*node)(nil)
+)
+
+// path is the node's path relative to the export root ("" for the root).
+// ok is false when the node is no longer in the tree (unlinked while open).
+func (n *node) path() (p string, ok bool) {
+	root := n.Root()
+	var segs []string
+	for in := &n.Inode; in != root; {
+		name, parent := in.Parent()
+		if parent == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		in = parent
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
+}
+
+// childPath is the path of name in directory n.
+func (n *node) childPath(name string) (string, bool) {
+	p, ok := n.path()
+	if !ok {
+		return "", false
+	}
+	if p == "" {
+		return name, true
+	}
+	return p + "/" + name, true
+}
+
+// newChild makes (or finds, for a hard link) the inode of attr.
+func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
+	fillAttr(&out.Attr, attr)
+	return n.NewInode(ctx, &node{a: n.a}, fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino})
+}
+
+func caller(ctx context.Context) Caller {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return Caller{UID: c.Uid, GID: c.Gid}
+	}
+	return Caller{}
+}
+
+func fillAttr(out *fuse.Attr, a wire.Attr) {
+	out.Ino = a.Ino
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.UID, a.GID
+	out.Size = a.Size
+	out.Blocks = a.Blocks
+	out.Blksize = 4096
+	out.Rdev = a.Rdev
+	out.Atime, out.Atimensec = splitNanos(a.Atime)
+	out.Mtime, out.Mtimensec = splitNanos(a.Mtime)
+	out.Ctime, out.Ctimensec = splitNanos(a.Ctime)
+}
+
+func splitNanos(ns int64) (uint64, uint32) {
+	sec, nsec := ns/1e9, ns%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return uint64(sec), uint32(nsec)
+}
+
+func joinNanos(sec uint64, nsec uint32) int64 { return int64(sec)*1e9 + int64(nsec) }
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	attr, err := n.a.b.Lookup(ctx, p)
+	if err != nil {
+		return nil, n.a.errno("lookup", p, err)
+	}
+	return n.newChild(ctx, attr, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		attr, err := h.f.Attr(ctx)
+		if err != nil {
+			return n.a.errno("fgetattr", "", err)
+		}
+		fillAttr(&out.Attr, attr)
+		return 0
+	}
+	p, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	attr, err := n.a.b.GetAttr(ctx, p)
+	if err != nil {
+		return n.a.errno("getattr", p, err)
+	}
+	fillAttr(&out.Attr, attr)
+	return 0
+}
+
+// setAttrIn translates the kernel's setattr request.
+func setAttrIn(in *fuse.SetAttrIn) SetAttrIn {
+	var s SetAttrIn
+	v := in.Valid
+	set := func(fuseBit, wireBit uint32) {
+		if v&fuseBit != 0 {
+			s.Valid |= wireBit
+		}
+	}
+	set(fuse.FATTR_MODE, wire.SetMode)
+	set(fuse.FATTR_UID, wire.SetUID)
+	set(fuse.FATTR_GID, wire.SetGID)
+	set(fuse.FATTR_SIZE, wire.SetSize)
+	set(fuse.FATTR_ATIME, wire.SetAtime)
+	set(fuse.FATTR_MTIME, wire.SetMtime)
+	set(fuse.FATTR_ATIME_NOW, wire.SetAtimeNow)
+	set(fuse.FATTR_MTIME_NOW, wire.SetMtimeNow)
+	s.Mode = in.Mode
+	s.UID, s.GID = in.Uid, in.Gid
+	s.Size = in.Size
+	s.Atime = joinNanos(in.Atime, in.Atimensec)
+	s.Mtime = joinNanos(in.Mtime, in.Mtimensec)
+	return s
+}
+
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	var f File
+	if h, ok := fh.(*handle); ok {
+		f = h.f
+	}
+	p, ok := n.path()
+	if !ok && f == nil {
+		return syscall.ENOENT
+	}
+	attr, err := n.a.b.SetAttr(ctx, p, f, setAttrIn(in), caller(ctx))
+	if err != nil {
+		return n.a.errno("setattr", p, err)
+	}
+	fillAttr(&out.Attr, attr)
+	return 0
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	ents, err := n.a.b.ReadDir(ctx, p)
+	if err != nil {
+		return nil, n.a.errno("readdir", p, err)
+	}
+	list := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if e.Name == "." || e.Name == ".." {
+			continue // go-fuse adds its own
+		}
+		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode & syscall.S_IFMT})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	attr, err := n.a.b.Mkdir(ctx, p, mode, caller(ctx))
+	if err != nil {
+		return nil, n.a.errno("mkdir", p, err)
+	}
+	return n.newChild(ctx, attr, out), 0
+}
+
+func openFlags(f File) uint32 {
+	if f.KeepCache() {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, nil, 0, syscall.ENOENT
+	}
+	f, attr, err := n.a.b.Create(ctx, p, flags, mode, caller(ctx))
+	if err != nil {
+		return nil, nil, 0, n.a.errno("create", p, err)
+	}
+	return n.newChild(ctx, attr, out), &handle{f: f}, openFlags(f), 0
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	f, _, err := n.a.b.Open(ctx, p, flags)
+	if err != nil {
+		return nil, 0, n.a.errno("open", p, err)
+	}
+	return &handle{f: f}, openFlags(f), 0
+}
+
+func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	nr, err := h.f.ReadAt(ctx, dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, n.a.errno("read", "", err)
+	}
+	return fuse.ReadResultData(dest[:nr]), 0
+}
+
+func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	nw, err := h.f.WriteAt(ctx, data, off)
+	if err != nil {
+		return uint32(nw), n.a.errno("write", "", err)
+	}
+	return uint32(nw), 0
+}
+
+func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		return n.a.errno("flush", "", h.f.Flush(ctx))
+	}
+	return 0
+}
+
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		return n.a.errno("fsync", "", h.f.Fsync(ctx))
+	}
+	return 0
+}
+
+func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		return n.a.errno("release", "", h.f.Release(ctx))
+	}
+	return 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	p, ok := n.childPath(name)
+	if !ok {
+		return syscall.ENOENT
+	}
+	return n.a.errno("unlink", p, n.a.b.Unlink(ctx, p))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	p, ok := n.childPath(name)
+	if !ok {
+		return syscall.ENOENT
+	}
+	return n.a.errno("rmdir", p, n.a.b.Rmdir(ctx, p))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	oldPath, ok1 := n.childPath(name)
+	newPath, ok2 := np.childPath(newName)
+	if !ok1 || !ok2 {
+		return syscall.ENOENT
+	}
+	return n.a.errno("rename", oldPath, n.a.b.Rename(ctx, oldPath, newPath, flags))
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	oldPath, ok1 := t.path()
+	newPath, ok2 := n.childPath(name)
+	if !ok1 || !ok2 {
+		return nil, syscall.ENOENT
+	}
+	attr, err := n.a.b.Link(ctx, oldPath, newPath)
+	if err != nil {
+		return nil, n.a.errno("link", newPath, err)
+	}
+	return n.newChild(ctx, attr, out), 0
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	attr, err := n.a.b.Symlink(ctx, target, p, caller(ctx))
+	if err != nil {
+		return nil, n.a.errno("symlink", p, err)
+	}
+	return n.newChild(ctx, attr, out), 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	target, err := n.a.b.Readlink(ctx, p)
+	if err != nil {
+		return nil, n.a.errno("readlink", p, err)
+	}
+	return []byte(target), 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.a.b.StatFs(ctx)
+	if err != nil {
+		return n.a.errno("statfs", "", err)
+	}
+	*out = fuse.StatfsOut{
+		Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail,
+		Files: st.Files, Ffree: st.Ffree,
+		Bsize: st.Bsize, NameLen: st.NameLen, Frsize: st.Frsize,
+	}
+	return 0
+}
