@@ -1,0 +1,515 @@
+package hints
+
+import (
+	"fmt"
+
+	"github.com/coopfs/coopfs/internal/block"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// ClientConfig configures one client's state machine.
+type ClientConfig struct {
+	// ID and Boot name this client and its current life.
+	ID   ClientID
+	Boot BootID
+	// CacheBlocks is the size of the block cache (at least 1).
+	CacheBlocks int
+	// Peers are the other participants that may receive forwarded master
+	// copies and requests: the other clients, and the server memory's
+	// CoopID when it is part of the cooperative cache. ID itself is skipped.
+	Peers []ClientID
+	// Discard is the test that sends a young master copy evicted by a
+	// forward to the server's discard cache. Use DiscardNever when the
+	// server memory is not a discard cache.
+	Discard DiscardTest
+	// MaxHops bounds how many clients a request visits following hints
+	// before it goes to the server (0 means DefaultMaxHops). The seed sets
+	// no limit; a bound keeps hint cycles finite.
+	MaxHops int
+	// ServeOnly marks a participant that never reads for itself (the server
+	// memory as part of the cooperative cache): its evictions are dropped,
+	// never forwarded.
+	ServeOnly bool
+}
+
+// DefaultMaxHops is the default bound on the clients a request visits.
+const DefaultMaxHops = 8
+
+func (c *ClientConfig) validate() error {
+	if c.CacheBlocks < 1 {
+		return fmt.Errorf("%w: client %d cache of %d blocks, want at least 1", ErrConfig, c.ID, c.CacheBlocks)
+	}
+	if c.ID < 0 {
+		return fmt.Errorf("%w: client id %d, want >= 0", ErrConfig, c.ID)
+	}
+	if c.MaxHops < 0 {
+		return fmt.Errorf("%w: max hops %d, want >= 0", ErrConfig, c.MaxHops)
+	}
+	if c.MaxHops == 0 {
+		c.MaxHops = DefaultMaxHops
+	}
+	return nil
+}
+
+// peer is what a client believes about another participant.
+type peer struct {
+	id     ClientID
+	boot   BootID // newest boot id known (0: unknown, any accepted)
+	oldest Time   // probable age of its oldest block (Free: free memory)
+	failed bool   // a message to it timed out (lazy failure detection)
+}
+
+// Client is one client's hint-based cooperative caching state machine. It is
+// not safe for concurrent use: the live agent wraps it in a lock.
+//
+// INVARIANT: the cache never holds more than CacheBlocks blocks; the client
+// hints itself for a block iff it caches the block's master copy.
+type Client struct {
+	cfg   ClientConfig
+	cache *ageCache
+	hints map[uint64]map[uint64]Hint // file → block index → hint
+	peers []peer
+	index map[ClientID]int // peer id → position in peers
+	// scratch for Invalidate
+	dropped []*entry
+}
+
+// NewClient returns a client with an empty cache, no hints, and every peer
+// believed to have free memory.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks),
+		hints: make(map[uint64]map[uint64]Hint), index: make(map[ClientID]int)}
+	for _, id := range cfg.Peers {
+		if id == cfg.ID || id < 0 {
+			continue
+		}
+		if _, dup := c.index[id]; dup {
+			continue
+		}
+		c.index[id] = len(c.peers)
+		c.peers = append(c.peers, peer{id: id, oldest: Free})
+	}
+	return c, nil
+}
+
+// ID returns the client's id; Boot its boot id.
+func (c *Client) ID() ClientID    { return c.cfg.ID }
+func (c *Client) Boot() BootID    { return c.cfg.Boot }
+func (c *Client) Len() int        { return c.cache.len() }
+func (c *Client) Capacity() int   { return c.cfg.CacheBlocks }
+func (c *Client) Oldest() BootAge { return BootAge{Age: c.cache.oldest(), Boot: c.cfg.Boot} }
+
+// Has reports whether b is cached, and whether as the master copy.
+func (c *Client) Has(b block.ID) (cached, master bool) {
+	if e := c.cache.get(b); e != nil {
+		return true, e.master
+	}
+	return false, false
+}
+
+// HintFor returns the client's hint for b, if any (self included).
+func (c *Client) HintFor(b block.ID) (Hint, bool) {
+	h, ok := c.hints[b.File][b.Index]
+	return h, ok
+}
+
+// OldestOf returns what the client believes the oldest block of p is.
+func (c *Client) OldestOf(p ClientID) (Time, bool) {
+	i, ok := c.index[p]
+	if !ok {
+		return 0, false
+	}
+	return c.peers[i].oldest, true
+}
+
+// Read is a local read of b at now: a hit touches the block (RouteLocal);
+// a miss says where to send the request: the hinted holder of the master
+// copy, or the server.
+func (c *Client) Read(now Time, b block.ID) Route {
+	if e := c.cache.get(b); e != nil {
+		c.cache.touch(e, now)
+		return Route{Kind: RouteLocal, Master: e.master}
+	}
+	return c.follow(b, NoClient)
+}
+
+// ServeRequest handles a request for b that a peer (from) sent here
+// following a hint, after hops clients have been visited (this one
+// included). If b is cached it is served (RouteLocal; a remote reference
+// counts as a reference and makes the block young). Otherwise the client
+// follows its own hint or sends the request to the server.
+func (c *Client) ServeRequest(now Time, b block.ID, from ClientID, hops int) Route {
+	if e := c.cache.get(b); e != nil {
+		c.cache.touch(e, now)
+		return Route{Kind: RouteLocal, Master: e.master}
+	}
+	if hops >= c.cfg.MaxHops {
+		return Route{Kind: RouteServer}
+	}
+	return c.follow(b, from)
+}
+
+// follow routes a request for b using the client's hint; from (if not
+// NoClient) is the requester, never sent back to.
+func (c *Client) follow(b block.ID, from ClientID) Route {
+	h, ok := c.HintFor(b)
+	if !ok || h.Holder == c.cfg.ID || h.Holder == from {
+		if ok && h.Holder == c.cfg.ID { // self-hint without the block: repair
+			c.deleteHint(b)
+		}
+		return Route{Kind: RouteServer}
+	}
+	if !c.usable(h) {
+		c.deleteHint(b)
+		return Route{Kind: RouteServer, StaleHint: true}
+	}
+	return Route{Kind: RoutePeer, Peer: h.Holder, Boot: h.Boot, HintUsed: true}
+}
+
+// usable reports whether a hint names a live holder in its current life.
+func (c *Client) usable(h Hint) bool {
+	i, ok := c.index[h.Holder]
+	if !ok {
+		return false
+	}
+	p := &c.peers[i]
+	if p.failed {
+		return false
+	}
+	if p.boot != 0 && h.Boot != 0 && h.Boot < p.boot {
+		return false // the holder restarted since: its cache is gone
+	}
+	return true
+}
+
+// Fill installs b, which arrived at now for a read miss: master is set when
+// it came from the server (the master copy); otherwise from served it
+// (servedMaster: from holds the master copy, which the client now hints).
+// It returns the replacement the insertion caused.
+func (c *Client) Fill(now Time, b block.ID, master bool, from ClientID, fromBoot BootID, servedMaster bool) Eviction {
+	if e := c.cache.get(b); e != nil { // raced with another fill
+		c.cache.touch(e, now)
+		if master && !e.master {
+			e.master = true
+			c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+		}
+		return Eviction{}
+	}
+	ev := c.makeRoom(now)
+	c.cache.insert(b, now, master, false)
+	if ev.Kind == EvictForward {
+		ev.FromOldest = c.cache.oldest() // after the insertion, as the target will see it
+	}
+	switch {
+	case master:
+		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+	case servedMaster && from != NoClient:
+		c.Observe(from, fromBoot)
+		if h, ok := c.HintFor(b); !ok || h.Holder != from {
+			c.setHint(b, Hint{Holder: from, Boot: fromBoot, Since: now})
+		}
+	}
+	return ev
+}
+
+// Write records a write of b at now (write-through: the server has the new
+// data). The writer's copy is the master copy of the new data.
+func (c *Client) Write(now Time, b block.ID) Eviction {
+	if e := c.cache.get(b); e != nil {
+		c.cache.touch(e, now)
+		e.master = true
+		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+		return Eviction{}
+	}
+	return c.Fill(now, b, true, NoClient, 0, false)
+}
+
+// makeRoom evicts the oldest block if the cache is full, choosing its fate:
+// a copy that is not the master copy is dropped; a master copy is forwarded
+// to the peer believed to hold the oldest block (best-guess replacement),
+// unless the victim is older than every entry in the oldest-block list (it
+// is then probably the globally oldest block and is dropped, as Global LRU
+// would).
+func (c *Client) makeRoom(now Time) Eviction {
+	if !c.cache.full() {
+		return Eviction{}
+	}
+	v := c.cache.popOldest()
+	ev := Eviction{Kind: EvictDrop, Block: v.id, Master: v.master, Stamp: v.stamp}
+	if !v.master {
+		return ev
+	}
+	c.deleteHint(v.id)
+	if c.cfg.ServeOnly {
+		return ev
+	}
+	t := c.target()
+	if t < 0 || c.peers[t].oldest >= v.stamp {
+		return ev
+	}
+	p := &c.peers[t]
+	ev.Kind, ev.To, ev.ToBoot = EvictForward, p.id, p.boot
+	c.setHint(v.id, Hint{Holder: p.id, Boot: p.boot, Since: now})
+	// Until the ack says otherwise, assume the forward replaced the
+	// target's oldest block by this (younger) one: a forwarding client that
+	// never hears back does not keep picking the same target.
+	p.oldest = v.stamp
+	return ev
+}
+
+// target returns the position of the live peer with the oldest entry in the
+// oldest-block list (first in Peers order on ties), or -1.
+func (c *Client) target() int {
+	best := -1
+	for i := range c.peers {
+		p := &c.peers[i]
+		if p.failed {
+			continue
+		}
+		if best < 0 || p.oldest < c.peers[best].oldest {
+			best = i
+		}
+	}
+	return best
+}
+
+// AcceptForward installs a master copy of b that peer from forwarded at now
+// with age stamp; fromOldest is the sender's oldest block (age exchange).
+// The block keeps its age (a global block valued by age like a local one).
+// If that evicts a block, the victim is dropped, or sent to the discard
+// cache if it is a young master copy by the configured test. The ack
+// carries this client's oldest block back to the sender.
+func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block.ID, stamp Time, fromOldest Time) ForwardAck {
+	c.Observe(from, fromBoot)
+	if i, ok := c.index[from]; ok {
+		c.peers[i].oldest = fromOldest
+	}
+	var victim Eviction
+	switch e := c.cache.get(b); {
+	case e != nil: // a copy is here already: it becomes the master copy
+		e.master, e.global = true, true
+		if stamp > e.stamp {
+			c.cache.setAge(e, stamp)
+		}
+		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+	case c.cache.full() && stamp < c.cache.oldest():
+		// The forwarded block is older than everything here: it is the
+		// block to replace (the sender's list was out of date). It is the
+		// victim, judged by the discard test like any other.
+		victim = Eviction{Kind: EvictDrop, Block: b, Master: true, Stamp: stamp}
+		if h, ok := c.HintFor(b); ok && h.Holder == c.cfg.ID {
+			c.deleteHint(b)
+		}
+		if c.young(stamp) {
+			victim.Kind = EvictDiscard
+		}
+	default:
+		victim = c.evictForForward()
+		c.cache.insert(b, stamp, true, true)
+		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+	}
+	return ForwardAck{Oldest: c.Oldest(), Victim: victim}
+}
+
+// evictForForward makes room for a forwarded block: the oldest block goes;
+// a young master copy goes to the discard cache, anything else is dropped.
+// Forwarded blocks are never forwarded again (no cascades).
+func (c *Client) evictForForward() Eviction {
+	if !c.cache.full() {
+		return Eviction{}
+	}
+	v := c.cache.popOldest()
+	ev := Eviction{Kind: EvictDrop, Block: v.id, Master: v.master, Stamp: v.stamp}
+	if v.master {
+		c.deleteHint(v.id)
+		if c.young(v.stamp) {
+			ev.Kind = EvictDiscard
+		}
+	}
+	return ev
+}
+
+// young applies the discard test to a master copy of age stamp: is it
+// younger than any (pessimistic) or all (optimistic) entries of the
+// oldest-block list?
+func (c *Client) young(stamp Time) bool {
+	n, older := 0, 0
+	for i := range c.peers {
+		p := &c.peers[i]
+		if p.failed {
+			continue
+		}
+		n++
+		if p.oldest < stamp {
+			older++
+		}
+	}
+	switch c.cfg.Discard {
+	case DiscardPessimistic:
+		return older > 0
+	case DiscardOptimistic:
+		return n > 0 && older == n
+	}
+	return false
+}
+
+// ForwardAcked completes the age exchange after a forward to target.
+func (c *Client) ForwardAcked(target ClientID, oldest BootAge) {
+	c.Observe(target, oldest.Boot)
+	if i, ok := c.index[target]; ok {
+		c.peers[i].oldest = oldest.Age
+	}
+}
+
+// ForwardFailed reports that a forward of b to target timed out: the peer
+// is marked failed and the hint for b (which named it) is dropped; the
+// block is lost from the client caches (the server still has it).
+func (c *Client) ForwardFailed(target ClientID, b block.ID) {
+	c.PeerFailed(target)
+	if h, ok := c.HintFor(b); ok && h.Holder == target {
+		c.deleteHint(b)
+	}
+}
+
+// Observe records that peer p is alive in life boot (any message from it
+// carries its boot id). A newer boot id means p restarted: its cache is
+// empty (free memory) and older hints naming it are stale.
+func (c *Client) Observe(p ClientID, boot BootID) {
+	i, ok := c.index[p]
+	if !ok || boot == 0 {
+		return
+	}
+	q := &c.peers[i]
+	if boot > q.boot {
+		if q.boot != 0 {
+			q.oldest = Free
+		}
+		q.boot = boot
+	}
+	if boot >= q.boot {
+		q.failed = false
+	}
+}
+
+// PeerFailed records a timeout on a message to p: hints and oldest-block
+// entries naming p are ignored until p is heard from again.
+func (c *Client) PeerFailed(p ClientID) {
+	if i, ok := c.index[p]; ok {
+		c.peers[i].failed = true
+	}
+}
+
+// PeerBooted records that p (re)started in life boot (the manager's client
+// list after a restart, or a message from it).
+func (c *Client) PeerBooted(p ClientID, boot BootID) {
+	if i, ok := c.index[p]; ok {
+		q := &c.peers[i]
+		if boot > q.boot {
+			q.boot, q.oldest = boot, Free
+		}
+		q.failed = false
+	}
+}
+
+// ExportHints returns the client's hints for file (its own master copies
+// included): what the manager hands the next client that opens the file.
+func (c *Client) ExportHints(file uint64, out []BlockHint) []BlockHint {
+	for idx, h := range c.hints[file] {
+		out = append(out, BlockHint{Index: idx, Hint: h})
+	}
+	return out
+}
+
+// ImportHints merges hints handed out on open of file (from the last
+// opener). A hint replaces the client's own one unless that one is newer or
+// names the client itself; hints naming this client, unknown peers or stale
+// boot ids are skipped. Returns how many hints were taken.
+func (c *Client) ImportHints(file uint64, hs []BlockHint) int {
+	n := 0
+	for _, bh := range hs {
+		if bh.Holder == c.cfg.ID || !c.usable(bh.Hint) {
+			continue
+		}
+		b := block.ID{File: file, Index: bh.Index}
+		if cur, ok := c.HintFor(b); ok && (cur.Holder == c.cfg.ID || cur.Since >= bh.Since) {
+			continue
+		}
+		c.setHint(b, bh.Hint)
+		n++
+	}
+	return n
+}
+
+// Invalidate drops every cached block of file and the hints for it (the
+// manager revoked the file's token for a writer, or the file was deleted).
+// It returns the blocks dropped (valid until the next call).
+func (c *Client) Invalidate(file uint64) []block.ID {
+	c.dropped = c.cache.dropFile(file, c.dropped[:0])
+	delete(c.hints, file)
+	ids := make([]block.ID, len(c.dropped))
+	for i, e := range c.dropped {
+		ids[i] = e.id
+	}
+	return ids
+}
+
+func (c *Client) setHint(b block.ID, h Hint) {
+	m := c.hints[b.File]
+	if m == nil {
+		m = make(map[uint64]Hint)
+		c.hints[b.File] = m
+	}
+	m[b.Index] = h
+}
+
+func (c *Client) deleteHint(b block.ID) {
+	if m := c.hints[b.File]; m != nil {
+		delete(m, b.Index)
+		if len(m) == 0 {
+			delete(c.hints, b.File)
+		}
+	}
+}
+
+// Check verifies the client's invariants (tests and simulator checks).
+func (c *Client) Check() error {
+	if err := c.cache.check(); err != nil {
+		return fmt.Errorf("client %d: %w", c.cfg.ID, err)
+	}
+	for f, m := range c.hints {
+		for idx, h := range m {
+			b := block.ID{File: f, Index: idx}
+			e := c.cache.get(b)
+			self := h.Holder == c.cfg.ID
+			if self != (e != nil && e.master) {
+				return fmt.Errorf("client %d: hint for %v names %d, cached master %v", c.cfg.ID, b, h.Holder, e != nil && e.master)
+			}
+		}
+	}
+	for id, e := range c.cache.byID {
+		if e.master {
+			if h, ok := c.HintFor(id); !ok || h.Holder != c.cfg.ID {
+				return fmt.Errorf("client %d: master copy of %v without a self hint", c.cfg.ID, id)
+			}
+		}
+	}
+	return nil
+}
+
+// Drop removes b from the cache if cached (a write-through made it stale on
+// the server memory participant). It reports whether b was cached.
+func (c *Client) Drop(b block.ID) bool {
+	e := c.cache.get(b)
+	if e == nil {
+		return false
+	}
+	c.cache.remove(e)
+	if e.master {
+		c.deleteHint(b)
+	}
+	return true
+}

@@ -1,0 +1,367 @@
+package hints
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/coopfs/coopfs/internal/block"
+)
+
+// MemoryUse is how the server uses its memory (seed 002 section 4.5.1).
+type MemoryUse uint8
+
+const (
+	// MemoryDiscard: the discard cache, holding young master copies that
+	// clients evicted by mistake; it evicts its oldest block first. The
+	// hint-based algorithm's choice and the default.
+	MemoryDiscard MemoryUse = iota
+	// MemoryDiskCache: a traditional LRU cache of blocks read from disk or
+	// written through.
+	MemoryDiskCache
+	// MemoryCoop: part of the cooperative cache: the server memory is a
+	// participant (ServerConfig.CoopID) that clients forward master copies
+	// to like any other; blocks from disk are not kept.
+	MemoryCoop
+)
+
+var memoryUseNames = [...]string{"discard", "disk", "coop"}
+
+func (m MemoryUse) String() string {
+	if int(m) < len(memoryUseNames) {
+		return memoryUseNames[m]
+	}
+	return fmt.Sprintf("memory(%d)", m)
+}
+
+// ParseMemoryUse parses "discard", "disk" (also "diskcache") or "coop".
+func ParseMemoryUse(s string) (MemoryUse, error) {
+	switch s {
+	case "discard":
+		return MemoryDiscard, nil
+	case "disk", "diskcache", "disk-cache":
+		return MemoryDiskCache, nil
+	case "coop", "cooperative":
+		return MemoryCoop, nil
+	}
+	return 0, fmt.Errorf("%w: server memory use %q, want discard, disk or coop", ErrConfig, s)
+}
+
+// ServerConfig configures the server (manager and server memory).
+type ServerConfig struct {
+	// MemoryBlocks is the size of the server memory in blocks (0: none).
+	MemoryBlocks int
+	// Memory is how it is used.
+	Memory MemoryUse
+	// CoopID names the server memory as a participant in MemoryCoop; it
+	// must differ from every client id. Clients list it among their Peers.
+	CoopID ClientID
+	// Clients are the client ids (the coop participant's peers).
+	Clients []ClientID
+}
+
+func (c *ServerConfig) validate() error {
+	if c.MemoryBlocks < 0 {
+		return fmt.Errorf("%w: server memory of %d blocks", ErrConfig, c.MemoryBlocks)
+	}
+	if c.Memory > MemoryCoop {
+		return fmt.Errorf("%w: server memory use %d", ErrConfig, c.Memory)
+	}
+	if c.Memory == MemoryCoop {
+		if c.CoopID < 0 {
+			return fmt.Errorf("%w: coop id %d, want >= 0", ErrConfig, c.CoopID)
+		}
+		for _, id := range c.Clients {
+			if id == c.CoopID {
+				return fmt.Errorf("%w: coop id %d is also a client id", ErrConfig, id)
+			}
+		}
+	}
+	return nil
+}
+
+// fileState is the manager's view of one file.
+type fileState struct {
+	last     ClientID // last client that opened the file (NoClient: none)
+	lastBoot BootID
+	holders  map[ClientID]struct{} // clients holding a token (may cache blocks)
+	writer   ClientID              // holder of the write token (NoClient: none)
+}
+
+// OpenResult is the manager's answer to an open (or a token request).
+type OpenResult struct {
+	// HintsFrom is the last client that opened the file: the manager asks
+	// it for its hints (Client.ExportHints) and hands them to the opener
+	// (Client.ImportHints). NoClient when there is no one to ask.
+	HintsFrom ClientID
+	HintsBoot BootID
+	// Revoke lists the clients whose tokens are revoked for a writer: each
+	// drops its blocks and hints of the file (Client.Invalidate).
+	Revoke []ClientID
+	// Downgraded is the former writer whose write token became a read
+	// token (its blocks stay valid: write-through), or NoClient.
+	Downgraded ClientID
+}
+
+// FetchResult says where the server found a requested block.
+type FetchResult struct {
+	Memory  bool // in server memory (else from disk)
+	Discard bool // ... in the discard cache (the block leaves it)
+	// Master is set when the requester gets the master copy (from disk, a
+	// disk cache or the discard cache); not when the server memory is a
+	// participant that keeps the master copy (MemoryCoop).
+	Master bool
+}
+
+// Server is the manager (file tokens, hint hand-out) and the server memory,
+// as a state machine. Not safe for concurrent use.
+type Server struct {
+	cfg   ServerConfig
+	files map[uint64]*fileState
+	boots map[ClientID]BootID
+	down  map[ClientID]bool
+	mem   *ageCache // disk cache or discard cache
+	coop  *Client   // MemoryCoop participant
+	revok []ClientID
+}
+
+// NewServer returns a server with empty memory and no file state.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, files: make(map[uint64]*fileState), boots: make(map[ClientID]BootID),
+		down: make(map[ClientID]bool)}
+	switch {
+	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
+		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
+			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		s.coop = c
+	case cfg.Memory != MemoryCoop:
+		s.mem = newAgeCache(cfg.MemoryBlocks)
+	}
+	return s, nil
+}
+
+// Memory returns how the server uses its memory.
+func (s *Server) Memory() MemoryUse { return s.cfg.Memory }
+
+// Coop returns the server memory's participant in MemoryCoop (nil
+// otherwise): forwards to CoopID are delivered to it (AcceptForward).
+func (s *Server) Coop() *Client { return s.coop }
+
+// MemoryLen returns how many blocks the server memory holds.
+func (s *Server) MemoryLen() int {
+	if s.coop != nil {
+		return s.coop.Len()
+	}
+	if s.mem != nil {
+		return s.mem.len()
+	}
+	return 0
+}
+
+func (s *Server) file(f uint64) *fileState {
+	fs := s.files[f]
+	if fs == nil {
+		fs = &fileState{last: NoClient, writer: NoClient, holders: make(map[ClientID]struct{})}
+		s.files[f] = fs
+	}
+	return fs
+}
+
+// Holds reports whether client c holds a token for file that allows the
+// access (any token to read; the write token to write). A client that does
+// not must Open first.
+func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
+	fs := s.files[file]
+	if fs == nil {
+		return false
+	}
+	if write {
+		return fs.writer == c
+	}
+	_, ok := fs.holders[c]
+	return ok
+}
+
+// Open handles client c (in life boot) opening file at now, for writing or
+// not. The opener gets a token; a writer revokes every other holder's
+// token; the hints of the previous opener are handed to the new one.
+// The returned Revoke slice is valid until the next call.
+func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool) OpenResult {
+	s.ClientSeen(c, boot)
+	fs := s.file(file)
+	r := OpenResult{HintsFrom: NoClient, Downgraded: NoClient}
+	if fs.last != NoClient && fs.last != c && !s.down[fs.last] && s.boots[fs.last] == fs.lastBoot {
+		r.HintsFrom, r.HintsBoot = fs.last, fs.lastBoot
+	}
+	fs.last, fs.lastBoot = c, boot
+	s.revok = s.revok[:0]
+	if write {
+		if fs.writer != c {
+			for h := range fs.holders {
+				if h != c {
+					s.revok = append(s.revok, h)
+				}
+			}
+			sortIDs(s.revok)
+			for _, h := range s.revok {
+				delete(fs.holders, h)
+			}
+			fs.writer = c
+		}
+	} else if fs.writer != NoClient && fs.writer != c {
+		r.Downgraded = fs.writer
+		fs.writer = NoClient
+	}
+	fs.holders[c] = struct{}{}
+	r.Revoke = s.revok
+	return r
+}
+
+// Delete removes file: every holder drops its blocks and hints (returned,
+// valid until the next call), the server memory drops the file's blocks.
+func (s *Server) Delete(file uint64) []ClientID {
+	s.revok = s.revok[:0]
+	if fs := s.files[file]; fs != nil {
+		for h := range fs.holders {
+			s.revok = append(s.revok, h)
+		}
+		sortIDs(s.revok)
+		delete(s.files, file)
+	}
+	switch {
+	case s.coop != nil:
+		s.coop.Invalidate(file)
+	case s.mem != nil:
+		s.mem.dropFile(file, nil)
+	}
+	return s.revok
+}
+
+// Fetch serves a request for b that reached the server at now (a client
+// without a usable hint, or the end of a hint chain): from memory when it
+// is there, else from disk.
+func (s *Server) Fetch(now Time, b block.ID) FetchResult {
+	switch {
+	case s.coop != nil:
+		if r := s.coop.ServeRequest(now, b, NoClient, 0); r.Kind == RouteLocal {
+			return FetchResult{Memory: true}
+		}
+		return FetchResult{Master: true}
+	case s.mem == nil || s.cfg.MemoryBlocks == 0:
+		return FetchResult{Master: true}
+	}
+	e := s.mem.get(b)
+	if s.cfg.Memory == MemoryDiscard {
+		if e == nil {
+			return FetchResult{Master: true}
+		}
+		s.mem.remove(e) // the master copy moves back to a client
+		return FetchResult{Memory: true, Discard: true, Master: true}
+	}
+	if e != nil {
+		s.mem.touch(e, now)
+		return FetchResult{Memory: true, Master: true}
+	}
+	s.diskCacheInsert(b, now)
+	return FetchResult{Master: true}
+}
+
+func (s *Server) diskCacheInsert(b block.ID, now Time) {
+	if s.mem.full() {
+		s.mem.popOldest()
+	}
+	s.mem.insert(b, now, false, false)
+}
+
+// AcceptDiscard takes a young master copy of b (age stamp) into the discard
+// cache. The discard cache evicts its oldest block first, so a block older
+// than everything in a full cache is not kept. It reports whether b was
+// stored. Without a discard cache it does nothing.
+func (s *Server) AcceptDiscard(b block.ID, stamp Time) bool {
+	if s.cfg.Memory != MemoryDiscard || s.mem == nil || s.cfg.MemoryBlocks == 0 {
+		return false
+	}
+	if e := s.mem.get(b); e != nil {
+		if stamp > e.stamp {
+			s.mem.setAge(e, stamp)
+		}
+		return true
+	}
+	if s.mem.full() {
+		if stamp < s.mem.oldest() {
+			return false
+		}
+		s.mem.popOldest()
+	}
+	s.mem.insert(b, stamp, true, true)
+	return true
+}
+
+// WriteThrough handles a block written through to the server at now: a
+// disk cache keeps the new data; a copy in the discard cache or the
+// cooperative server memory is stale and dropped.
+func (s *Server) WriteThrough(now Time, b block.ID) {
+	switch {
+	case s.coop != nil:
+		s.coop.Drop(b)
+	case s.mem == nil || s.cfg.MemoryBlocks == 0:
+	case s.cfg.Memory == MemoryDiskCache:
+		if e := s.mem.get(b); e != nil {
+			s.mem.touch(e, now)
+		} else {
+			s.diskCacheInsert(b, now)
+		}
+	default:
+		if e := s.mem.get(b); e != nil {
+			s.mem.remove(e)
+		}
+	}
+}
+
+// InMemory reports whether b is in the server memory.
+func (s *Server) InMemory(b block.ID) bool {
+	if s.coop != nil {
+		ok, _ := s.coop.Has(b)
+		return ok
+	}
+	return s.mem != nil && s.mem.get(b) != nil
+}
+
+// ClientSeen records that client c is alive in life boot. A new boot id
+// means c restarted: hints it handed out before are stale.
+func (s *Server) ClientSeen(c ClientID, boot BootID) {
+	if boot > s.boots[c] {
+		s.boots[c] = boot
+		if s.coop != nil {
+			s.coop.PeerBooted(c, boot)
+		}
+	}
+	delete(s.down, c)
+}
+
+// ClientFailed records that a message to c timed out: the manager hands out
+// no hints from c until it is seen again.
+func (s *Server) ClientFailed(c ClientID) {
+	s.down[c] = true
+	if s.coop != nil {
+		s.coop.PeerFailed(c)
+	}
+}
+
+// Check verifies the server's invariants.
+func (s *Server) Check() error {
+	if s.coop != nil {
+		return s.coop.Check()
+	}
+	if s.mem != nil {
+		return s.mem.check()
+	}
+	return nil
+}
+
+func sortIDs(ids []ClientID) { slices.Sort(ids) }

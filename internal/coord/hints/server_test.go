@@ -1,0 +1,183 @@
+package hints
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestDiscardCacheEvictsOldestFirst(t *testing.T) {
+	s, err := NewServer(ServerConfig{MemoryBlocks: 2, Memory: MemoryDiscard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Arrival order differs from age order: the oldest block goes first.
+	s.AcceptDiscard(blk(1, 0), 50)
+	s.AcceptDiscard(blk(1, 1), 10)
+	s.AcceptDiscard(blk(1, 2), 30) // evicts 1:1 (age 10), not 1:0
+	if s.InMemory(blk(1, 1)) || !s.InMemory(blk(1, 0)) || !s.InMemory(blk(1, 2)) {
+		t.Fatal("discard cache did not evict its oldest block")
+	}
+	if s.AcceptDiscard(blk(1, 3), 5) {
+		t.Fatal("a block older than a full discard cache was stored")
+	}
+	f := s.Fetch(60, blk(1, 0))
+	if !f.Memory || !f.Discard || !f.Master {
+		t.Fatalf("discard hit %+v", f)
+	}
+	if s.InMemory(blk(1, 0)) {
+		t.Fatal("a discard-cache hit did not move the block out")
+	}
+	if f := s.Fetch(61, blk(1, 0)); f.Memory {
+		t.Fatalf("second fetch %+v, want disk", f)
+	}
+	// Disk reads are not cached by a discard cache.
+	if s.InMemory(blk(1, 0)) {
+		t.Fatal("discard cache kept a block read from disk")
+	}
+	s.WriteThrough(62, blk(1, 2))
+	if s.InMemory(blk(1, 2)) {
+		t.Fatal("a stale block stayed in the discard cache after a write")
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiskCacheIsLRU(t *testing.T) {
+	s, _ := NewServer(ServerConfig{MemoryBlocks: 2, Memory: MemoryDiskCache})
+	s.Fetch(1, blk(1, 0))
+	s.Fetch(2, blk(1, 1))
+	if f := s.Fetch(3, blk(1, 0)); !f.Memory || f.Discard || !f.Master {
+		t.Fatalf("disk cache hit %+v", f)
+	}
+	s.Fetch(4, blk(1, 2)) // evicts 1:1
+	if s.InMemory(blk(1, 1)) || !s.InMemory(blk(1, 0)) {
+		t.Fatal("disk cache is not LRU")
+	}
+	if s.AcceptDiscard(blk(9, 9), 5) {
+		t.Fatal("a disk cache accepted a discard")
+	}
+}
+
+func TestCoopServerMemoryIsAParticipant(t *testing.T) {
+	s, err := NewServer(ServerConfig{MemoryBlocks: 2, Memory: MemoryCoop, CoopID: 9, Clients: []ClientID{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := NewClient(ClientConfig{ID: 0, Boot: 1, CacheBlocks: 1, Peers: []ClientID{0, 1, 9}})
+	a.ForwardAcked(1, BootAge{Age: 1000, Boot: 1}) // B is young, the server memory is Free
+	a.Fill(1, blk(1, 0), true, NoClient, 0, false)
+	ev := a.Fill(2, blk(1, 1), true, NoClient, 0, false)
+	if ev.Kind != EvictForward || ev.To != 9 {
+		t.Fatalf("eviction %+v, want forward to the server memory", ev)
+	}
+	ack := s.Coop().AcceptForward(2, 0, 1, ev.Block, ev.Stamp, ev.FromOldest)
+	a.ForwardAcked(9, ack.Oldest)
+	if f := s.Fetch(3, blk(1, 0)); !f.Memory || f.Master {
+		t.Fatalf("coop hit %+v, want memory, master kept by the server", f)
+	}
+	if f := s.Fetch(4, blk(5, 0)); f.Memory || !f.Master || s.InMemory(blk(5, 0)) {
+		t.Fatalf("coop server memory cached a disk read: %+v", f)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	s, _ := NewServer(ServerConfig{})
+	s.Open(1, 0, 1, 5, false)
+	s.Open(2, 1, 1, 5, false)
+	s.Open(3, 2, 1, 6, false)
+	r := s.Open(4, 2, 1, 5, true)
+	if len(r.Revoke) != 2 || r.Revoke[0] != 0 || r.Revoke[1] != 1 {
+		t.Fatalf("write open revoked %v, want [0 1]", r.Revoke)
+	}
+	if r.HintsFrom != 1 {
+		t.Fatalf("hints from %d, want 1", r.HintsFrom)
+	}
+	if !s.Holds(2, 5, true) || s.Holds(0, 5, false) {
+		t.Fatal("token state wrong after a write open")
+	}
+	if r := s.Open(5, 2, 1, 5, true); len(r.Revoke) != 0 {
+		t.Fatalf("writer reopening revoked %v", r.Revoke)
+	}
+	r = s.Open(6, 0, 1, 5, false)
+	if r.Downgraded != 2 || len(r.Revoke) != 0 {
+		t.Fatalf("read open after a writer: %+v, want downgrade of 2", r)
+	}
+	if s.Holds(2, 5, true) || !s.Holds(2, 5, false) {
+		t.Fatal("downgraded writer's tokens wrong")
+	}
+	// A restarted last opener hands out no hints.
+	s.ClientSeen(0, 2)
+	if r := s.Open(7, 1, 1, 5, false); r.HintsFrom != NoClient {
+		t.Fatalf("hints from a restarted client %d", r.HintsFrom)
+	}
+	s.ClientFailed(1)
+	if r := s.Open(8, 2, 1, 5, false); r.HintsFrom != NoClient {
+		t.Fatalf("hints from a failed client %d", r.HintsFrom)
+	}
+	if got := s.Delete(5); len(got) != 3 {
+		t.Fatalf("delete revoked %v, want 3 holders", got)
+	}
+}
+
+// TestAgeCacheAgainstReference drives the heap with random operations and
+// compares evictions with a simple linear-scan reference.
+func TestAgeCacheAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := newAgeCache(16)
+	ref := map[uint64]Time{}
+	refSeq := map[uint64]uint64{}
+	var seq uint64
+	for step := 0; step < 5000; step++ {
+		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40)))
+		key := id.File*1000 + id.Index
+		now := Time(step)
+		switch rng.IntN(4) {
+		case 0, 1: // reference
+			if e := c.get(id); e != nil {
+				c.touch(e, now)
+				seq++
+				ref[key], refSeq[key] = now, seq
+				continue
+			}
+			if c.full() {
+				v := c.popOldest()
+				var wk uint64
+				first := true
+				for k, st := range ref {
+					if first || st < ref[wk] || (st == ref[wk] && refSeq[k] < refSeq[wk]) {
+						wk, first = k, false
+					}
+				}
+				if v.id.File*1000+v.id.Index != wk {
+					t.Fatalf("step %d: evicted %v, reference says %d", step, v.id, wk)
+				}
+				delete(ref, wk)
+			}
+			st := now - Time(rng.IntN(50)) // some arrive with old ages
+			c.insert(id, st, false, false)
+			seq++
+			ref[key], refSeq[key] = st, seq
+		case 2: // drop a file
+			if rng.IntN(20) == 0 {
+				for _, e := range c.dropFile(id.File, nil) {
+					delete(ref, e.id.File*1000+e.id.Index)
+				}
+			}
+		case 3:
+			if e := c.get(id); e != nil {
+				c.remove(e)
+				delete(ref, key)
+			}
+		}
+		if err := c.check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if c.len() != len(ref) {
+			t.Fatalf("step %d: %d entries, reference %d", step, c.len(), len(ref))
+		}
+	}
+}
