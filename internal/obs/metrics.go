@@ -1,0 +1,129 @@
+package obs
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// The layers a read can be served by, nearest first. The simulator reports
+// its hit distribution under the same names.
+const (
+	LayerLocalMemory  = "local_memory"
+	LayerLocalDisk    = "local_disk"
+	LayerPeer         = "peer"
+	LayerProxy        = "proxy" // a caching proxy between client and server, when configured
+	LayerServerMemory = "server_memory"
+	LayerServerDisk   = "server_disk"
+)
+
+// Layers returns every layer name, nearest first.
+func Layers() []string {
+	return []string{LayerLocalMemory, LayerLocalDisk, LayerPeer, LayerProxy, LayerServerMemory, LayerServerDisk}
+}
+
+// The kinds of process at the other end of a connection (label peer_kind of
+// the byte counters).
+const (
+	KindServer = "server"
+	KindPeer   = "peer"
+	KindClient = "client"
+)
+
+// Message directions (label dir of the message counter).
+const (
+	DirIn  = "in"
+	DirOut = "out"
+)
+
+// Metric names, all prefixed coopfs_.
+const (
+	MetricReads     = "coopfs_reads_total"      // label layer
+	MetricReadBytes = "coopfs_read_bytes_total" // label layer
+	MetricBytesIn   = "coopfs_bytes_in_total"   // label peer_kind
+	MetricBytesOut  = "coopfs_bytes_out_total"  // label peer_kind
+	MetricMessages  = "coopfs_messages_total"   // labels type, dir
+)
+
+// Metrics is one process's counters and the registry they live on. Each
+// process (and each server or client a test starts in one process) makes its
+// own; nothing is registered on prometheus's global default registry.
+//
+// The counter vectors are exported for callers that want to keep a bound
+// counter on a hot path (m.Reads.WithLabelValues(LayerPeer) once, then Inc);
+// the Count* helpers look the label up on every call.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	Reads     *prometheus.CounterVec // block reads by the layer that served them
+	ReadBytes *prometheus.CounterVec // bytes of those reads, by layer
+	BytesIn   *prometheus.CounterVec // bytes received, by peer_kind
+	BytesOut  *prometheus.CounterVec // bytes sent, by peer_kind
+	Messages  *prometheus.CounterVec // protocol messages, by type and dir
+}
+
+// NewMetrics returns a fresh set of counters on a new registry, with the Go
+// runtime and process collectors registered too. The five core layers and
+// the three peer kinds start at zero so that they always show up.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		Reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricReads, Help: "Block reads, by the cache layer that served them.",
+		}, []string{"layer"}),
+		ReadBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricReadBytes, Help: "Bytes read, by the cache layer that served them.",
+		}, []string{"layer"}),
+		BytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricBytesIn, Help: "Bytes received, by the kind of process that sent them.",
+		}, []string{"peer_kind"}),
+		BytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricBytesOut, Help: "Bytes sent, by the kind of process they went to.",
+		}, []string{"peer_kind"}),
+		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricMessages, Help: "Protocol messages, by message type and direction (in, out).",
+		}, []string{"type", "dir"}),
+	}
+	m.reg.MustRegister(m.Reads, m.ReadBytes, m.BytesIn, m.BytesOut, m.Messages,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, l := range []string{LayerLocalMemory, LayerLocalDisk, LayerPeer, LayerServerMemory, LayerServerDisk} {
+		m.Reads.WithLabelValues(l)
+		m.ReadBytes.WithLabelValues(l)
+	}
+	for _, k := range []string{KindServer, KindPeer, KindClient} {
+		m.BytesIn.WithLabelValues(k)
+		m.BytesOut.WithLabelValues(k)
+	}
+	return m
+}
+
+// Registry returns the registry the counters live on, for gathering.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Registerer returns the registry as a Registerer, to hand to packages that
+// register collectors of their own (their names should start with coopfs_).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// Register registers more collectors on this process's registry.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountRead counts one read of n bytes served by layer.
+func (m *Metrics) CountRead(layer string, n int) {
+	m.Reads.WithLabelValues(layer).Inc()
+	m.ReadBytes.WithLabelValues(layer).Add(float64(n))
+}
+
+// CountIn counts n bytes received from a process of the given kind.
+func (m *Metrics) CountIn(kind string, n int) { m.BytesIn.WithLabelValues(kind).Add(float64(n)) }
+
+// CountOut counts n bytes sent to a process of the given kind.
+func (m *Metrics) CountOut(kind string, n int) { m.BytesOut.WithLabelValues(kind).Add(float64(n)) }
+
+// CountMessage counts one message of type typ in direction dir (DirIn, DirOut).
+func (m *Metrics) CountMessage(typ, dir string) { m.Messages.WithLabelValues(typ, dir).Inc() }
