@@ -144,13 +144,20 @@ func newMsg(t Type) Msg {
 	return nil
 }
 
-// String names the type for logs and metrics labels.
-func (t Type) String() string {
-	if m := newMsg(t); m != nil {
-		return fmt.Sprintf("%T", m)[len("*wire."):]
+// typeNames is the read-only table behind Type.String, built once.
+var typeNames = func() (names [256]string) {
+	for t := range names {
+		if m := newMsg(Type(t)); m != nil {
+			names[t] = fmt.Sprintf("%T", m)[len("*wire."):]
+		} else {
+			names[t] = fmt.Sprintf("type%d", t)
+		}
 	}
-	return fmt.Sprintf("type%d", uint8(t))
-}
+	return names
+}()
+
+// String names the type for logs and metrics labels.
+func (t Type) String() string { return typeNames[t] }
 
 // Role says what a connection's dialer is.
 type Role uint8

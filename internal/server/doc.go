@@ -1,0 +1,11 @@
+// Package server is `coopfs serve`: it exports a directory tree to coopfs
+// clients over the wire protocol. It is the authority for data and metadata:
+// every file has a version (commit counter) that changes whenever the file's
+// content changes, through a client or behind coopfs's back (a change of
+// size, mtime or ctime seen by stat), and every block it hands out is tagged
+// with that version. It keeps a memory block cache of its own (the
+// "server memory" layer in front of the export's disk).
+//
+// File system access goes through os.Root, so no path a client sends can
+// leave the export, whatever symlinks the tree holds.
+package server

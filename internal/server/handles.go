@@ -1,0 +1,84 @@
+package server
+
+import (
+	"os"
+	"sync"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// openFile is one client's open file.
+type openFile struct {
+	f     *os.File
+	ino   uint64
+	owner *wire.Conn
+}
+
+// handles maps handle numbers to open files. Handles belong to the
+// connection that opened them and are closed when it goes away.
+type handles struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]*openFile
+}
+
+func newHandles() *handles { return &handles{m: make(map[uint64]*openFile)} }
+
+func (h *handles) add(of *openFile) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next++
+	h.m[h.next] = of
+	return h.next
+}
+
+// get returns the open file of handle n if owner opened it.
+func (h *handles) get(n uint64, owner *wire.Conn) *openFile {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	of := h.m[n]
+	if of == nil || of.owner != owner {
+		return nil
+	}
+	return of
+}
+
+func (h *handles) release(n uint64, owner *wire.Conn) bool {
+	h.mu.Lock()
+	of := h.m[n]
+	if of == nil || of.owner != owner {
+		h.mu.Unlock()
+		return false
+	}
+	delete(h.m, n)
+	h.mu.Unlock()
+	of.f.Close()
+	return true
+}
+
+// releaseOwner closes every handle of a connection and returns how many.
+func (h *handles) releaseOwner(owner *wire.Conn) int {
+	h.mu.Lock()
+	var fs []*os.File
+	for n, of := range h.m {
+		if of.owner == owner {
+			fs = append(fs, of.f)
+			delete(h.m, n)
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f.Close()
+	}
+	return len(fs)
+}
+
+func (h *handles) closeAll() {
+	h.mu.Lock()
+	m := h.m
+	h.m = make(map[uint64]*openFile)
+	h.mu.Unlock()
+	for _, of := range m {
+		of.f.Close()
+	}
+}

@@ -1,0 +1,550 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// readDirPage bounds the entries of one ReadDirReply.
+const readDirPage = 4096
+
+// serveMsg is the wire.Handler of client connections.
+func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	if s.cfg.ReadOnly && mutates(m) {
+		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
+	}
+	switch m := m.(type) {
+	case *wire.Ping:
+		return &wire.OK{}, nil
+	case *wire.Lookup:
+		return s.lstat(m.Path)
+	case *wire.GetAttr:
+		if of := s.handles.get(m.Handle, c); of != nil {
+			return s.fstat(of.f)
+		}
+		return s.lstat(m.Path)
+	case *wire.SetAttr:
+		return s.setAttr(c, m)
+	case *wire.ReadDir:
+		return s.readDir(m)
+	case *wire.Mkdir:
+		return s.mkdir(m)
+	case *wire.Create:
+		return s.open(c, m.Path, m.Flags|syscall.O_CREAT, m.Mode, &m.UID, &m.GID)
+	case *wire.Open:
+		return s.open(c, m.Path, m.Flags&^(syscall.O_CREAT|syscall.O_EXCL), 0, nil, nil)
+	case *wire.Unlink:
+		return nil, s.remove(m.Path, false)
+	case *wire.Rmdir:
+		return nil, s.remove(m.Path, true)
+	case *wire.Rename:
+		return nil, s.rename(m)
+	case *wire.Link:
+		return s.link(m)
+	case *wire.Symlink:
+		return s.symlink(m)
+	case *wire.Readlink:
+		p, err := clean(m.Path)
+		if err != nil {
+			return nil, err
+		}
+		t, err := s.root.Readlink(p)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.ReadlinkReply{Target: t}, nil
+	case *wire.StatFsReq:
+		return s.statFs()
+	case *wire.Release:
+		if !s.handles.release(m.Handle, c) {
+			return nil, fmt.Errorf("release of unknown handle %d: %w", m.Handle, syscall.EBADF)
+		}
+		return &wire.OK{}, nil
+	case *wire.Fsync:
+		of := s.handles.get(m.Handle, c)
+		if of == nil {
+			return nil, fmt.Errorf("fsync of unknown handle %d: %w", m.Handle, syscall.EBADF)
+		}
+		return &wire.OK{}, of.f.Sync()
+	case *wire.ReadBlock:
+		return s.readBlock(c, m)
+	case *wire.Write:
+		return s.write(c, m)
+	}
+	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
+}
+
+func mutates(m wire.Msg) bool {
+	switch m := m.(type) {
+	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
+		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write:
+		return true
+	case *wire.Open:
+		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
+	}
+	return false
+}
+
+// clean checks a client's path: relative, "/"-separated, no "..". The empty
+// path is the export root. os.Root enforces the rest (symlinks that leave).
+func clean(p string) (string, error) {
+	if p == "" || p == "." {
+		return ".", nil
+	}
+	if strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("bad path %q: %w", p, syscall.EINVAL)
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q leaves the export: %w", p, syscall.EACCES)
+	}
+	return c, nil
+}
+
+func (s *Server) attrOf(fi os.FileInfo) wire.Attr {
+	st := fi.Sys().(*syscall.Stat_t)
+	a := wire.Attr{
+		Ino: st.Ino, Mode: st.Mode, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
+		Size: uint64(st.Size), Blocks: uint64(st.Blocks), Atime: st.Atim.Nano(),
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Rdev: uint32(st.Rdev),
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		a.Version = s.versions.observe(st)
+	}
+	return a
+}
+
+func (s *Server) lstat(p string) (*wire.AttrReply, error) {
+	p, err := clean(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := s.root.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.AttrReply{Attr: s.attrOf(fi)}, nil
+}
+
+func (s *Server) fstat(f *os.File) (*wire.AttrReply, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return &wire.AttrReply{Attr: s.attrOf(fi)}, nil
+}
+
+// fileMode converts a st_mode permission word to os.FileMode.
+func fileMode(mode uint32) os.FileMode {
+	m := os.FileMode(mode & 0o777)
+	if mode&syscall.S_ISUID != 0 {
+		m |= os.ModeSetuid
+	}
+	if mode&syscall.S_ISGID != 0 {
+		m |= os.ModeSetgid
+	}
+	if mode&syscall.S_ISVTX != 0 {
+		m |= os.ModeSticky
+	}
+	return m
+}
+
+// own gives a new file to the caller when the server can (it runs as root).
+func (s *Server) own(p string, uid, gid uint32) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return s.root.Lchown(p, int(uid), int(gid))
+}
+
+func (s *Server) setAttr(c *wire.Conn, m *wire.SetAttr) (*wire.AttrReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	of := s.handles.get(m.Handle, c)
+	if m.Valid&wire.SetMode != 0 {
+		if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
+			return nil, err
+		}
+	}
+	if m.Valid&(wire.SetUID|wire.SetGID) != 0 {
+		uid, gid := -1, -1
+		if m.Valid&wire.SetUID != 0 {
+			uid = int(m.UID)
+		}
+		if m.Valid&wire.SetGID != 0 {
+			gid = int(m.GID)
+		}
+		if err := s.root.Lchown(p, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	if m.Valid&wire.SetSize != 0 {
+		if err := s.truncate(p, of, int64(m.Size)); err != nil {
+			return nil, err
+		}
+	}
+	if m.Valid&(wire.SetAtime|wire.SetMtime|wire.SetAtimeNow|wire.SetMtimeNow) != 0 {
+		if err := s.chtimes(p, m); err != nil {
+			return nil, err
+		}
+	}
+	if of != nil {
+		return s.fstat(of.f)
+	}
+	return s.lstat(p)
+}
+
+func (s *Server) truncate(p string, of *openFile, size int64) error {
+	f := (*os.File)(nil)
+	if of != nil {
+		f = of.f
+	} else {
+		var err error
+		if f, err = s.root.OpenFile(p, os.O_WRONLY, 0); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return s.changed(f)
+}
+
+// changed starts a new version of an open file after a change through the
+// server and drops its cached blocks.
+func (s *Server) changed(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	s.versions.bump(st)
+	s.cache.RemoveFile(st.Ino)
+	return nil
+}
+
+func (s *Server) chtimes(p string, m *wire.SetAttr) error {
+	// utimensat with UTIME_OMIT for the time not being set keeps it as is.
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	now := time.Now().UnixNano()
+	switch {
+	case m.Valid&wire.SetAtimeNow != 0:
+		ts[0] = unix.NsecToTimespec(now)
+	case m.Valid&wire.SetAtime != 0:
+		ts[0] = unix.NsecToTimespec(m.Atime)
+	}
+	switch {
+	case m.Valid&wire.SetMtimeNow != 0:
+		ts[1] = unix.NsecToTimespec(now)
+	case m.Valid&wire.SetMtime != 0:
+		ts[1] = unix.NsecToTimespec(m.Mtime)
+	}
+	dir, base, err := s.openParent(p)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := unix.UtimesNanoAt(int(dir.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "utimes", Path: p, Err: err}
+	}
+	return nil
+}
+
+// openParent opens the directory holding p (through the root, so it cannot
+// leave the export) and returns it with p's last component, for the *at
+// system calls os.Root does not offer.
+func (s *Server) openParent(p string) (*os.File, string, error) {
+	dir, base := path.Split(p)
+	if base == "" || base == "." || base == ".." {
+		return nil, "", fmt.Errorf("bad name %q: %w", p, syscall.EINVAL)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	f, err := s.root.Open(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, base, nil
+}
+
+func (s *Server) readDir(m *wire.ReadDir) (*wire.ReadDirReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	if m.Offset > uint64(len(ents)) {
+		m.Offset = uint64(len(ents))
+	}
+	ents = ents[m.Offset:]
+	r := &wire.ReadDirReply{}
+	if len(ents) > readDirPage {
+		ents, r.More = ents[:readDirPage], true
+	}
+	r.Entries = make([]wire.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the listing
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
+	}
+	return r, nil
+}
+
+func (s *Server) mkdir(m *wire.Mkdir) (*wire.AttrReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.root.Mkdir(p, fileMode(m.Mode)); err != nil {
+		return nil, err
+	}
+	// Mkdir applied the server's umask; the client's mode is already masked.
+	if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
+		return nil, err
+	}
+	if err := s.own(p, m.UID, m.GID); err != nil {
+		return nil, err
+	}
+	return s.lstat(p)
+}
+
+func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint32) (*wire.OpenReply, error) {
+	p, err := clean(p)
+	if err != nil {
+		return nil, err
+	}
+	created := false
+	if uid != nil {
+		_, err := s.root.Lstat(p)
+		created = errors.Is(err, os.ErrNotExist)
+	}
+	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC, fileMode(mode))
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if fi.IsDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		f.Close()
+		return nil, fmt.Errorf("open %s for writing: %w", p, syscall.EISDIR)
+	}
+	if created {
+		// OpenFile applied the server's umask; the client's mode is already masked.
+		if err := f.Chmod(fileMode(mode)); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := s.own(p, *uid, *gid); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		if err := s.changed(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	r, err := s.fstat(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c})
+	return &wire.OpenReply{Handle: h, Attr: r.Attr}, nil
+}
+
+func (s *Server) remove(p string, dir bool) error {
+	p, err := clean(p)
+	if err != nil {
+		return err
+	}
+	fi, err := s.root.Lstat(p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case dir && !fi.IsDir():
+		return fmt.Errorf("rmdir %s: %w", p, syscall.ENOTDIR)
+	case !dir && fi.IsDir():
+		return fmt.Errorf("unlink %s: %w", p, syscall.EISDIR)
+	}
+	if err := s.root.Remove(p); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) && errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("rmdir %s: %w", p, syscall.ENOTEMPTY)
+		}
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if !dir && st.Nlink <= 1 {
+		s.versions.forget(st.Ino)
+		s.cache.RemoveFile(st.Ino)
+	}
+	return nil
+}
+
+func (s *Server) rename(m *wire.Rename) error {
+	oldp, err := clean(m.Old)
+	if err != nil {
+		return err
+	}
+	newp, err := clean(m.New)
+	if err != nil {
+		return err
+	}
+	od, ob, err := s.openParent(oldp)
+	if err != nil {
+		return err
+	}
+	defer od.Close()
+	nd, nb, err := s.openParent(newp)
+	if err != nil {
+		return err
+	}
+	defer nd.Close()
+	if err := unix.Renameat2(int(od.Fd()), ob, int(nd.Fd()), nb, uint(m.Flags)); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldp, New: newp, Err: err}
+	}
+	return nil
+}
+
+func (s *Server) link(m *wire.Link) (*wire.AttrReply, error) {
+	oldp, err := clean(m.Old)
+	if err != nil {
+		return nil, err
+	}
+	newp, err := clean(m.New)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.root.Link(oldp, newp); err != nil {
+		return nil, err
+	}
+	return s.lstat(newp)
+}
+
+func (s *Server) symlink(m *wire.Symlink) (*wire.AttrReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.root.Symlink(m.Target, p); err != nil {
+		return nil, err
+	}
+	if err := s.own(p, m.UID, m.GID); err != nil {
+		return nil, err
+	}
+	return s.lstat(p)
+}
+
+func (s *Server) statFs() (*wire.StatFsReply, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.cfg.Export, &st); err != nil {
+		return nil, err
+	}
+	return &wire.StatFsReply{StatFs: wire.StatFs{
+		Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files, Ffree: st.Ffree,
+		Bsize: uint32(st.Bsize), NameLen: uint32(st.Namelen), Frsize: uint32(st.Frsize),
+	}}, nil
+}
+
+// readBlock serves one block from the server's memory cache or the export.
+// The reply carries the version the data belongs to, which is the file's
+// current version (it may differ from the one the client asked for).
+func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, error) {
+	of := s.handles.get(m.Handle, c)
+	if of == nil {
+		return nil, fmt.Errorf("read of unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	r, err := s.fstat(of.f)
+	if err != nil {
+		return nil, err
+	}
+	a := r.Attr
+	id := block.ID{File: a.Ino, Index: m.Index}
+	reply := &wire.BlockReply{Version: a.Version, Size: a.Size}
+	if data, ok := s.cache.Get(id, block.Version(a.Version)); ok {
+		reply.Data, reply.Layer = data, 0
+		s.cfg.Metrics.CountRead(obs.LayerServerMemory, len(data))
+		return reply, nil
+	}
+	off := int64(m.Index) * int64(s.cfg.BlockSize)
+	if uint64(off) >= a.Size {
+		return reply, nil
+	}
+	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
+	buf := make([]byte, n)
+	got, err := of.f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	reply.Data, reply.Layer = buf[:got], 1
+	s.cache.Put(id, block.Version(a.Version), reply.Data)
+	s.cfg.Metrics.CountRead(obs.LayerServerDisk, got)
+	return reply, nil
+}
+
+func (s *Server) write(c *wire.Conn, m *wire.Write) (*wire.AttrReply, error) {
+	of := s.handles.get(m.Handle, c)
+	if of == nil {
+		return nil, fmt.Errorf("write to unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	// pwrite(2) itself: os.File.WriteAt refuses O_APPEND files, for which the
+	// kernel appends whatever the offset, as a local append would.
+	if err := pwriteAll(of.f, m.Data, int64(m.Offset)); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			s.log.Warn("export disk is full", "err", err)
+		}
+		return nil, err
+	}
+	if err := s.changed(of.f); err != nil {
+		return nil, err
+	}
+	return s.fstat(of.f)
+}
+
+func pwriteAll(f *os.File, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pwrite(int(f.Fd()), p, off)
+		if err != nil {
+			return &os.PathError{Op: "write", Path: f.Name(), Err: err}
+		}
+		if n == 0 {
+			return &os.PathError{Op: "write", Path: f.Name(), Err: syscall.EIO}
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}

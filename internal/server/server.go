@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/cache/mem"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Config configures a file server.
+type Config struct {
+	Export    string // the directory to export
+	BlockSize int    // bytes per block; default 1 MiB
+	CacheSize int64  // the server's memory block cache; default 256 MiB
+	ReadOnly  bool
+	Secret    []byte // the cluster secret; empty allows only loopback clients
+	Policy    string // coordination policy announced to clients: "none" (default)
+	Logger    *slog.Logger
+	Metrics   *obs.Metrics
+}
+
+// Defaults.
+const (
+	DefaultBlockSize = 1 << 20
+	DefaultCacheSize = 256 << 20
+	MaxBlockSize     = 8 << 20
+)
+
+func (c *Config) setDefaults() {
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	if c.Policy == "" {
+		c.Policy = "none"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = obs.NewMetrics()
+	}
+}
+
+func (c *Config) validate() error {
+	if c.BlockSize < 4096 || c.BlockSize > MaxBlockSize || c.BlockSize&(c.BlockSize-1) != 0 {
+		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
+	}
+	if c.Policy != "none" {
+		return fmt.Errorf("policy %q is not supported by this server; use none", c.Policy)
+	}
+	st, err := os.Stat(c.Export)
+	switch {
+	case err != nil:
+		return fmt.Errorf("export directory: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("export %s is not a directory", c.Export)
+	}
+	if f, err := os.Open(c.Export); err != nil {
+		return fmt.Errorf("export directory is not readable: %w", err)
+	} else if _, err := f.Readdirnames(1); err != nil && err.Error() != "EOF" {
+		f.Close()
+		return fmt.Errorf("export directory is not readable: %w", err)
+	} else {
+		f.Close()
+	}
+	return nil
+}
+
+// Server is a running file server.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	root     *os.Root
+	bootID   uint64
+	versions *versions
+	cache    *mem.Cache
+	handles  *handles
+
+	mu       sync.Mutex
+	conns    map[*wire.Conn]struct{}
+	nextID   uint32
+	closed   bool
+	listener net.Listener
+}
+
+// New opens the export and returns a server ready to Serve.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(cfg.Export)
+	if err != nil {
+		return nil, fmt.Errorf("open export: %w", err)
+	}
+	c, err := mem.New(mem.Config{Capacity: cfg.CacheSize})
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	boot := uint64(time.Now().UnixNano())
+	return &Server{cfg: cfg, log: cfg.Logger, root: root, bootID: boot,
+		versions: newVersions(boot), cache: c, handles: newHandles(),
+		conns: make(map[*wire.Conn]struct{})}, nil
+}
+
+// Listen opens the server's TCP listener with a clear error when the
+// address is taken.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the port is in use; stop the other process or pick another --listen address", addr)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// IsLoopback reports whether a listen address only accepts local connections.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve accepts clients on ln until ctx is canceled, then closes every
+// connection and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	s.listener = ln
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || s.isClosed() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		go s.handshake(nc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops the server: the listener, every connection, every open handle.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	ln := s.listener
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	for c := range conns {
+		c.Close()
+	}
+	s.handles.closeAll()
+	return s.root.Close()
+}
+
+// client is what the server knows of one connection's dialer.
+type client struct {
+	id     uint32
+	name   string
+	listen string
+	bootID uint64
+}
+
+func (s *Server) handshake(nc net.Conn) {
+	reply := wire.HelloReply{BlockSize: uint32(s.cfg.BlockSize), Policy: s.cfg.Policy, BootID: s.bootID}
+	var cl client
+	br, hello, err := wire.ServerHandshake(nc, s.cfg.Secret, reply, func(h *wire.Hello) (wire.Welcome, error) {
+		if len(s.cfg.Secret) == 0 && !isLoopbackConn(nc) {
+			return wire.Welcome{}, fmt.Errorf("this server has no secret and only accepts loopback clients: %w", syscall.EACCES)
+		}
+		s.mu.Lock()
+		s.nextID++
+		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID}
+		s.mu.Unlock()
+		return wire.Welcome{ClientID: cl.id}, nil
+	})
+	if err != nil {
+		name := ""
+		if hello != nil {
+			name = hello.Name
+		}
+		s.log.Warn("rejected a connection", "remote", nc.RemoteAddr().String(), "name", name, "err", err)
+		nc.Close()
+		return
+	}
+	c := wire.NewConn(nc, br, wire.ConnConfig{
+		Handler:  wire.HandlerFunc(s.serveMsg),
+		Observer: obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
+		Name:     fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
+	})
+	c.Value.Store(&cl)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.log.Info("client connected", "client", cl.id, "name", cl.name, "remote", nc.RemoteAddr().String())
+	<-c.Done()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	n := s.handles.releaseOwner(c)
+	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n)
+}
+
+func isLoopbackConn(nc net.Conn) bool {
+	a, ok := nc.RemoteAddr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
