@@ -5,11 +5,12 @@ import "github.com/coopfs/coopfs/internal/block"
 // entry is one cached block's metadata.
 type entry struct {
 	id     block.ID
-	stamp  Time   // last reference
-	seq    uint64 // tie-break among equal stamps: later insert or touch is younger
-	master bool   // the master copy (fetched from the server, or forwarded as such)
-	global bool   // arrived by forward (a global block in the seed's terms)
-	heapAt int    // index in ageCache.heap
+	ver    block.Version // the file version the data belongs to
+	stamp  Time          // last reference
+	seq    uint64        // tie-break among equal stamps: later insert or touch is younger
+	master bool          // the master copy (fetched from the server, or forwarded as such)
+	global bool          // arrived by forward (a global block in the seed's terms)
+	heapAt int           // index in ageCache.heap
 
 	fprev, fnext *entry // the file's entries, for invalidation
 }
@@ -49,9 +50,9 @@ func (c *ageCache) oldest() Time {
 }
 
 // insert adds id with the given age. The caller makes room first.
-func (c *ageCache) insert(id block.ID, stamp Time, master, global bool) *entry {
+func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, global bool) *entry {
 	c.seq++
-	e := &entry{id: id, stamp: stamp, seq: c.seq, master: master, global: global, heapAt: len(c.heap)}
+	e := &entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global, heapAt: len(c.heap)}
 	c.byID[id] = e
 	if h := c.files[id.File]; h != nil {
 		e.fnext, h.fprev = h, e

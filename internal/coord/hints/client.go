@@ -129,12 +129,29 @@ func (c *Client) OldestOf(p ClientID) (Time, bool) {
 // Read is a local read of b at now: a hit touches the block (RouteLocal);
 // a miss says where to send the request: the hinted holder of the master
 // copy, or the server.
-func (c *Client) Read(now Time, b block.ID) Route {
-	if e := c.cache.get(b); e != nil {
+func (c *Client) Read(now Time, b block.ID, v block.Version) Route {
+	e, stale := c.lookup(b, v)
+	if e != nil {
 		c.cache.touch(e, now)
 		return Route{Kind: RouteLocal, Master: e.master}
 	}
-	return c.follow(b, NoClient)
+	r := c.follow(b, NoClient)
+	r.Stale = stale
+	return r
+}
+
+// lookup finds b for version v (0: any). A copy of an older version is
+// dropped (stale = true) and not returned.
+func (c *Client) lookup(b block.ID, v block.Version) (e *entry, stale bool) {
+	e = c.cache.get(b)
+	if e == nil || v == 0 || e.ver == 0 || e.ver >= v {
+		return e, false
+	}
+	c.cache.remove(e)
+	if e.master {
+		c.deleteHint(b)
+	}
+	return nil, true
 }
 
 // ServeRequest handles a request for b that a peer (from) sent here
@@ -142,15 +159,18 @@ func (c *Client) Read(now Time, b block.ID) Route {
 // included). If b is cached it is served (RouteLocal; a remote reference
 // counts as a reference and makes the block young). Otherwise the client
 // follows its own hint or sends the request to the server.
-func (c *Client) ServeRequest(now Time, b block.ID, from ClientID, hops int) Route {
-	if e := c.cache.get(b); e != nil {
+func (c *Client) ServeRequest(now Time, b block.ID, v block.Version, from ClientID, hops int) Route {
+	e, stale := c.lookup(b, v)
+	if e != nil {
 		c.cache.touch(e, now)
 		return Route{Kind: RouteLocal, Master: e.master}
 	}
 	if hops >= c.cfg.MaxHops {
-		return Route{Kind: RouteServer}
+		return Route{Kind: RouteServer, Stale: stale}
 	}
-	return c.follow(b, from)
+	r := c.follow(b, from)
+	r.Stale = stale
+	return r
 }
 
 // follow routes a request for b using the client's hint; from (if not
@@ -190,9 +210,10 @@ func (c *Client) usable(h Hint) bool {
 // it came from the server (the master copy); otherwise from served it
 // (servedMaster: from holds the master copy, which the client now hints).
 // It returns the replacement the insertion caused.
-func (c *Client) Fill(now Time, b block.ID, master bool, from ClientID, fromBoot BootID, servedMaster bool) Eviction {
-	if e := c.cache.get(b); e != nil { // raced with another fill
+func (c *Client) Fill(now Time, b block.ID, v block.Version, master bool, from ClientID, fromBoot BootID, servedMaster bool) Eviction {
+	if e, _ := c.lookup(b, v); e != nil { // raced with another fill
 		c.cache.touch(e, now)
+		e.ver = max(e.ver, v)
 		if master && !e.master {
 			e.master = true
 			c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
@@ -200,7 +221,7 @@ func (c *Client) Fill(now Time, b block.ID, master bool, from ClientID, fromBoot
 		return Eviction{}
 	}
 	ev := c.makeRoom(now)
-	c.cache.insert(b, now, master, false)
+	c.cache.insert(b, v, now, master, false)
 	if ev.Kind == EvictForward {
 		ev.FromOldest = c.cache.oldest() // after the insertion, as the target will see it
 	}
@@ -218,14 +239,14 @@ func (c *Client) Fill(now Time, b block.ID, master bool, from ClientID, fromBoot
 
 // Write records a write of b at now (write-through: the server has the new
 // data). The writer's copy is the master copy of the new data.
-func (c *Client) Write(now Time, b block.ID) Eviction {
+func (c *Client) Write(now Time, b block.ID, v block.Version) Eviction {
 	if e := c.cache.get(b); e != nil {
 		c.cache.touch(e, now)
-		e.master = true
+		e.master, e.ver = true, max(e.ver, v)
 		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 		return Eviction{}
 	}
-	return c.Fill(now, b, true, NoClient, 0, false)
+	return c.Fill(now, b, v, true, NoClient, 0, false)
 }
 
 // makeRoom evicts the oldest block if the cache is full, choosing its fate:
@@ -239,7 +260,7 @@ func (c *Client) makeRoom(now Time) Eviction {
 		return Eviction{}
 	}
 	v := c.cache.popOldest()
-	ev := Eviction{Kind: EvictDrop, Block: v.id, Master: v.master, Stamp: v.stamp}
+	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if !v.master {
 		return ev
 	}
@@ -283,13 +304,16 @@ func (c *Client) target() int {
 // If that evicts a block, the victim is dropped, or sent to the discard
 // cache if it is a young master copy by the configured test. The ack
 // carries this client's oldest block back to the sender.
-func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block.ID, stamp Time, fromOldest Time) ForwardAck {
+func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block.ID, v block.Version, stamp Time, fromOldest Time) ForwardAck {
 	c.Observe(from, fromBoot)
 	if i, ok := c.index[from]; ok {
 		c.peers[i].oldest = fromOldest
 	}
 	var victim Eviction
-	switch e := c.cache.get(b); {
+	switch e, _ := c.lookup(b, v); {
+	case e != nil && v != 0 && e.ver != 0 && e.ver > v:
+		// The copy here is newer than the forwarded one: keep it, drop that.
+		return ForwardAck{Oldest: c.Oldest(), Victim: Eviction{Kind: EvictDrop, Block: b, Version: v, Master: true, Stamp: stamp}}
 	case e != nil: // a copy is here already: it becomes the master copy
 		e.master, e.global = true, true
 		if stamp > e.stamp {
@@ -300,7 +324,7 @@ func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block
 		// The forwarded block is older than everything here: it is the
 		// block to replace (the sender's list was out of date). It is the
 		// victim, judged by the discard test like any other.
-		victim = Eviction{Kind: EvictDrop, Block: b, Master: true, Stamp: stamp}
+		victim = Eviction{Kind: EvictDrop, Block: b, Version: v, Master: true, Stamp: stamp}
 		if h, ok := c.HintFor(b); ok && h.Holder == c.cfg.ID {
 			c.deleteHint(b)
 		}
@@ -309,7 +333,7 @@ func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block
 		}
 	default:
 		victim = c.evictForForward()
-		c.cache.insert(b, stamp, true, true)
+		c.cache.insert(b, v, stamp, true, true)
 		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 	}
 	return ForwardAck{Oldest: c.Oldest(), Victim: victim}
@@ -323,7 +347,7 @@ func (c *Client) evictForForward() Eviction {
 		return Eviction{}
 	}
 	v := c.cache.popOldest()
-	ev := Eviction{Kind: EvictDrop, Block: v.id, Master: v.master, Stamp: v.stamp}
+	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if v.master {
 		c.deleteHint(v.id)
 		if c.young(v.stamp) {
@@ -498,6 +522,16 @@ func (c *Client) Check() error {
 		}
 	}
 	return nil
+}
+
+// Revalidate marks every cached block of file as belonging to version v:
+// the client just became the file's writer, its copies are current (it held
+// a token, so they were invalidated on every earlier write), and the new
+// version must not make them look stale.
+func (c *Client) Revalidate(file uint64, v block.Version) {
+	for e := c.cache.files[file]; e != nil; e = e.fnext {
+		e.ver = max(e.ver, v)
+	}
 }
 
 // Drop removes b from the cache if cached (a write-through made it stale on

@@ -85,6 +85,7 @@ type fileState struct {
 	lastBoot BootID
 	holders  map[ClientID]struct{} // clients holding a token (may cache blocks)
 	writer   ClientID              // holder of the write token (NoClient: none)
+	version  block.Version         // grows with every new writer
 }
 
 // OpenResult is the manager's answer to an open (or a token request).
@@ -100,6 +101,12 @@ type OpenResult struct {
 	// Downgraded is the former writer whose write token became a read
 	// token (its blocks stay valid: write-through), or NoClient.
 	Downgraded ClientID
+	// Version is the file's current version: blocks of older versions are
+	// stale wherever they are cached. A new writer makes a new version; the
+	// writer keeps its own blocks (Client.Revalidate).
+	Version block.Version
+	// NewVersion is set when this open made a new version.
+	NewVersion bool
 }
 
 // FetchResult says where the server found a requested block.
@@ -166,7 +173,7 @@ func (s *Server) MemoryLen() int {
 func (s *Server) file(f uint64) *fileState {
 	fs := s.files[f]
 	if fs == nil {
-		fs = &fileState{last: NoClient, writer: NoClient, holders: make(map[ClientID]struct{})}
+		fs = &fileState{last: NoClient, writer: NoClient, holders: make(map[ClientID]struct{}), version: 1}
 		s.files[f] = fs
 	}
 	return fs
@@ -212,13 +219,15 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 				delete(fs.holders, h)
 			}
 			fs.writer = c
+			fs.version++
+			r.NewVersion = true
 		}
 	} else if fs.writer != NoClient && fs.writer != c {
 		r.Downgraded = fs.writer
 		fs.writer = NoClient
 	}
 	fs.holders[c] = struct{}{}
-	r.Revoke = s.revok
+	r.Revoke, r.Version = s.revok, fs.version
 	return r
 }
 
@@ -231,7 +240,12 @@ func (s *Server) Delete(file uint64) []ClientID {
 			s.revok = append(s.revok, h)
 		}
 		sortIDs(s.revok)
-		delete(s.files, file)
+		// Keep the file's state with a new version: copies cached outside
+		// the token holders (forward targets) become stale, even if the id
+		// is reused.
+		clear(fs.holders)
+		fs.last, fs.writer = NoClient, NoClient
+		fs.version++
 	}
 	switch {
 	case s.coop != nil:
@@ -246,9 +260,10 @@ func (s *Server) Delete(file uint64) []ClientID {
 // without a usable hint, or the end of a hint chain): from memory when it
 // is there, else from disk.
 func (s *Server) Fetch(now Time, b block.ID) FetchResult {
+	v := s.Version(b.File)
 	switch {
 	case s.coop != nil:
-		if r := s.coop.ServeRequest(now, b, NoClient, 0); r.Kind == RouteLocal {
+		if r := s.coop.ServeRequest(now, b, v, NoClient, 0); r.Kind == RouteLocal {
 			return FetchResult{Memory: true}
 		}
 		return FetchResult{Master: true}
@@ -256,6 +271,10 @@ func (s *Server) Fetch(now Time, b block.ID) FetchResult {
 		return FetchResult{Master: true}
 	}
 	e := s.mem.get(b)
+	if e != nil && e.ver < v { // stale
+		s.mem.remove(e)
+		e = nil
+	}
 	if s.cfg.Memory == MemoryDiscard {
 		if e == nil {
 			return FetchResult{Master: true}
@@ -267,23 +286,31 @@ func (s *Server) Fetch(now Time, b block.ID) FetchResult {
 		s.mem.touch(e, now)
 		return FetchResult{Memory: true, Master: true}
 	}
-	s.diskCacheInsert(b, now)
+	s.diskCacheInsert(b, v, now)
 	return FetchResult{Master: true}
 }
 
-func (s *Server) diskCacheInsert(b block.ID, now Time) {
+func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 	if s.mem.full() {
 		s.mem.popOldest()
 	}
-	s.mem.insert(b, now, false, false)
+	s.mem.insert(b, v, now, false, false)
+}
+
+// Version returns file's current version (1 for a file never written).
+func (s *Server) Version(file uint64) block.Version {
+	if fs := s.files[file]; fs != nil {
+		return fs.version
+	}
+	return 1
 }
 
 // AcceptDiscard takes a young master copy of b (age stamp) into the discard
 // cache. The discard cache evicts its oldest block first, so a block older
 // than everything in a full cache is not kept. It reports whether b was
 // stored. Without a discard cache it does nothing.
-func (s *Server) AcceptDiscard(b block.ID, stamp Time) bool {
-	if s.cfg.Memory != MemoryDiscard || s.mem == nil || s.cfg.MemoryBlocks == 0 {
+func (s *Server) AcceptDiscard(b block.ID, v block.Version, stamp Time) bool {
+	if s.cfg.Memory != MemoryDiscard || s.mem == nil || s.cfg.MemoryBlocks == 0 || v < s.Version(b.File) {
 		return false
 	}
 	if e := s.mem.get(b); e != nil {
@@ -298,7 +325,7 @@ func (s *Server) AcceptDiscard(b block.ID, stamp Time) bool {
 		}
 		s.mem.popOldest()
 	}
-	s.mem.insert(b, stamp, true, true)
+	s.mem.insert(b, v, stamp, true, true)
 	return true
 }
 
@@ -313,8 +340,9 @@ func (s *Server) WriteThrough(now Time, b block.ID) {
 	case s.cfg.Memory == MemoryDiskCache:
 		if e := s.mem.get(b); e != nil {
 			s.mem.touch(e, now)
+			e.ver = s.Version(b.File)
 		} else {
-			s.diskCacheInsert(b, now)
+			s.diskCacheInsert(b, s.Version(b.File), now)
 		}
 	default:
 		if e := s.mem.get(b); e != nil {

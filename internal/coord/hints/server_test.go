@@ -11,13 +11,13 @@ func TestDiscardCacheEvictsOldestFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Arrival order differs from age order: the oldest block goes first.
-	s.AcceptDiscard(blk(1, 0), 50)
-	s.AcceptDiscard(blk(1, 1), 10)
-	s.AcceptDiscard(blk(1, 2), 30) // evicts 1:1 (age 10), not 1:0
+	s.AcceptDiscard(blk(1, 0), 1, 50)
+	s.AcceptDiscard(blk(1, 1), 1, 10)
+	s.AcceptDiscard(blk(1, 2), 1, 30) // evicts 1:1 (age 10), not 1:0
 	if s.InMemory(blk(1, 1)) || !s.InMemory(blk(1, 0)) || !s.InMemory(blk(1, 2)) {
 		t.Fatal("discard cache did not evict its oldest block")
 	}
-	if s.AcceptDiscard(blk(1, 3), 5) {
+	if s.AcceptDiscard(blk(1, 3), 1, 5) {
 		t.Fatal("a block older than a full discard cache was stored")
 	}
 	f := s.Fetch(60, blk(1, 0))
@@ -54,7 +54,7 @@ func TestDiskCacheIsLRU(t *testing.T) {
 	if s.InMemory(blk(1, 1)) || !s.InMemory(blk(1, 0)) {
 		t.Fatal("disk cache is not LRU")
 	}
-	if s.AcceptDiscard(blk(9, 9), 5) {
+	if s.AcceptDiscard(blk(9, 9), 1, 5) {
 		t.Fatal("a disk cache accepted a discard")
 	}
 }
@@ -66,12 +66,12 @@ func TestCoopServerMemoryIsAParticipant(t *testing.T) {
 	}
 	a, _ := NewClient(ClientConfig{ID: 0, Boot: 1, CacheBlocks: 1, Peers: []ClientID{0, 1, 9}})
 	a.ForwardAcked(1, BootAge{Age: 1000, Boot: 1}) // B is young, the server memory is Free
-	a.Fill(1, blk(1, 0), true, NoClient, 0, false)
-	ev := a.Fill(2, blk(1, 1), true, NoClient, 0, false)
+	a.Fill(1, blk(1, 0), 0, true, NoClient, 0, false)
+	ev := a.Fill(2, blk(1, 1), 0, true, NoClient, 0, false)
 	if ev.Kind != EvictForward || ev.To != 9 {
 		t.Fatalf("eviction %+v, want forward to the server memory", ev)
 	}
-	ack := s.Coop().AcceptForward(2, 0, 1, ev.Block, ev.Stamp, ev.FromOldest)
+	ack := s.Coop().AcceptForward(2, 0, 1, ev.Block, 0, ev.Stamp, ev.FromOldest)
 	a.ForwardAcked(9, ack.Oldest)
 	if f := s.Fetch(3, blk(1, 0)); !f.Memory || f.Master {
 		t.Fatalf("coop hit %+v, want memory, master kept by the server", f)
@@ -158,7 +158,7 @@ func TestAgeCacheAgainstReference(t *testing.T) {
 				delete(ref, wk)
 			}
 			st := now - Time(rng.IntN(50)) // some arrive with old ages
-			c.insert(id, st, false, false)
+			c.insert(id, 1, st, false, false)
 			seq++
 			ref[key], refSeq[key] = st, seq
 		case 2: // drop a file

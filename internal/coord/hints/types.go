@@ -73,6 +73,9 @@ type Route struct {
 	// (RoutePeer); StaleHint when a hint was dropped for a stale boot id or
 	// a failed holder.
 	HintUsed, StaleHint bool
+	// Stale is set when a cached copy of an older version was dropped on
+	// the way (a lazy invalidation).
+	Stale bool
 }
 
 // EvictKind says what became of a block evicted from a client cache.
@@ -91,10 +94,11 @@ func (k EvictKind) String() string {
 
 // Eviction is the replacement action that follows an insertion.
 type Eviction struct {
-	Kind   EvictKind
-	Block  block.ID
-	Master bool // the evicted copy was a master copy
-	Stamp  Time // its age (last reference)
+	Kind    EvictKind
+	Block   block.ID
+	Version block.Version // the file version of the evicted data
+	Master  bool          // the evicted copy was a master copy
+	Stamp   Time          // its age (last reference)
 	// EvictForward: the target and the boot id the sender believes it has,
 	// and the sender's oldest block after the eviction (the age exchange
 	// rides on the forward).
