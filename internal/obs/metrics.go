@@ -59,6 +59,11 @@ type Metrics struct {
 	BytesIn   *prometheus.CounterVec // bytes received, by peer_kind
 	BytesOut  *prometheus.CounterVec // bytes sent, by peer_kind
 	Messages  *prometheus.CounterVec // protocol messages, by type and dir
+
+	// Counters bound at construction for the known label values, so the
+	// hot paths skip the label lookup. Read-only after NewMetrics.
+	layers map[string][2]prometheus.Counter // reads, read bytes
+	kinds  map[string][2]prometheus.Counter // bytes in, bytes out
 }
 
 // NewMetrics returns a fresh set of counters on a new registry, with the Go
@@ -85,13 +90,13 @@ func NewMetrics() *Metrics {
 	}
 	m.reg.MustRegister(m.Reads, m.ReadBytes, m.BytesIn, m.BytesOut, m.Messages,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.layers = map[string][2]prometheus.Counter{}
 	for _, l := range []string{LayerLocalMemory, LayerLocalDisk, LayerPeer, LayerServerMemory, LayerServerDisk} {
-		m.Reads.WithLabelValues(l)
-		m.ReadBytes.WithLabelValues(l)
+		m.layers[l] = [2]prometheus.Counter{m.Reads.WithLabelValues(l), m.ReadBytes.WithLabelValues(l)}
 	}
+	m.kinds = map[string][2]prometheus.Counter{}
 	for _, k := range []string{KindServer, KindPeer, KindClient} {
-		m.BytesIn.WithLabelValues(k)
-		m.BytesOut.WithLabelValues(k)
+		m.kinds[k] = [2]prometheus.Counter{m.BytesIn.WithLabelValues(k), m.BytesOut.WithLabelValues(k)}
 	}
 	return m
 }
@@ -115,15 +120,31 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 
 // CountRead counts one read of n bytes served by layer.
 func (m *Metrics) CountRead(layer string, n int) {
-	m.Reads.WithLabelValues(layer).Inc()
-	m.ReadBytes.WithLabelValues(layer).Add(float64(n))
+	c, ok := m.layers[layer]
+	if !ok {
+		c = [2]prometheus.Counter{m.Reads.WithLabelValues(layer), m.ReadBytes.WithLabelValues(layer)}
+	}
+	c[0].Inc()
+	c[1].Add(float64(n))
 }
 
 // CountIn counts n bytes received from a process of the given kind.
-func (m *Metrics) CountIn(kind string, n int) { m.BytesIn.WithLabelValues(kind).Add(float64(n)) }
+func (m *Metrics) CountIn(kind string, n int) {
+	if c, ok := m.kinds[kind]; ok {
+		c[0].Add(float64(n))
+		return
+	}
+	m.BytesIn.WithLabelValues(kind).Add(float64(n))
+}
 
 // CountOut counts n bytes sent to a process of the given kind.
-func (m *Metrics) CountOut(kind string, n int) { m.BytesOut.WithLabelValues(kind).Add(float64(n)) }
+func (m *Metrics) CountOut(kind string, n int) {
+	if c, ok := m.kinds[kind]; ok {
+		c[1].Add(float64(n))
+		return
+	}
+	m.BytesOut.WithLabelValues(kind).Add(float64(n))
+}
 
 // CountMessage counts one message of type typ in direction dir (DirIn, DirOut).
 func (m *Metrics) CountMessage(typ, dir string) { m.Messages.WithLabelValues(typ, dir).Inc() }

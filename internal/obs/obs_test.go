@@ -66,6 +66,8 @@ func TestMetricsArePerProcess(t *testing.T) {
 	a.CountMessage("read", DirOut)
 	a.CountMessage("read", DirOut)
 	a.CountMessage("data", DirIn)
+	a.CountRead(LayerProxy, 5) // not pre-bound: takes the label lookup path
+	a.CountIn("other", 3)
 	ss := scrape(t, a)
 	for _, c := range []struct {
 		name   string
@@ -74,7 +76,10 @@ func TestMetricsArePerProcess(t *testing.T) {
 	}{
 		{MetricReads, map[string]string{"layer": LayerPeer}, 2},
 		{MetricReads, map[string]string{"layer": LayerServerDisk}, 0}, // pre-created
-		{MetricReads, nil, 3},
+		{MetricReads, nil, 4},
+		{MetricReads, map[string]string{"layer": LayerProxy}, 1},
+		{MetricReadBytes, map[string]string{"layer": LayerProxy}, 5},
+		{MetricBytesIn, map[string]string{"peer_kind": "other"}, 3},
 		{MetricReadBytes, map[string]string{"layer": LayerPeer}, 4196},
 		{MetricBytesIn, map[string]string{"peer_kind": KindServer}, 10},
 		{MetricBytesOut, map[string]string{"peer_kind": KindClient}, 20},
@@ -216,3 +221,32 @@ coopfs_u 9
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func TestWireObserver(t *testing.T) {
+	m := NewMetrics()
+	o := WireObserver{M: m, Kind: KindPeer}
+	o.Message(DirOut, 1, 100)
+	o.Message(DirIn, 1, 30)
+	o.Message(DirIn, 1, 20)
+	ss := scrape(t, m)
+	if in, out := ss.Sum(MetricBytesIn, map[string]string{"peer_kind": KindPeer}), ss.Sum(MetricBytesOut, map[string]string{"peer_kind": KindPeer}); in != 50 || out != 100 {
+		t.Fatalf("bytes in %v out %v; want 50 and 100", in, out)
+	}
+	if got := ss.Sum(MetricMessages, map[string]string{"dir": DirIn}); got != 2 {
+		t.Fatalf("messages in = %v; want 2", got)
+	}
+}
+
+func BenchmarkCountRead(b *testing.B) {
+	m := NewMetrics()
+	for b.Loop() {
+		m.CountRead(LayerLocalMemory, 4096)
+	}
+}
+
+func BenchmarkWireObserver(b *testing.B) {
+	o := WireObserver{M: NewMetrics(), Kind: KindServer}
+	for b.Loop() {
+		o.Message(DirIn, 1, 4096)
+	}
+}
