@@ -17,6 +17,7 @@ const (
 	DefaultMaxWrite     = 1 << 20 // largest FUSE request the kernel sends
 	DefaultReadAhead    = 1 << 20 // written to the mount's read_ahead_kb
 	DefaultFsName       = "coopfs"
+	DefaultUnmountGrace = 2 * time.Second
 
 	// goFuseMaxReadAhead is the most go-fuse passes to the kernel in INIT;
 	// more read-ahead only comes from sysfs (see Config.ReadAhead).
@@ -51,6 +52,11 @@ type Config struct {
 	// checks for other users can be exercised); for other users it needs
 	// user_allow_other in /etc/fuse.conf.
 	AllowOther bool
+	// UnmountGrace is how long Unmount of a busy mount (files still open)
+	// waits, after detaching it lazily, for the last user to let go before
+	// it aborts the FUSE connection (remaining users get ENOTCONN) so that
+	// the process can exit. Zero means DefaultUnmountGrace.
+	UnmountGrace time.Duration
 	// Debug logs every FUSE request (go-fuse debug output).
 	Debug bool
 }
@@ -66,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadAhead == 0 {
 		c.ReadAhead = DefaultReadAhead
+	}
+	if c.UnmountGrace <= 0 {
+		c.UnmountGrace = DefaultUnmountGrace
 	}
 	if c.FsName == "" {
 		c.FsName = DefaultFsName

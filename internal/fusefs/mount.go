@@ -28,8 +28,10 @@ type Mounted struct {
 	log    *slog.Logger
 	done   chan struct{} // closed when the serve loop has exited
 
-	mu       sync.Mutex
-	unmounts int
+	dev   string        // major:minor of the mount, for sysfs
+	grace time.Duration // see Config.UnmountGrace
+
+	mu sync.Mutex // serializes Unmount
 }
 
 // Mount mounts b at mountpoint and serves it until ctx is cancelled, Unmount
@@ -79,14 +81,22 @@ func mountRoot(ctx context.Context, mountpoint string, root fs.InodeEmbedder, cf
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}
-	m := &Mounted{dir: dir, server: server, log: log, done: make(chan struct{})}
+	m := &Mounted{dir: dir, server: server, log: log, grace: cfg.UnmountGrace, done: make(chan struct{})}
 	go func() {
 		server.Wait()
 		close(m.done)
 	}()
-	if cfg.ReadAhead > 0 {
-		if err := setReadAhead(dir, cfg.ReadAhead); err != nil {
-			log.Warn("could not raise the mount's read-ahead; sequential reads will be slower", "mountpoint", dir, "err", err)
+	dev, ok, err := mountInfo(dir)
+	switch {
+	case err != nil || !ok:
+		log.Warn("mounted, but not found in /proc/self/mountinfo", "mountpoint", dir, "err", err)
+	default:
+		m.dev = dev
+		if cfg.ReadAhead > 0 {
+			if err := setReadAhead(dev, cfg.ReadAhead); err != nil {
+				log.Warn("could not raise the mount's read-ahead; sequential reads will be slower",
+					"mountpoint", dir, "err", err)
+			}
 		}
 	}
 	go func() {
@@ -98,7 +108,7 @@ func mountRoot(ctx context.Context, mountpoint string, root fs.InodeEmbedder, cf
 		case <-m.done:
 		}
 	}()
-	log.Info("mounted", "mountpoint", dir)
+	log.Info("mounted", "mountpoint", dir, "device", dev)
 	return m, nil
 }
 
@@ -113,9 +123,10 @@ func (m *Mounted) Done() <-chan struct{} { return m.done }
 
 // Unmount unmounts the file system and waits for its serve loop to exit.
 // When the mount is busy (a process has its working directory or a file
-// open in it), it falls back to a lazy unmount: the mount disappears from
-// the namespace at once and the kernel ends the session when the last user
-// lets go. Calling it again, or after an unmount from outside, is harmless.
+// open in it), it detaches it lazily: the mount leaves the namespace at once
+// and keeps serving the open files for the grace period (Config.UnmountGrace);
+// then it aborts the FUSE connection, so that the serve loop always ends.
+// Calling it again, or after an unmount from outside, is harmless.
 func (m *Mounted) Unmount() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -124,12 +135,18 @@ func (m *Mounted) Unmount() error {
 		return nil
 	default:
 	}
-	m.unmounts++
-	err := m.server.Unmount() // retries a few times on EBUSY
-	if err != nil {
-		m.log.Warn("unmount failed, detaching lazily", "mountpoint", m.dir, "err", err)
-		if lerr := lazyUnmount(m.dir); lerr != nil {
+	if err := m.server.Unmount(); err != nil { // retries a few times on EBUSY
+		m.log.Warn("mount busy, detaching lazily", "mountpoint", m.dir, "err", err)
+		if lerr := lazyUnmount(m.dir); lerr != nil && !errors.Is(lerr, syscall.EINVAL) {
 			return fmt.Errorf("fusefs: unmount %s: %w (lazy unmount: %v)", m.dir, err, lerr)
+		}
+		select {
+		case <-m.done:
+		case <-time.After(m.grace):
+			m.log.Warn("files still open after lazy unmount, aborting the FUSE connection", "mountpoint", m.dir)
+			if err := abortConnection(m.dev); err != nil {
+				return fmt.Errorf("fusefs: abort FUSE connection of %s: %w", m.dir, err)
+			}
 		}
 	}
 	select {
@@ -142,17 +159,35 @@ func (m *Mounted) Unmount() error {
 }
 
 func lazyUnmount(dir string) error {
-	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+	err := syscall.Unmount(dir, syscall.MNT_DETACH)
+	if err == nil {
 		return nil
 	}
-	bin, err := exec.LookPath("fusermount3")
-	if err != nil {
+	bin, lerr := exec.LookPath("fusermount3")
+	if lerr != nil {
 		return err
 	}
 	if out, err := exec.Command(bin, "-u", "-z", dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("%s -u -z: %w: %s", bin, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// abortConnection aborts the FUSE connection of the mount with device dev
+// ("0:minor") through fusectl, mounting fusectl first if needed.
+func abortConnection(dev string) error {
+	_, minor, ok := strings.Cut(dev, ":")
+	if !ok {
+		return fmt.Errorf("no device id for the mount (%q)", dev)
+	}
+	const conns = "/sys/fs/fuse/connections"
+	abort := filepath.Join(conns, minor, "abort")
+	if _, err := os.Stat(filepath.Dir(abort)); err != nil {
+		if merr := syscall.Mount("fusectl", conns, "fusectl", 0, ""); merr != nil {
+			return fmt.Errorf("fusectl is not mounted on %s and mounting it failed: %w", conns, merr)
+		}
+	}
+	return os.WriteFile(abort, []byte("1"), 0)
 }
 
 // CheckMountpoint returns the absolute, symlink-free path of mountpoint, or
@@ -246,16 +281,9 @@ func checkFuse() error {
 	return nil
 }
 
-// setReadAhead writes the mount's read_ahead_kb in sysfs: go-fuse cannot
-// ask the kernel for more than 128 KiB.
-func setReadAhead(dir string, bytes int) error {
-	dev, ok, err := mountInfo(dir)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%s not found in /proc/self/mountinfo", dir)
-	}
+// setReadAhead writes the read_ahead_kb in sysfs of the mount with device
+// dev ("major:minor"): go-fuse cannot ask the kernel for more than 128 KiB.
+func setReadAhead(dev string, bytes int) error {
 	path := "/sys/class/bdi/" + dev + "/read_ahead_kb"
 	return os.WriteFile(path, []byte(strconv.Itoa(bytes/1024)), 0)
 }
