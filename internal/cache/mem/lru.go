@@ -16,8 +16,8 @@ type entry struct {
 	fprev, fnext *entry
 }
 
-// Evicted names a block the cache dropped to make room.
-type Evicted struct {
+// evicted names a block the cache dropped to make room.
+type evicted struct {
 	ID      block.ID
 	Version block.Version
 }
@@ -68,11 +68,11 @@ func (l *lru) peek(id block.ID) (block.Version, bool) {
 }
 
 // put stores data and appends what it evicted to ev.
-func (l *lru) put(id block.ID, v block.Version, data []byte, ev []Evicted) []Evicted {
+func (l *lru) put(id block.ID, v block.Version, data []byte, ev []evicted) []evicted {
 	n := int64(len(data))
 	if n > l.capacity {
 		if e := l.items[id]; e != nil {
-			ev = append(ev, Evicted{e.id, e.v})
+			ev = append(ev, evicted{e.id, e.v})
 			l.evicts++
 			l.unlink(e)
 		}
@@ -91,7 +91,7 @@ func (l *lru) put(id block.ID, v block.Version, data []byte, ev []Evicted) []Evi
 	}
 	for l.bytes > l.capacity {
 		old := l.root.prev // never the entry just put: it alone fits
-		ev = append(ev, Evicted{old.id, old.v})
+		ev = append(ev, evicted{old.id, old.v})
 		l.evicts++
 		l.unlink(old)
 	}
@@ -113,11 +113,11 @@ func (l *lru) removeFile(file uint64) {
 }
 
 // oldest returns the least recently used block.
-func (l *lru) oldest() (Evicted, bool) {
+func (l *lru) oldest() (evicted, bool) {
 	if e := l.root.prev; e != &l.root {
-		return Evicted{e.id, e.v}, true
+		return evicted{e.id, e.v}, true
 	}
-	return Evicted{}, false
+	return evicted{}, false
 }
 
 func (l *lru) stats() cache.Stats {

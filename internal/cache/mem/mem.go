@@ -46,6 +46,8 @@ var ErrConfig = errors.New("invalid memory cache config")
 
 // Cache is a byte-bounded LRU block cache, safe for concurrent use. It
 // implements cache.Tier. Data slices are shared read-only, never copied.
+// Capacity counts data bytes only; the bookkeeping adds about 150 bytes per
+// block (under 4% for 4 KiB blocks, negligible for 1 MiB ones).
 type Cache struct {
 	mu      sync.Mutex
 	core    *lru
@@ -76,7 +78,7 @@ func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
 // until the cache fits its capacity. Data longer than the capacity is not
 // stored. The caller must not modify data afterwards.
 func (c *Cache) Put(id block.ID, v block.Version, data []byte) {
-	var buf [4]Evicted
+	var buf [4]evicted
 	c.mu.Lock()
 	ev := c.core.put(id, v, data, buf[:0])
 	c.mu.Unlock()
