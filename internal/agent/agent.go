@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/coopfs/coopfs/internal/cache/mem"
+	"github.com/coopfs/coopfs/internal/fusefs"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Config configures an agent.
+type Config struct {
+	Server           string        // host:port of `coopfs serve`
+	Secret           []byte        // the cluster secret; empty only on loopback
+	CacheSize        int64         // memory block cache; default 512 MiB
+	ReadAhead        int           // blocks fetched ahead of a sequential reader; default 4
+	ReconnectTimeout time.Duration // how long calls wait for an unreachable server; default 30s
+	Name             string        // how the server's logs name us; default the host name
+	Logger           *slog.Logger
+	Metrics          *obs.Metrics
+}
+
+func (c *Config) setDefaults() {
+	if c.CacheSize == 0 {
+		c.CacheSize = mem.DefaultCapacity
+	}
+	if c.ReadAhead == 0 {
+		c.ReadAhead = 4
+	}
+	if c.ReconnectTimeout == 0 {
+		c.ReconnectTimeout = 30 * time.Second
+	}
+	if c.Name == "" {
+		c.Name, _ = os.Hostname()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = obs.NewMetrics()
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Server == "":
+		return fmt.Errorf("no server address: give --server HOST:PORT")
+	case c.CacheSize < 0:
+		return fmt.Errorf("cache size %d is negative", c.CacheSize)
+	case c.ReadAhead < 0:
+		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
+	}
+	return nil
+}
+
+// Agent is a connected coopfs client.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *obs.Metrics
+	sess    *session
+	cache   *mem.Cache
+	flights singleflight.Group
+	prefetch chan struct{} // bounds read-ahead fetches in flight
+
+	mu       sync.Mutex
+	versions map[uint64]uint64 // file id → the version its cached blocks belong to
+}
+
+var _ fusefs.Backend = (*Agent)(nil)
+
+// New connects to the server, retrying for up to cfg.ReconnectTimeout with
+// a visible message, and returns the agent.
+func New(ctx context.Context, cfg Config) (*Agent, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := mem.New(mem.Config{Capacity: cfg.CacheSize})
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, cache: c,
+		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+	a.sess = &session{addr: cfg.Server, secret: cfg.Secret, timeout: cfg.ReconnectTimeout,
+		log: cfg.Logger, metrics: cfg.Metrics,
+		hello: wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}}
+	if _, _, err := a.sess.current(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.Server, err)
+	}
+	return a, nil
+}
+
+// Close drops the server connection; calls after it fail.
+func (a *Agent) Close() error {
+	a.sess.close()
+	return nil
+}
+
+// BlockSize is the export's block size.
+func (a *Agent) BlockSize() int {
+	bs, _ := a.sess.params()
+	return bs
+}
+
+// Metrics returns the agent's counters.
+func (a *Agent) Metrics() *obs.Metrics { return a.metrics }
+
+func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Attr, error) {
+	r, _, err := a.sess.call(ctx, m, idempotent)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("%v: unexpected reply %v: %w", m.Type(), r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
+}
+
+func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
+	_, _, err := a.sess.call(ctx, m, idempotent)
+	return err
+}
+
+// Lookup implements fusefs.Backend.
+func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+}
+
+// GetAttr implements fusefs.Backend.
+func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
+}
+
+// SetAttr implements fusefs.Backend.
+func (a *Agent) SetAttr(ctx context.Context, path string, f fusefs.File, in fusefs.SetAttrIn, c fusefs.Caller) (wire.Attr, error) {
+	m := &wire.SetAttr{Path: path, Valid: in.Valid, Mode: in.Mode, UID: in.UID, GID: in.GID,
+		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime}
+	var of *file
+	if f != nil {
+		of, _ = f.(*file)
+	}
+	if of != nil {
+		h, err := of.handle(ctx)
+		if err != nil {
+			return wire.Attr{}, err
+		}
+		m.Handle = h
+	}
+	attr, err := a.attrCall(ctx, m, true)
+	if err != nil {
+		return attr, err
+	}
+	if in.Valid&wire.SetSize != 0 {
+		a.noteVersion(attr.Ino, attr.Version)
+		if of != nil {
+			of.setAttr(attr)
+		}
+	}
+	return attr, nil
+}
+
+// ReadDir implements fusefs.Backend.
+func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, error) {
+	var all []wire.DirEntry
+	for {
+		r, _, err := a.sess.call(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}, true)
+		if err != nil {
+			return nil, err
+		}
+		page, ok := r.(*wire.ReadDirReply)
+		if !ok {
+			return nil, fmt.Errorf("readdir: unexpected reply %v: %w", r.Type(), syscall.EIO)
+		}
+		all = append(all, page.Entries...)
+		if !page.More || len(page.Entries) == 0 {
+			return all, nil
+		}
+	}
+}
+
+// Mkdir implements fusefs.Backend.
+func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32, c fusefs.Caller) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
+}
+
+// Unlink implements fusefs.Backend.
+func (a *Agent) Unlink(ctx context.Context, path string) error {
+	return a.okCall(ctx, &wire.Unlink{Path: path}, false)
+}
+
+// Rmdir implements fusefs.Backend.
+func (a *Agent) Rmdir(ctx context.Context, path string) error {
+	return a.okCall(ctx, &wire.Rmdir{Path: path}, false)
+}
+
+// Rename implements fusefs.Backend.
+func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	return a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
+}
+
+// Link implements fusefs.Backend.
+func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+}
+
+// Symlink implements fusefs.Backend.
+func (a *Agent) Symlink(ctx context.Context, target, path string, c fusefs.Caller) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, false)
+}
+
+// Readlink implements fusefs.Backend.
+func (a *Agent) Readlink(ctx context.Context, path string) (string, error) {
+	r, _, err := a.sess.call(ctx, &wire.Readlink{Path: path}, true)
+	if err != nil {
+		return "", err
+	}
+	rr, ok := r.(*wire.ReadlinkReply)
+	if !ok {
+		return "", fmt.Errorf("readlink: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	return rr.Target, nil
+}
+
+// StatFs implements fusefs.Backend.
+func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
+	r, _, err := a.sess.call(ctx, &wire.StatFsReq{}, true)
+	if err != nil {
+		return wire.StatFs{}, err
+	}
+	sr, ok := r.(*wire.StatFsReply)
+	if !ok {
+		return wire.StatFs{}, fmt.Errorf("statfs: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	return sr.StatFs, nil
+}
+
+// Open implements fusefs.Backend: it revalidates the file's version with the
+// server (close-to-open) and drops cached blocks of an older version.
+func (a *Agent) Open(ctx context.Context, path string, flags uint32) (fusefs.File, wire.Attr, error) {
+	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
+}
+
+// Create implements fusefs.Backend.
+func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32, c fusefs.Caller) (fusefs.File, wire.Attr, error) {
+	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
+}
+
+func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
+	_, create := m.(*wire.Create)
+	r, gen, err := a.sess.call(ctx, m, !create && flags&syscall.O_TRUNC == 0)
+	if err != nil {
+		return nil, wire.Attr{}, err
+	}
+	or, ok := r.(*wire.OpenReply)
+	if !ok {
+		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
+	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create}
+	return f, or.Attr, nil
+}
+
+// noteVersion records that file ino is now at version v and drops its
+// cached blocks of any other version. It reports whether v is the version
+// already known (the kernel's page cache of the file is still good).
+func (a *Agent) noteVersion(ino, v uint64) bool {
+	a.mu.Lock()
+	old, known := a.versions[ino]
+	a.versions[ino] = v
+	a.mu.Unlock()
+	if known && old != v {
+		a.cache.RemoveFile(ino)
+	}
+	return known && old == v
+}

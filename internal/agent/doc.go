@@ -1,0 +1,12 @@
+// Package agent is the coopfs client: the part of `coopfs mount` below the
+// FUSE adapter. It keeps one multiplexed, authenticated connection to the
+// server (reconnecting when it breaks), a memory block cache with sequential
+// read-ahead and single-flight merging of identical misses, and it
+// implements close-to-open consistency: every open revalidates the file's
+// version with the server, cached blocks are tagged with the version they
+// belong to, and writes reach the server before write(2) returns
+// (write-through), so they are there by close or fsync.
+//
+// Agent implements fusefs.Backend; the same methods are the client library
+// that `coopfs demo` and `coopfs bench` use where FUSE is not available.
+package agent

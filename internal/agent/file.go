@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/fusefs"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// file is an open file of the agent.
+type file struct {
+	a     *Agent
+	path  string
+	flags uint32
+	keep  bool
+
+	mu      sync.Mutex
+	h       uint64 // server handle, valid in session generation gen
+	gen     uint64
+	attr    wire.Attr
+	nextOff int64 // where a sequential reader reads next
+	ahead   uint64 // blocks below this index were already read ahead
+}
+
+var _ fusefs.File = (*file)(nil)
+
+// KeepCache implements fusefs.File.
+func (f *file) KeepCache() bool { return f.keep }
+
+// Attr implements fusefs.File.
+func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attr, nil
+}
+
+func (f *file) setAttr(a wire.Attr) {
+	f.mu.Lock()
+	f.attr = a
+	f.mu.Unlock()
+}
+
+// handle returns the file's server handle, reopening the file when the
+// connection was re-established since (the server may have restarted and
+// forgotten it). A file replaced in the meantime fails with EIO.
+func (f *file) handle(ctx context.Context) (uint64, error) {
+	c, gen, err := f.a.sess.current(ctx)
+	if err != nil {
+		return 0, err
+	}
+	_ = c
+	f.mu.Lock()
+	if f.gen == gen {
+		h := f.h
+		f.mu.Unlock()
+		return h, nil
+	}
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
+	r, gen, err := f.a.sess.call(ctx, &wire.Open{Path: f.path, Flags: flags}, true)
+	if err != nil {
+		return 0, fmt.Errorf("reopen %s after reconnecting: %v: %w", f.path, err, syscall.EIO)
+	}
+	or := r.(*wire.OpenReply)
+	if or.Attr.Ino != ino {
+		f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
+		return 0, fmt.Errorf("reopen %s after reconnecting: the file was replaced: %w", f.path, syscall.EIO)
+	}
+	f.mu.Lock()
+	f.h, f.gen = or.Handle, gen
+	f.mu.Unlock()
+	f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	return or.Handle, nil
+}
+
+// ReadAt implements fusefs.File: it assembles the range from cached blocks,
+// fetching the missing ones, and reads ahead of a sequential reader.
+func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	bs := f.a.BlockSize()
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		idx := uint64(pos / int64(bs))
+		data, err := f.block(ctx, idx)
+		if err != nil {
+			return n, err
+		}
+		in := int(pos % int64(bs))
+		if in >= len(data) {
+			break // end of file
+		}
+		n += copy(p[n:], data[in:])
+		if len(data) < bs {
+			break
+		}
+	}
+	f.readAhead(off, n, bs)
+	return n, nil
+}
+
+// readAhead starts fetching the blocks after a sequential read.
+func (f *file) readAhead(off int64, n, bs int) {
+	ra := f.a.cfg.ReadAhead
+	f.mu.Lock()
+	sequential := off == f.nextOff || off == 0
+	f.nextOff = off + int64(n)
+	size := f.attr.Size
+	first := uint64((off+int64(n)+int64(bs)-1)/int64(bs))
+	last := first + uint64(ra) // exclusive
+	if !sequential || ra == 0 || n == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if eof := (size + uint64(bs) - 1) / uint64(bs); last > eof {
+		last = eof
+	}
+	if first < f.ahead {
+		first = f.ahead
+	}
+	if first >= last {
+		f.mu.Unlock()
+		return
+	}
+	f.ahead = last
+	f.mu.Unlock()
+	for idx := first; idx < last; idx++ {
+		select {
+		case f.a.prefetch <- struct{}{}:
+		default:
+			return // enough in flight already
+		}
+		go func(idx uint64) {
+			defer func() { <-f.a.prefetch }()
+			f.block(context.Background(), idx)
+		}(idx)
+	}
+}
+
+// block returns block idx of the file at the version this open file sees,
+// from the cache or from the server; concurrent misses of one block share
+// one fetch.
+func (f *file) block(ctx context.Context, idx uint64) ([]byte, error) {
+	f.mu.Lock()
+	ino, v := f.attr.Ino, f.attr.Version
+	f.mu.Unlock()
+	id := block.ID{File: ino, Index: idx}
+	if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
+		f.a.metrics.CountRead(obs.LayerLocalMemory, len(data))
+		return data, nil
+	}
+	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10)
+	ch := f.a.flights.DoChan(key, func() (any, error) {
+		if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
+			return data, nil
+		}
+		return f.fetch(context.WithoutCancel(ctx), id, v)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.([]byte), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// fetch reads one block from the server.
+func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error) {
+	h, err := f.handle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, _, err := f.a.sess.call(ctx, &wire.ReadBlock{Handle: h, File: id.File, Index: id.Index, Version: v}, true)
+	if err != nil {
+		return nil, err
+	}
+	br, ok := r.(*wire.BlockReply)
+	if !ok {
+		return nil, fmt.Errorf("read: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	layer := obs.LayerServerDisk
+	if br.Layer == 0 {
+		layer = obs.LayerServerMemory
+	}
+	f.a.metrics.CountRead(layer, len(br.Data))
+	if br.Version != v {
+		// The file changed since it was opened: the block belongs to the
+		// new version, which this open file sees from now on.
+		f.a.noteVersion(id.File, br.Version)
+		f.mu.Lock()
+		if f.attr.Version == v {
+			f.attr.Version, f.attr.Size = br.Version, br.Size
+		}
+		f.mu.Unlock()
+	}
+	f.a.cache.Put(id, block.Version(br.Version), br.Data)
+	return br.Data, nil
+}
+
+// WriteAt implements fusefs.File: the write reaches the server before it
+// returns (write-through), and the file's cached blocks of the old version
+// are dropped.
+func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	h, err := f.handle(ctx)
+	if err != nil {
+		return 0, err
+	}
+	attr, err := f.a.attrCall(ctx, &wire.Write{Handle: h, Offset: uint64(off), Data: p}, true)
+	if err != nil {
+		return 0, err
+	}
+	f.a.noteVersion(attr.Ino, attr.Version)
+	f.setAttr(attr)
+	return len(p), nil
+}
+
+// Flush implements fusefs.File. Writes are already on the server.
+func (f *file) Flush(ctx context.Context) error { return nil }
+
+// Fsync implements fusefs.File.
+func (f *file) Fsync(ctx context.Context) error {
+	h, err := f.handle(ctx)
+	if err != nil {
+		return err
+	}
+	return f.a.okCall(ctx, &wire.Fsync{Handle: h}, true)
+}
+
+// Release implements fusefs.File.
+func (f *file) Release(ctx context.Context) error {
+	f.mu.Lock()
+	h, gen := f.h, f.gen
+	f.mu.Unlock()
+	c, cur, err := f.a.sess.current(ctx)
+	if err != nil || cur != gen {
+		return nil // the server forgot the handle with the old connection
+	}
+	if _, err := c.Call(ctx, &wire.Release{Handle: h}); err != nil && !errors.Is(err, io.EOF) {
+		var ce *wire.ConnError
+		if !errors.As(err, &ce) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// ErrUnreachable is wrapped by errors for a server that could not be reached
+// within the reconnect timeout. It maps to EIO.
+var ErrUnreachable = errors.New("server unreachable")
+
+// session is the agent's connection to its server, redialed when it breaks.
+// Each successful dial starts a new generation: handles opened in an older
+// generation are unknown to the server and must be reopened.
+type session struct {
+	addr    string
+	secret  []byte
+	hello   wire.Hello
+	timeout time.Duration // how long to keep redialing before failing a call
+	log     *slog.Logger
+	metrics *obs.Metrics
+	handler wire.Handler
+
+	mu        sync.Mutex
+	conn      *wire.Conn
+	gen       uint64
+	clientID  uint32
+	blockSize int
+	policy    string
+	dialing   chan struct{} // closed when the dial in progress ends
+	closed    bool
+}
+
+// ErrSessionClosed is returned once the agent is closed.
+var ErrSessionClosed = errors.New("agent closed")
+
+// current returns a live connection and its generation, dialing if needed.
+func (s *session) current(ctx context.Context) (*wire.Conn, uint64, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, 0, ErrSessionClosed
+		}
+		if s.conn != nil && s.conn.Err() == nil {
+			c, g := s.conn, s.gen
+			s.mu.Unlock()
+			return c, g, nil
+		}
+		if s.dialing != nil {
+			ch := s.dialing
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		s.dialing = ch
+		wasConnected := s.conn != nil
+		s.mu.Unlock()
+		err := s.redial(ctx, wasConnected)
+		s.mu.Lock()
+		s.dialing = nil
+		close(ch)
+		s.mu.Unlock()
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// redial dials until it succeeds, the timeout passes, or ctx ends, saying
+// what it is doing: a user waiting on a mount must see why.
+func (s *session) redial(ctx context.Context, reconnect bool) error {
+	deadline := time.Now().Add(s.timeout)
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.dialOnce(ctx)
+		if err == nil {
+			if reconnect || attempt > 1 {
+				s.log.Info("connected to server", "server", s.addr, "attempts", attempt)
+			}
+			return nil
+		}
+		if errors.Is(err, wire.ErrAuth) || errors.Is(err, wire.ErrVersion) || errors.Is(err, syscall.EACCES) {
+			return err // retrying cannot help
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("%w: %s: %v (gave up after %s)", ErrUnreachable, s.addr, err, s.timeout)
+		}
+		s.log.Warn("server unreachable, retrying", "server", s.addr, "attempt", attempt, "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (s *session) dialOnce(ctx context.Context) error {
+	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	br, hr, w, err := wire.ClientHandshake(ctx, nc, s.secret, s.hello)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	c := wire.NewConn(nc, br, wire.ConnConfig{
+		Handler:  s.handler,
+		Observer: obs.WireObserver{M: s.metrics, Kind: obs.KindServer},
+		Name:     "server " + s.addr,
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return ErrSessionClosed
+	}
+	s.conn, s.clientID, s.blockSize, s.policy = c, w.ClientID, int(hr.BlockSize), hr.Policy
+	s.gen++
+	return nil
+}
+
+// call sends m and waits for the reply. When the connection is broken
+// before m is sent, it reconnects first; when it breaks while m is in
+// flight, m is sent again only if it is idempotent (a retried mkdir could
+// fail with EEXIST for a directory it made), else the caller gets EIO.
+func (s *session) call(ctx context.Context, m wire.Msg, idempotent bool) (wire.Msg, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		c, gen, err := s.current(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		r, err := c.Call(ctx, m)
+		if err == nil {
+			return r, gen, nil
+		}
+		var ce *wire.ConnError
+		if !errors.As(err, &ce) || ctx.Err() != nil {
+			return nil, gen, err
+		}
+		if !idempotent || attempt >= 2 {
+			return nil, gen, fmt.Errorf("%v to %s interrupted: %v: %w", m.Type(), s.addr, err, syscall.EIO)
+		}
+	}
+}
+
+func (s *session) params() (blockSize int, clientID uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.blockSize, s.clientID
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	s.closed = true
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
