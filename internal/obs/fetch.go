@@ -2,11 +2,13 @@ package obs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strings"
 
@@ -77,6 +79,10 @@ func Fetch(ctx context.Context, addr string) (Samples, error) {
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // it repeats the method and URL we already name
+		}
 		return nil, fmt.Errorf("fetching %s: %w", url, err)
 	}
 	defer resp.Body.Close()
