@@ -29,9 +29,6 @@ func WithLRU() Option { return func(o *options) { o.lru = true } }
 // and capacities that are multiples of it.
 func WithBlockSize(n int) Option { return func(o *options) { o.blockSize = n } }
 
-// NewTier makes an empty tier bounded by capacity bytes.
-type NewTier func(capacity int64) cache.Tier
-
 // Run runs the whole suite against tiers made by newTier.
 func Run(t *testing.T, newTier func(capacity int64) cache.Tier, opts ...Option) {
 	o := options{blockSize: 4096}
@@ -57,7 +54,7 @@ func Run(t *testing.T, newTier func(capacity int64) cache.Tier, opts ...Option) 
 }
 
 type suite struct {
-	newTier NewTier
+	newTier func(capacity int64) cache.Tier // an empty tier bounded by capacity bytes
 	bs      int
 }
 
