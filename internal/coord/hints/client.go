@@ -547,3 +547,30 @@ func (c *Client) Drop(b block.ID) bool {
 	}
 	return true
 }
+
+// Cached reports whether b is cached in a version no older than v (0: any),
+// and whether as the master copy. Unlike Read it changes nothing.
+func (c *Client) Cached(b block.ID, v block.Version) (cached, master bool) {
+	e := c.cache.get(b)
+	if e == nil || (v != 0 && e.ver != 0 && e.ver < v) {
+		return false, false
+	}
+	return true, e.master
+}
+
+// VersionedBlock is a cached block and the file version of its data.
+type VersionedBlock struct {
+	ID      block.ID
+	Version block.Version
+}
+
+// Masters appends the master copies the client caches (checks and
+// diagnostics; O(cache size)).
+func (c *Client) Masters(out []VersionedBlock) []VersionedBlock {
+	for _, e := range c.cache.heap {
+		if e.master {
+			out = append(out, VersionedBlock{ID: e.id, Version: e.ver})
+		}
+	}
+	return out
+}

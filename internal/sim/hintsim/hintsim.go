@@ -1,0 +1,359 @@
+// Package hintsim is the hint-based cooperative caching algorithm of seed
+// 002 (chapter 4) for the simulator. It drives the policy state machines of
+// internal/coord/hints — one hints.Client per simulated client and one
+// hints.Server — and only delivers their messages and counts them: the
+// policy logic lives in internal/coord/hints alone.
+//
+// Options (sim.Params.Options):
+//
+//	server_memory  discard (default) | disk | coop — the three uses of server
+//	               memory of seed 002 section 4.5.1 and table 5.7
+//	discard_test   pessimistic (default) | optimistic
+//	max_hops       clients a request may visit following hints (default 8)
+//
+// Accounting (seed 002 chapter 5):
+//   - manager messages are consistency only: an open or token request and
+//     its reply (2), fetching the last opener's hints (2), each revocation
+//     or downgrade (2), a delete (2 + 2 per holder);
+//   - lookup messages on a local read miss: every request hop plus the
+//     reply (2 for a correct hint or a direct server fetch);
+//   - replacement messages: one per master copy forwarded, one per block
+//     sent to the discard cache (both under "forward"); the age exchange
+//     rides on the forward and its acknowledgement;
+//   - hint accuracy: HintSaysClient when the first hop is a client (or the
+//     server memory participant in coop mode), HintCorrect when a client
+//     served the block, HintAbsCorrect when the first hinted client did,
+//     HintFalseNeg when no hint named a client but another client caches
+//     the block (an oracle scan over the clients);
+//   - unnecessary forwards: a master copy forwarded while other copies
+//     existed, whose file is deleted or rewritten while more than one copy
+//     is still cached.
+//
+// Virtual time for ages is the access count (strictly increasing), so ages
+// order like LRU even when trace times tie.
+package hintsim
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/hints"
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+// Name is the algorithm's name in the registry.
+const Name = "hints"
+
+// Algorithm is the hint-based algorithm under simulation.
+type Algorithm struct {
+	p       sim.Params
+	mem     hints.MemoryUse
+	clients []*hints.Client
+	srv     *hints.Server
+	coopID  hints.ClientID
+	now     hints.Time
+	buf     []hints.BlockHint
+	// pending holds forwards made while other copies existed: file → block
+	// indexes, for the unnecessary-forward count.
+	pending map[uint64]map[uint64]struct{}
+	// SecondMasters counts server fetches that created a second master copy
+	// of a block (the documented race: a missing or wrong hint).
+	SecondMasters int64
+}
+
+var (
+	_ sim.Algorithm = (*Algorithm)(nil)
+	_ sim.Checker   = (*Algorithm)(nil)
+)
+
+// New builds the algorithm for p (see the package doc for p.Options).
+func New(p sim.Params) (*Algorithm, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	mem, err := hints.ParseMemoryUse(p.Option("server_memory", "discard"))
+	if err != nil {
+		return nil, err
+	}
+	test := hints.DiscardPessimistic
+	switch v := p.Option("discard_test", "pessimistic"); v {
+	case "pessimistic":
+	case "optimistic":
+		test = hints.DiscardOptimistic
+	default:
+		return nil, fmt.Errorf("%w: hints discard_test %q, want pessimistic or optimistic", sim.ErrConfig, v)
+	}
+	if mem != hints.MemoryDiscard {
+		test = hints.DiscardNever
+	}
+	hops, err := strconv.Atoi(p.Option("max_hops", strconv.Itoa(hints.DefaultMaxHops)))
+	if err != nil || hops < 1 {
+		return nil, fmt.Errorf("%w: hints max_hops %q, want a positive integer", sim.ErrConfig, p.Option("max_hops", ""))
+	}
+	if p.ClientCacheBlocks < 1 {
+		return nil, fmt.Errorf("%w: hints needs client caches of at least 1 block", sim.ErrConfig)
+	}
+	a := &Algorithm{p: p, mem: mem, coopID: hints.ClientID(p.Clients), pending: make(map[uint64]map[uint64]struct{})}
+	ids := make([]hints.ClientID, p.Clients)
+	for i := range ids {
+		ids[i] = hints.ClientID(i)
+	}
+	peers := ids
+	if mem == hints.MemoryCoop && p.ServerCacheBlocks > 0 {
+		peers = append(append([]hints.ClientID(nil), ids...), a.coopID)
+	}
+	for i := range ids {
+		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
+			Peers: peers, Discard: test, MaxHops: hops})
+		if err != nil {
+			return nil, err
+		}
+		a.clients = append(a.clients, c)
+	}
+	a.srv, err = hints.NewServer(hints.ServerConfig{MemoryBlocks: p.ServerCacheBlocks, Memory: mem,
+		CoopID: a.coopID, Clients: ids})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Client returns simulated client i's state machine (tests).
+func (a *Algorithm) Client(i int) *hints.Client { return a.clients[i] }
+
+// Server returns the simulated server's state machine (tests).
+func (a *Algorithm) Server() *hints.Server { return a.srv }
+
+// Access simulates one access.
+func (a *Algorithm) Access(acc sim.Access, c *sim.Counters) sim.Outcome {
+	a.now++
+	cid := hints.ClientID(acc.Client)
+	switch acc.Op {
+	case sim.OpOpen:
+		a.open(cid, acc.File, false, c)
+	case sim.OpClose:
+		// Tokens stay cached at the client until revoked (Sprite).
+	case sim.OpDelete:
+		a.delete(acc.File, c)
+	case sim.OpWrite:
+		a.write(cid, block.ID{File: acc.File, Index: acc.Block}, c)
+	case sim.OpRead:
+		return a.read(cid, block.ID{File: acc.File, Index: acc.Block}, c)
+	}
+	return sim.Outcome{}
+}
+
+// open gets client cid a token for file (implicitly before a read or write
+// without one) and hands it the last opener's hints.
+func (a *Algorithm) open(cid hints.ClientID, file uint64, write bool, c *sim.Counters) {
+	v0 := a.srv.Version(file)
+	r := a.srv.Open(a.now, cid, 1, file, write)
+	a.managerMsgs(int(cid), 1, c)
+	if r.HintsFrom != hints.NoClient {
+		a.buf = a.clients[r.HintsFrom].ExportHints(file, a.buf[:0])
+		a.clients[cid].ImportHints(file, a.buf)
+		a.managerMsgs(int(r.HintsFrom), 1, c)
+	}
+	if len(r.Revoke) > 0 || r.NewVersion {
+		a.settlePending(file, v0, c)
+	}
+	for _, h := range r.Revoke {
+		c.Invalidations += int64(len(a.clients[h].Invalidate(file)))
+		a.managerMsgs(int(h), 1, c)
+	}
+	if r.Downgraded != hints.NoClient {
+		a.managerMsgs(int(r.Downgraded), 1, c)
+	}
+	if r.NewVersion {
+		a.clients[cid].Revalidate(file, r.Version)
+	}
+}
+
+// managerMsgs records n request/reply pairs between node and the manager.
+func (a *Algorithm) managerMsgs(node, n int, c *sim.Counters) {
+	c.Manager(sim.CauseConsistency, 2*n)
+	for range n {
+		c.Msg(node, sim.NodeManager, false)
+		c.Msg(sim.NodeManager, node, false)
+	}
+}
+
+func (a *Algorithm) delete(file uint64, c *sim.Counters) {
+	a.settlePending(file, a.srv.Version(file), c)
+	holders := a.srv.Delete(file)
+	c.Manager(sim.CauseConsistency, 2)
+	for _, h := range holders {
+		c.Invalidations += int64(len(a.clients[h].Invalidate(file)))
+		a.managerMsgs(int(h), 1, c)
+	}
+}
+
+func (a *Algorithm) write(cid hints.ClientID, b block.ID, c *sim.Counters) {
+	if !a.srv.Holds(cid, b.File, true) {
+		a.open(cid, b.File, true, c)
+	}
+	cl := a.clients[cid]
+	ev := cl.Write(a.now, b, a.srv.Version(b.File))
+	a.srv.WriteThrough(a.now, b)
+	c.Msg(int(cid), sim.NodeServer, true)
+	a.evicted(cl, ev, c)
+}
+
+func (a *Algorithm) read(cid hints.ClientID, b block.ID, c *sim.Counters) sim.Outcome {
+	if !a.srv.Holds(cid, b.File, false) {
+		a.open(cid, b.File, false, c)
+	}
+	v := a.srv.Version(b.File)
+	cl := a.clients[cid]
+	r := cl.Read(a.now, b, v)
+	if r.Stale {
+		c.Invalidations++
+	}
+	if r.Kind == hints.RouteLocal {
+		return sim.Outcome{Layer: sim.LayerLocal}
+	}
+	hinted := r.Kind == hints.RoutePeer
+	if hinted {
+		c.HintSaysClient++
+	} else if a.otherHas(b, v, cid) {
+		c.HintFalseNeg++
+	}
+	msgs, from, first := 0, cid, true
+	for r.Kind == hints.RoutePeer && r.Peer != a.coopID {
+		msgs++
+		c.Msg(int(from), int(r.Peer), false)
+		holder := r.Peer
+		sr := a.clients[holder].ServeRequest(a.now, b, v, cid, msgs)
+		if sr.Stale {
+			c.Invalidations++
+		}
+		if sr.Kind == hints.RouteLocal {
+			msgs++
+			c.Msg(int(holder), int(cid), true)
+			c.Lookup(msgs)
+			c.HintCorrect++
+			if first {
+				c.HintAbsCorrect++
+			}
+			a.evicted(cl, cl.Fill(a.now, b, v, false, holder, 1, sr.Master), c)
+			return sim.Outcome{Layer: sim.LayerRemote, Hops: msgs - 2}
+		}
+		from, r, first = holder, sr, false
+	}
+	// To the server (its memory, then its disk).
+	msgs += 2
+	c.Msg(int(from), sim.NodeServer, false)
+	c.Msg(sim.NodeServer, int(cid), true)
+	c.Lookup(msgs)
+	c.ServerMemLookups++
+	f := a.srv.Fetch(a.now, b)
+	out := sim.Outcome{Layer: sim.LayerDisk, Hops: msgs - 2}
+	if f.Memory {
+		out.Layer, out.Discard = sim.LayerServer, f.Discard
+		if hinted && r.Peer == a.coopID && first {
+			c.HintCorrect++
+			c.HintAbsCorrect++
+		}
+	}
+	if f.Master && a.otherMaster(b, v, cid) {
+		a.SecondMasters++
+	}
+	var ev hints.Eviction
+	if f.Master {
+		ev = cl.Fill(a.now, b, v, true, hints.NoClient, 0, false)
+	} else { // the cooperative server memory keeps the master copy
+		ev = cl.Fill(a.now, b, v, false, a.coopID, 1, true)
+	}
+	a.evicted(cl, ev, c)
+	return out
+}
+
+// evicted carries out a replacement decision of client from: a forward of
+// a master copy to its best-guess target (with the age exchange), and the
+// target's own victim to the discard cache if it is a young master copy.
+func (a *Algorithm) evicted(from *hints.Client, ev hints.Eviction, c *sim.Counters) {
+	if ev.Kind != hints.EvictForward {
+		return
+	}
+	c.Forwards++
+	c.Replacement(sim.ReplForward, 1)
+	c.Msg(int(from.ID()), a.node(ev.To), true)
+	if a.otherHas(ev.Block, ev.Version, from.ID()) {
+		m := a.pending[ev.Block.File]
+		if m == nil {
+			m = make(map[uint64]struct{})
+			a.pending[ev.Block.File] = m
+		}
+		m[ev.Block.Index] = struct{}{}
+	}
+	target := a.srv.Coop()
+	if ev.To != a.coopID {
+		target = a.clients[ev.To]
+	}
+	ack := target.AcceptForward(a.now, from.ID(), from.Boot(), ev.Block, ev.Version, ev.Stamp, ev.FromOldest)
+	c.Msg(a.node(ev.To), int(from.ID()), false)
+	from.ForwardAcked(ev.To, ack.Oldest)
+	if ack.Victim.Kind == hints.EvictDiscard {
+		c.Replacement(sim.ReplForward, 1)
+		c.Msg(a.node(ev.To), sim.NodeServer, true)
+		if a.srv.AcceptDiscard(ack.Victim.Block, ack.Victim.Version, ack.Victim.Stamp) {
+			c.DiscardInserts++
+		}
+	}
+}
+
+func (a *Algorithm) node(id hints.ClientID) int {
+	if id == a.coopID {
+		return sim.NodeServer
+	}
+	return int(id)
+}
+
+// otherHas is the oracle: does a client other than except cache b (version
+// v or newer)?
+func (a *Algorithm) otherHas(b block.ID, v block.Version, except hints.ClientID) bool {
+	for i, cl := range a.clients {
+		if hints.ClientID(i) == except {
+			continue
+		}
+		if ok, _ := cl.Cached(b, v); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Algorithm) otherMaster(b block.ID, v block.Version, except hints.ClientID) bool {
+	for i, cl := range a.clients {
+		if hints.ClientID(i) == except {
+			continue
+		}
+		if _, m := cl.Cached(b, v); m {
+			return true
+		}
+	}
+	return false
+}
+
+// settlePending counts, before file's copies of version v are invalidated, the forwards
+// of its blocks that were unnecessary: more than one copy is still cached.
+func (a *Algorithm) settlePending(file uint64, v block.Version, c *sim.Counters) {
+	m := a.pending[file]
+	if m == nil {
+		return
+	}
+	for idx := range m {
+		b := block.ID{File: file, Index: idx}
+		n := 0
+		for _, cl := range a.clients {
+			if ok, _ := cl.Cached(b, v); ok {
+				n++
+			}
+		}
+		if n > 1 {
+			c.UnnecessaryFwds++
+		}
+	}
+	delete(a.pending, file)
+}
