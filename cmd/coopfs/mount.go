@@ -3,9 +3,77 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache/mem"
+	"github.com/coopfs/coopfs/internal/fusefs"
+	"github.com/coopfs/coopfs/internal/obs"
 )
 
 func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+	fs := newFlagSet("mount", "--server HOST:PORT [flags] MOUNTPOINT", stderr)
+	serverAddr := fs.String("server", "", "address of the coopfs server (HOST:PORT, required)")
+	cacheSize := block.Size(mem.DefaultCapacity)
+	fs.Var(&cacheSize, "cache-size", "memory block cache")
+	policy := fs.String("policy", "none", "coordination policy: none")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
+	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
+	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
+	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
+	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *serverAddr == "" || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "coopfs mount: want --server HOST:PORT and exactly one MOUNTPOINT")
+		fs.Usage()
+		return errUsage
+	}
+	if *policy != "none" {
+		return fmt.Errorf("policy %q is not available in this build; use --policy none", *policy)
+	}
+	mountpoint := fs.Arg(0)
+	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
+		return err
+	}
+	log := obs.NewLogger(stderr, *logLevel)
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	m := obs.NewMetrics()
+	if err := startMetrics(ctx, m, *metrics, log); err != nil {
+		return err
+	}
+	log.Info("connecting", "server", *serverAddr)
+	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Secret: secret, CacheSize: int64(cacheSize),
+		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted while connecting")
+		}
+		return err
+	}
+	defer a.Close()
+	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout}, log)
+	if err != nil {
+		return err
+	}
+	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String())
+	select {
+	case <-ctx.Done():
+		log.Info("unmounting", "mountpoint", mnt.Dir())
+		if err := mnt.Unmount(); err != nil {
+			return fmt.Errorf("unmount %s: %w (try: fusermount3 -u %s)", mnt.Dir(), err, mnt.Dir())
+		}
+	case <-mnt.Done():
+		log.Info("unmounted from outside", "mountpoint", mnt.Dir())
+	}
+	return nil
 }

@@ -2,10 +2,67 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/server"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+	fs := newFlagSet("serve", "--export DIR [flags]", stderr)
+	export := fs.String("export", "", "directory to export (required)")
+	listen := fs.String("listen", "127.0.0.1:7070", "address to accept clients on (HOST:PORT)")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret; without one only loopback clients are accepted")
+	blockSize := block.Size(server.DefaultBlockSize)
+	fs.Var(&blockSize, "block-size", "block size, a power of two from 4KiB to 8MiB")
+	cacheSize := block.Size(server.DefaultCacheSize)
+	fs.Var(&cacheSize, "cache-size", "server memory block cache")
+	readOnly := fs.Bool("read-only", false, "refuse every change to the export")
+	policy := fs.String("policy", "none", "coordination policy: none")
+	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *export == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "coopfs serve: --export DIR is required and no other arguments are taken")
+		fs.Usage()
+		return errUsage
+	}
+	log := obs.NewLogger(stderr, *logLevel)
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	if len(secret) == 0 {
+		if !server.IsLoopback(*listen) {
+			return fmt.Errorf("no --secret-file: refusing to listen on %s, which is not a loopback address; give --secret-file FILE or listen on 127.0.0.1", *listen)
+		}
+	}
+	m := obs.NewMetrics()
+	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
+		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if len(secret) == 0 {
+		log.Warn("NO CLUSTER SECRET: anyone on this machine can use this server; accepting loopback clients only. Give --secret-file to authenticate clients.")
+	}
+	ln, err := server.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	if err := startMetrics(ctx, m, *metrics, log); err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	log.Info("server stopped")
+	return nil
 }
