@@ -281,3 +281,47 @@ func TestUnmountFromOutside(t *testing.T) {
 		t.Errorf("Unmount after an outside unmount: %v", err)
 	}
 }
+
+// TestCloseToOpen: a file changed behind the kernel's back (by another
+// client) is seen whole at the next open, even within the attribute
+// timeout; an unchanged file is served from the kernel page cache.
+func TestCloseToOpen(t *testing.T) {
+	mem, m := mountMem(t, Config{AttrTimeout: time.Hour, EntryTimeout: time.Hour})
+	p := filepath.Join(m.Dir(), "f")
+	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read(); got != "old" {
+		t.Fatalf("read %q, want old", got)
+	}
+	// Unchanged: the second open keeps the page cache, no backend read.
+	read()
+	before := mem.reads.Load()
+	if got := read(); got != "old" {
+		t.Fatalf("read %q, want old", got)
+	}
+	if n := mem.reads.Load() - before; n != 0 {
+		t.Errorf("re-read of an unchanged file made %d backend reads, want 0 (KEEP_CACHE)", n)
+	}
+	// Changed elsewhere, longer: the next open sees all of it.
+	if err := mem.replace("f", []byte("new and longer")); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "new and longer" {
+		t.Errorf("after a change elsewhere, read %q, want %q", got, "new and longer")
+	}
+	if err := mem.replace("f", []byte("s")); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "s" {
+		t.Errorf("after a shrink elsewhere, read %q, want %q", got, "s")
+	}
+}

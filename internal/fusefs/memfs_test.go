@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,8 @@ type memFS struct {
 	root    *memNode
 	// failLookup makes Lookup of these names fail with the given error.
 	failLookup map[string]error
+	// reads counts File.ReadAt calls.
+	reads atomic.Int64
 }
 
 const memChunk = 64 << 10
@@ -460,6 +463,7 @@ type memFile struct {
 }
 
 func (f *memFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	f.m.reads.Add(1)
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
 	if f.n.isDir() {
@@ -516,3 +520,20 @@ func (f *memFile) Attr(ctx context.Context) (wire.Attr, error) {
 func (f *memFile) Flush(ctx context.Context) error   { return nil }
 func (f *memFile) Fsync(ctx context.Context) error   { return nil }
 func (f *memFile) Release(ctx context.Context) error { return nil }
+
+// replace sets the content of the file at path, as another client would
+// (a new version).
+func (m *memFS) replace(path string, data []byte) error {
+	m.mu.Lock()
+	n, err := m.walk(path)
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	f := &memFile{m: m, n: n}
+	m.mu.Lock()
+	n.truncate(0)
+	m.mu.Unlock()
+	_, err = f.WriteAt(context.Background(), data, 0)
+	return err
+}

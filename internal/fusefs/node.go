@@ -265,6 +265,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, n.a.errno("open", p, err)
 	}
+	if !f.KeepCache() {
+		// Close-to-open: the file changed since the kernel cached its
+		// attributes, which may live up to AttrTimeout more. Drop them
+		// (a negative offset leaves the pages alone; not keeping the cache
+		// drops those) so that the size and mtime of this open are the
+		// backend's. Best effort: the inode may not be known to the kernel.
+		n.NotifyContent(-1, 0)
+	}
 	return &handle{f: f}, openFlags(f), 0
 }
 
