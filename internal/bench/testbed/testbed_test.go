@@ -369,10 +369,18 @@ func TestCleanupAfterAbandonedRun(t *testing.T) {
 	}
 }
 
-func TestNewRefusesPrefixInUse(t *testing.T) {
+func TestTwoTestbedsAreSeparate(t *testing.T) {
 	tb := newTestbed(t, Config{})
 	if _, err := New(context.Background(), Config{Prefix: tb.Prefix(), Dir: t.TempDir()}); err == nil {
 		t.Fatal("second New with the same prefix succeeded")
+	}
+	// A second run with the same subnet is a separate network: its client
+	// does not reach the first run's server.
+	tb2 := newTestbed(t, Config{Clients: 1})
+	startServe(t, tb, tb.Server(), 7000)
+	if c, err := tb2.Clients()[0].DialContext(context.Background(), "tcp", tb.Server().AddrPort(7000).String()); err == nil {
+		c.Close()
+		t.Error("the second testbed's client reached the first testbed's server")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -446,5 +454,26 @@ func TestOwnerExit(t *testing.T) {
 			waitGone([]int{sleeper}, 5*time.Second)
 			assertClean(t, prefix, sleeper)
 		})
+	}
+}
+
+// TestSetupInterrupted cancels New part-way through setup: whatever it had
+// made is gone when it returns.
+func TestSetupInterrupted(t *testing.T) {
+	needRoot(t)
+	for _, d := range []time.Duration{0, 10 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		prefix := DefaultPrefix()
+		tb, err := New(ctx, Config{Prefix: prefix, Clients: 4, ServerLink: "1gbit", ClientLink: "100mbit", Dir: t.TempDir()})
+		cancel()
+		if err == nil { // setup won the race; the cancelled ctx tears it down
+			<-tb.Done()
+			if err := tb.Close(); err != nil {
+				t.Error(err)
+			}
+		} else {
+			t.Logf("deadline %v: %v", d, err)
+		}
+		assertClean(t, prefix)
 	}
 }
