@@ -1,0 +1,401 @@
+package dirsim
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+// Options keys (Params.Options) this algorithm reads.
+const (
+	OptPolicy     = "policy"           // "directory" (default) or "none": every miss to the server (NFS)
+	OptNotify     = "notify"           // "on" (default) or "off": discard notifications
+	OptQueueLen   = "queue_len"        // discard queue length (default 400)
+	OptEntries    = "entries"          // directory entries (default 1048576)
+	OptServerLink = "server_link_mbps" // server link bandwidth in Mbit/s (default 100; 0: no contention)
+	OptClientLink = "client_link_mbps" // each client's link bandwidth in Mbit/s (default 100; 0: none)
+)
+
+// Sim is the directory (NFS-cc) algorithm in the simulator: client LRU
+// caches, the server's LRU memory and disk, and the very state machines of
+// internal/coord/directory (one Directory on the server, one Holder per
+// client) deciding where every miss is served from.
+//
+// Time: each read is issued at its access's Time and costs the layer's
+// latency (Params), MessageMs per extra hop, and the time it queues for a
+// link (the server's link for blocks the server sends, the holder's link
+// for blocks a client sends, the server's disk), reported as ExtraMs.
+// Blocks reserved by a client whose data has not arrived by the time a
+// forward reaches it are pending: the holder waits. Queues are FIFO in the
+// order accesses are simulated, which is time order when the workload's
+// times are ordered (ClockOrder makes a closed-loop workload of that kind).
+//
+// Sim clients never fail: a ping is answered at once.
+type Sim struct {
+	p       sim.Params
+	none    bool
+	dir     *directory.Directory
+	holders []*directory.Holder
+	caches  []*lru
+	server  *lru
+	vers    map[uint64]block.Version // current version of written/deleted files (1 otherwise)
+
+	msg, local, remote, srvMs, diskMs time.Duration
+	xferSrv, xferCli                  time.Duration
+	srvLink, disk                     time.Duration // when the server's link and disk are free
+	cliLink                           []time.Duration
+	done                              []time.Duration // when each client's latest read completed
+	servedRemote                      []uint64        // blocks each client received from peers
+}
+
+var _ sim.Algorithm = (*Sim)(nil)
+var _ sim.Checker = (*Sim)(nil)
+
+// New returns the algorithm for p. Options: policy, notify, queue_len,
+// entries, server_link_mbps, client_link_mbps (see the Opt constants).
+func New(p sim.Params) (*Sim, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sim{p: p, vers: make(map[uint64]block.Version)}
+	switch pol := p.Option(OptPolicy, "directory"); pol {
+	case "directory":
+	case "none":
+		s.none = true
+	default:
+		return nil, fmt.Errorf("%w: %s = %q, want directory or none", sim.ErrConfig, OptPolicy, pol)
+	}
+	var hc directory.HolderConfig
+	switch n := p.Option(OptNotify, "on"); n {
+	case "on":
+	case "off":
+		hc.NoNotify = true
+	default:
+		return nil, fmt.Errorf("%w: %s = %q, want on or off", sim.ErrConfig, OptNotify, n)
+	}
+	var err error
+	if hc.QueueLen, err = intOption(p, OptQueueLen, directory.DefaultQueueLen); err != nil {
+		return nil, err
+	}
+	entries, err := intOption(p, OptEntries, directory.DefaultEntries)
+	if err != nil {
+		return nil, err
+	}
+	srvMbps, err := floatOption(p, OptServerLink, 100)
+	if err != nil {
+		return nil, err
+	}
+	cliMbps, err := floatOption(p, OptClientLink, 100)
+	if err != nil {
+		return nil, err
+	}
+	if s.dir, err = directory.New(directory.Config{Entries: entries}); err != nil {
+		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
+	}
+	s.holders = make([]*directory.Holder, p.Clients)
+	s.caches = make([]*lru, p.Clients)
+	for i := range p.Clients {
+		if s.holders[i], err = directory.NewHolder(hc); err != nil {
+			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
+		}
+		s.caches[i] = newLRU(p.ClientCacheBlocks)
+	}
+	s.server = newLRU(p.ServerCacheBlocks)
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	s.msg, s.local, s.remote, s.srvMs, s.diskMs = ms(p.MessageMs), ms(p.LocalMs), ms(p.RemoteMs), ms(p.ServerMs), ms(p.DiskMs)
+	s.xferSrv, s.xferCli = xfer(p.BlockSize, srvMbps), xfer(p.BlockSize, cliMbps)
+	s.cliLink = make([]time.Duration, p.Clients)
+	s.done = make([]time.Duration, p.Clients)
+	s.servedRemote = make([]uint64, p.Clients)
+	return s, nil
+}
+
+func xfer(bs int64, mbps float64) time.Duration {
+	if mbps <= 0 {
+		return 0
+	}
+	return time.Duration(float64(bs*8) / (mbps * 1e6) * float64(time.Second))
+}
+
+func intOption(p sim.Params, key string, def int) (int, error) {
+	v := p.Option(key, "")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: %s = %q, want a positive integer", sim.ErrConfig, key, v)
+	}
+	return n, nil
+}
+
+func floatOption(p sim.Params, key string, def float64) (float64, error) {
+	v := p.Option(key, "")
+	if v == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%w: %s = %q, want a number >= 0", sim.ErrConfig, key, v)
+	}
+	return f, nil
+}
+
+// Directory returns the server's directory (for its counters).
+func (s *Sim) Directory() *directory.Directory { return s.dir }
+
+// Holder returns client i's holder state machine (for its counters).
+func (s *Sim) Holder(i int) *directory.Holder { return s.holders[i] }
+
+// Clock returns when client i's latest read completed: the issue time of
+// its next read in a closed loop.
+func (s *Sim) Clock(i int) time.Duration { return s.done[i] }
+
+// PreloadServer puts blocks 0..n-1 of file in the server's memory (as far
+// as it holds), as the seed did before its benchmarks.
+func (s *Sim) PreloadServer(file uint64, n int) {
+	for i := range n {
+		s.serverInsert(block.ID{File: file, Index: uint64(i)}, s.version(file))
+	}
+}
+
+func (s *Sim) version(file uint64) block.Version {
+	if v, ok := s.vers[file]; ok {
+		return v
+	}
+	return 1
+}
+
+// Access implements sim.Algorithm.
+func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
+	switch a.Op {
+	case sim.OpRead:
+		return s.read(a, c)
+	case sim.OpWrite:
+		s.write(a, c)
+	case sim.OpDelete:
+		s.changed(a.File, c)
+	}
+	return sim.Outcome{}
+}
+
+// changed makes a new version of file: the server's directory drops its
+// entries; cached copies of the old version are found stale when next used.
+func (s *Sim) changed(file uint64, c *sim.Counters) block.Version {
+	v := s.version(file) + 1
+	s.vers[file] = v
+	if !s.none {
+		s.dir.FileChanged(file)
+		c.Manager(sim.CauseConsistency, 1)
+	}
+	return v
+}
+
+// write is write-through: a new version of the file at the server (the
+// block in its memory), the writer keeping the new copy.
+func (s *Sim) write(a sim.Access, c *sim.Counters) {
+	id := block.ID{File: a.File, Index: a.Block}
+	v := s.changed(a.File, c)
+	c.Msg(a.Client, sim.NodeServer, true)
+	s.serverInsert(id, v)
+	s.clientInsert(a.Client, id, v, a.Time, c)
+}
+
+func (s *Sim) read(a sim.Access, c *sim.Counters) sim.Outcome {
+	cl, t := a.Client, a.Time
+	id := block.ID{File: a.File, Index: a.Block}
+	v := s.version(a.File)
+	cache := s.caches[cl]
+	if n := cache.get(id); n != nil {
+		if n.ver == v {
+			cache.touch(id)
+			s.done[cl] = t + s.local
+			return sim.Outcome{Layer: sim.LayerLocal}
+		}
+		cache.remove(id) // stale: a newer version exists
+		c.Invalidations++
+	}
+	var out sim.Outcome
+	var wait time.Duration
+	if s.none {
+		c.Lookup(2)
+		c.Msg(cl, sim.NodeServer, false)
+		out.Layer, wait = s.serve(t, id, v, cl, c)
+	} else {
+		out, wait = s.cooperative(t, cl, id, v, c)
+	}
+	out.ExtraMs = float64(wait) / float64(time.Millisecond)
+	total := wait + time.Duration(out.Hops)*s.msg
+	switch out.Layer {
+	case sim.LayerRemote:
+		total += s.remote
+	case sim.LayerServer:
+		total += s.srvMs
+	case sim.LayerDisk:
+		total += s.diskMs
+	}
+	s.done[cl] = t + total
+	s.clientInsert(cl, id, v, t+total, c)
+	return out
+}
+
+// cooperative runs one miss through the directory: serve, or forward to a
+// holder who sends, waits for pending data, or answers negatively (then the
+// requester retries and the server serves).
+func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version, c *sim.Counters) (sim.Outcome, time.Duration) {
+	me := directory.ClientID(cl + 1)
+	c.Msg(cl, sim.NodeServer, false)
+	act := s.dir.Request(t, me, id, v)
+	c.Manager(sim.CauseLookup, 2) // the request in, the reply or forward out
+	if act.Kind == directory.ActServe {
+		c.Lookup(2)
+		layer, wait := s.serve(t, id, v, cl, c)
+		return sim.Outcome{Layer: layer}, wait
+	}
+	c.ForwardedReqs++
+	h := int(act.To) - 1
+	c.Msg(sim.NodeServer, h, false)
+	arrive := t + 2*s.msg
+	local := directory.Local{}
+	if n := s.caches[h].get(id); n != nil {
+		local = directory.Local{State: directory.Present, Version: n.ver}
+		if n.ready > arrive {
+			local.State = directory.Pending
+		}
+	}
+	r := s.holders[h].Forward(id, act.Version, local)
+	if r.Notify != nil {
+		s.notify(h, r.Notify, c)
+	}
+	switch r.Answer {
+	case directory.Send, directory.Wait:
+		start := arrive
+		if r.Answer == directory.Wait {
+			start = max(start, s.caches[h].get(id).ready)
+		}
+		begin := max(start, s.cliLink[h])
+		s.cliLink[h] = begin + s.xferCli
+		c.Lookup(3)
+		c.Msg(h, cl, true)
+		s.servedRemote[cl]++
+		return sim.Outcome{Layer: sim.LayerRemote, Hops: 1}, begin - arrive
+	}
+	// negative reply, then the retry to the server
+	c.ForwardMisses++
+	c.Msg(h, cl, false)
+	c.Msg(cl, sim.NodeServer, false)
+	c.Lookup(5)
+	c.Manager(sim.CauseLookup, 2)
+	if r.DropFile {
+		// the holder's copies of the file are stale; in the sim they are
+		// found stale lazily (version check on use), so nothing to do.
+		c.Invalidations++
+	}
+	rt := s.dir.Retry(t, me, id, v, act.To)
+	if rt.Ping != 0 {
+		s.dir.PingOK(rt.Ping) // simulated clients never fail
+		c.Manager(sim.CauseLookup, 2)
+	}
+	layer, wait := s.serve(t+2*s.msg, id, v, cl, c)
+	return sim.Outcome{Layer: layer, Hops: 3}, wait
+}
+
+// serve has the server send id to client cl, from memory or from disk,
+// queueing for the disk and the server's link. The request reaches the
+// server at t + MessageMs.
+func (s *Sim) serve(t time.Duration, id block.ID, v block.Version, cl int, c *sim.Counters) (sim.Layer, time.Duration) {
+	arrive := t + s.msg
+	at, layer := arrive, sim.LayerServer
+	var wait time.Duration
+	c.ServerMemLookups++
+	if n := s.server.get(id); n != nil && n.ver == v {
+		s.server.touch(id)
+	} else {
+		layer = sim.LayerDisk
+		begin := max(arrive, s.disk)
+		wait += begin - arrive
+		diskTime := max(0, s.diskMs-s.srvMs)
+		s.disk = begin + diskTime
+		at = s.disk
+		s.serverInsert(id, v)
+	}
+	begin := max(at, s.srvLink)
+	wait += begin - at
+	s.srvLink = begin + s.xferSrv
+	c.Msg(sim.NodeServer, cl, true)
+	return layer, wait
+}
+
+func (s *Sim) serverInsert(id block.ID, v block.Version) {
+	if s.p.ServerCacheBlocks <= 0 {
+		return
+	}
+	victim, ev := s.server.insert(id, v, 0)
+	if s.none {
+		return
+	}
+	if ev {
+		s.dir.ServerEvicted(victim)
+	}
+	s.dir.ServerCached(id)
+}
+
+// clientInsert caches id at client cl, its data arriving at ready; an
+// evicted block goes to the discard queue.
+func (s *Sim) clientInsert(cl int, id block.ID, v block.Version, ready time.Duration, c *sim.Counters) {
+	victim, ev := s.caches[cl].insert(id, v, ready)
+	if !ev || s.none {
+		return
+	}
+	if batch := s.holders[cl].Evicted(victim); batch != nil {
+		s.notify(cl, batch, c)
+	}
+}
+
+func (s *Sim) notify(cl int, ids []block.ID, c *sim.Counters) {
+	s.dir.Discarded(directory.ClientID(cl+1), ids)
+	c.Msg(cl, sim.NodeServer, false)
+	c.Manager(sim.CauseReplacement, 1)
+	c.Replacement(sim.ReplDelete, 1)
+}
+
+// ClientRow is one client's line of the seed's table 3 and figure 7.
+type ClientRow struct {
+	Client   int    // simulated client number (0-based)
+	Served   uint64 // blocks the server sent it
+	Received uint64 // blocks it received from peers
+	Hits     uint64 // forwarded requests it served (forward hits)
+	Misses   uint64 // forwarded requests it could not serve (forward misses)
+}
+
+// Clients returns every client's row, counted since New.
+func (s *Sim) Clients() []ClientRow {
+	rows := make([]ClientRow, s.p.Clients)
+	for i := range rows {
+		cs, _ := s.dir.ClientStats(directory.ClientID(i + 1))
+		rows[i] = ClientRow{Client: i, Served: cs.Served, Received: s.servedRemote[i],
+			Hits: cs.Forwards - cs.Misses, Misses: cs.Misses}
+	}
+	return rows
+}
+
+// Check implements sim.Checker: cache sizes and directory size are within
+// bounds, and the directory never lists a holder that is failed.
+func (s *Sim) Check() error {
+	for i, l := range s.caches {
+		if l.len() > max(0, s.p.ClientCacheBlocks) {
+			return fmt.Errorf("client %d caches %d blocks > %d", i, l.len(), s.p.ClientCacheBlocks)
+		}
+	}
+	if s.server.len() > max(0, s.p.ServerCacheBlocks) {
+		return fmt.Errorf("server caches %d blocks > %d", s.server.len(), s.p.ServerCacheBlocks)
+	}
+	if n, max := s.dir.Len(), s.dir.Config().Entries; n > max {
+		return fmt.Errorf("directory has %d entries > %d", n, max)
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+// Package dirsim is the `directory` policy (NFS-cc, seed 000) in the
+// simulator. It drives the state machines of internal/coord/directory — the
+// server's Directory and one Holder per client — exactly as the live server
+// and clients do, and adds only what a simulation needs: LRU client caches,
+// the server's memory and disk, and a cost model with queueing at the
+// server's link, the clients' links and the disk, so that the seed's
+// bandwidth-contention results (figure 6) show.
+//
+// Params.Options: policy=directory|none (none is NFS on the same cost
+// model: every miss to the server), notify=on|off, queue_len, entries,
+// server_link_mbps, client_link_mbps.
+//
+// ClockOrder replays a workload closed-loop (each client issues its next
+// read when the previous one completed), as the seed's benchmarks ran;
+// Window cuts a generated stream into the seed's first and second runs.
+package dirsim
