@@ -195,4 +195,3 @@ func TestClockOrder(t *testing.T) {
 		t.Fatalf("window tail = %d accesses", len(tail))
 	}
 }
-
