@@ -325,3 +325,39 @@ func TestCloseToOpen(t *testing.T) {
 		t.Errorf("after a shrink elsewhere, read %q, want %q", got, "s")
 	}
 }
+
+// TestDeadMount: when the FUSE connection dies under a mount, the mount
+// point says so in one line, and Unmount still removes the dead mount.
+func TestDeadMount(t *testing.T) {
+	requireFuse(t)
+	dir := t.TempDir()
+	m, err := Mount(context.Background(), dir, newMemFS(), Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Unmount()
+		if mounted, _ := isMountPoint(dir); mounted {
+			t.Errorf("%s still mounted", dir)
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	if err := abortConnection(m.dev); err != nil {
+		t.Skipf("cannot abort the FUSE connection here: %v", err)
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve loop still running 10s after the connection was aborted")
+	}
+	_, err = CheckMountpoint(dir)
+	if err == nil || !strings.Contains(err.Error(), "dead FUSE mount") {
+		t.Errorf("CheckMountpoint of a dead mount: %v", err)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatalf("Unmount of a dead mount: %v", err)
+	}
+	if mounted, _ := isMountPoint(m.Dir()); mounted {
+		t.Errorf("dead mount %s not removed", m.Dir())
+	}
+}

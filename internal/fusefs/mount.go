@@ -132,7 +132,7 @@ func (m *Mounted) Unmount() error {
 	defer m.mu.Unlock()
 	select {
 	case <-m.done:
-		return nil
+		return m.removeDeadMount()
 	default:
 	}
 	if err := m.server.Unmount(); err != nil { // retries a few times on EBUSY
@@ -155,6 +155,20 @@ func (m *Mounted) Unmount() error {
 		return fmt.Errorf("fusefs: %s unmounted but the serve loop did not exit within 10s", m.dir)
 	}
 	m.log.Info("unmounted", "mountpoint", m.dir)
+	return nil
+}
+
+// removeDeadMount unmounts our mount if it is still there after the serve
+// loop ended (the FUSE connection was aborted, or the kernel ended it): a
+// dead mount would make every access to the mount point fail with ENOTCONN.
+func (m *Mounted) removeDeadMount() error {
+	dev, ok, err := mountInfo(m.dir)
+	if err != nil || !ok || dev != m.dev || m.dev == "" {
+		return nil // gone, or someone else's mount now
+	}
+	if err := lazyUnmount(m.dir); err != nil {
+		return fmt.Errorf("fusefs: remove dead mount %s: %w", m.dir, err)
+	}
 	return nil
 }
 
@@ -217,6 +231,9 @@ func CheckMountpoint(mountpoint string) (string, error) {
 		return "", fmt.Errorf("mountpoint %s: reading /proc/self/mountinfo: %w", abs, err)
 	}
 	if mounted {
+		if _, err := os.ReadDir(abs); errors.Is(err, syscall.ENOTCONN) {
+			return "", fmt.Errorf("mountpoint %s is a dead FUSE mount: run fusermount3 -u %s", abs, abs)
+		}
 		return "", fmt.Errorf("mountpoint %s is already a mount point: unmount it first (umount %s)", abs, abs)
 	}
 	return abs, nil
