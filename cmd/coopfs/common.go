@@ -26,9 +26,9 @@ func readSecret(path string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// startMetrics serves /metrics on addr in the background when addr is set;
+// serveMetrics serves /metrics on addr in the background when addr is set;
 // a bind failure is returned at once.
-func startMetrics(ctx context.Context, m *obs.Metrics, addr string, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, m *obs.Metrics, addr string, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}

@@ -48,7 +48,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	m := obs.NewMetrics()
-	if err := startMetrics(ctx, m, *metrics, log); err != nil {
+	if err := serveMetrics(ctx, m, *metrics, log); err != nil {
 		return err
 	}
 	log.Info("connecting", "server", *serverAddr)

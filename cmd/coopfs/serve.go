@@ -55,7 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := startMetrics(ctx, m, *metrics, log); err != nil {
+	if err := serveMetrics(ctx, m, *metrics, log); err != nil {
 		ln.Close()
 		return err
 	}
