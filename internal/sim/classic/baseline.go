@@ -1,0 +1,65 @@
+package classic
+
+import "github.com/coopfs/coopfs/internal/sim"
+
+// Baseline is the system without cooperative caching: each client has a
+// local LRU cache; a local miss goes to the server, whose LRU memory caches
+// what it reads from disk. With one client and no server memory it is
+// exactly LRU.
+type Baseline struct{ c *caches }
+
+// NewBaseline returns the baseline algorithm.
+func NewBaseline(p sim.Params) (*Baseline, error) {
+	c, err := newCaches(p)
+	if err != nil {
+		return nil, err
+	}
+	return &Baseline{c}, nil
+}
+
+// Access implements sim.Algorithm.
+func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
+	c := b.c
+	if c.consistency(a, cnt, true) {
+		if a.Op == sim.OpWrite {
+			b.place(a.Client, a.Key())
+		}
+		return sim.Outcome{}
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}
+	}
+	k := a.Key()
+	if e := c.lookup(a.Client, k); e != nil {
+		c.touch(e)
+		return sim.Outcome{Layer: sim.LayerLocal}
+	}
+	cnt.Lookup(2)
+	cnt.Msg(a.Client, sim.NodeServer, false)
+	cnt.Msg(sim.NodeServer, a.Client, true)
+	layer := sim.LayerServer
+	if !c.server.get(k) {
+		layer = sim.LayerDisk
+		c.server.put(k)
+	}
+	b.place(a.Client, k)
+	return sim.Outcome{Layer: layer}
+}
+
+func (b *Baseline) place(n int, k sim.Key) {
+	c := b.c
+	if e := c.lookup(n, k); e != nil {
+		c.touch(e)
+		return
+	}
+	if c.k == 0 {
+		return
+	}
+	if c.full(n) {
+		c.drop(c.victim(n))
+	}
+	c.add(n, k)
+}
+
+// Check implements sim.Checker.
+func (b *Baseline) Check() error { return b.c.check() }

@@ -1,0 +1,375 @@
+package classic
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+type ckey struct {
+	k sim.Key
+	c int
+}
+
+// caches is the state every classic algorithm shares: per client an LRU
+// list of the blocks it referenced and a FIFO list of the blocks forwarded
+// to it and not referenced since (GMS's local and global pages), a global
+// age list over all client entries, the holders of each
+// block (what a manager knows), the server's LRU memory and the clients
+// that have free slots.
+//
+// INVARIANT: size(c) <= k for every client; every client entry is on
+// exactly one of its client's lists (cl if referenced there, gl if
+// forwarded there and not referenced since, then e.global is set), the global list (ordered by age, newest first)
+// and its block's holder list; free holds exactly the clients with free
+// slots.
+type caches struct {
+	p      sim.Params
+	k      int
+	cl     []list
+	gl     []list
+	glob   list
+	at     map[ckey]*entry
+	blocks map[sim.Key]*list
+	server *lruSet
+	pool   []*entry
+	lpool  []*list
+	tick   int64
+	rng    *rand.Rand
+	free   []int // clients with free slots
+	freeAt []int // index in free, -1 if absent
+}
+
+func newCaches(p sim.Params) (*caches, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]list, p.Clients), gl: make([]list, p.Clients),
+		at: make(map[ckey]*entry), blocks: make(map[sim.Key]*list),
+		rng:    rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)),
+		freeAt: make([]int, p.Clients)}
+	c.server = newLRUSet(p.ServerCacheBlocks, &c.pool)
+	c.glob.init(lGlobal)
+	for i := range c.cl {
+		c.cl[i].init(lLocal)
+		c.gl[i].init(lLocal)
+		c.freeAt[i] = -1
+		c.updateFree(i)
+	}
+	return c, nil
+}
+
+// size is the number of blocks client n holds.
+func (c *caches) size(n int) int { return c.cl[n].len() + c.gl[n].len() }
+
+// full reports whether client n has no free slot.
+func (c *caches) full(n int) bool { return c.size(n) >= c.k }
+
+// victim is client n's oldest block: the older of its LRU referenced block
+// and its earliest-forwarded block.
+func (c *caches) victim(n int) *entry {
+	a, b := c.cl[n].back(), c.gl[n].back()
+	if a == nil || b != nil && b.age < a.age {
+		return b
+	}
+	return a
+}
+
+// list returns the list e is on.
+func (c *caches) listOf(e *entry) *list {
+	if e.global {
+		return &c.gl[e.node]
+	}
+	return &c.cl[e.node]
+}
+
+func (c *caches) updateFree(n int) {
+	has := c.size(n) < c.k
+	switch i := c.freeAt[n]; {
+	case has && i < 0:
+		c.freeAt[n] = len(c.free)
+		c.free = append(c.free, n)
+	case !has && i >= 0:
+		last := c.free[len(c.free)-1]
+		c.free[i], c.freeAt[last] = last, i
+		c.free = c.free[:len(c.free)-1]
+		c.freeAt[n] = -1
+	}
+}
+
+// freeClient returns a client with a free slot other than not, or -1.
+func (c *caches) freeClient(not int) int {
+	for _, n := range c.free {
+		if n != not {
+			return n
+		}
+	}
+	return -1
+}
+
+func (c *caches) lookup(n int, k sim.Key) *entry { return c.at[ckey{k, n}] }
+
+func (c *caches) copies(k sim.Key) int {
+	if h := c.blocks[k]; h != nil {
+		return h.len()
+	}
+	return 0
+}
+
+// holder returns a client other than n holding k, or nil.
+func (c *caches) holder(k sim.Key, n int) *entry {
+	h := c.blocks[k]
+	if h == nil {
+		return nil
+	}
+	for e := h.front(); e != nil; e = h.next(e) {
+		if e.node != n {
+			return e
+		}
+	}
+	return nil
+}
+
+// other returns the copy of e's block other than e when there are exactly
+// two (the one that becomes a singlet when e goes), else nil.
+func (c *caches) other(e *entry) *entry {
+	h := c.blocks[e.key]
+	if h == nil || h.len() != 2 {
+		return nil
+	}
+	if f := h.front(); f != e {
+		return f
+	}
+	return h.back()
+}
+
+// touch records a reference by the entry's own client.
+func (c *caches) touch(e *entry) {
+	c.tick++
+	if e.global {
+		c.gl[e.node].remove(e)
+		e.global = false
+		c.cl[e.node].pushFront(e)
+	} else {
+		c.cl[e.node].moveToFront(e)
+	}
+	e.age, e.recirc = c.tick, 0
+	c.glob.moveToFront(e)
+}
+
+// add puts k in client n's cache as most recent; the caller made room.
+func (c *caches) add(n int, k sim.Key) *entry {
+	if c.full(n) {
+		panic(fmt.Sprintf("classic: client %d full on add", n))
+	}
+	c.tick++
+	e := newEntry(&c.pool)
+	e.key, e.node, e.age = k, n, c.tick
+	c.at[ckey{k, n}] = e
+	c.cl[n].pushFront(e)
+	c.glob.pushFront(e)
+	h := c.blocks[k]
+	if h == nil {
+		if m := len(c.lpool); m > 0 {
+			h = c.lpool[m-1]
+			c.lpool = c.lpool[:m-1]
+		} else {
+			h = &list{}
+		}
+		h.init(lBlock)
+		c.blocks[k] = h
+	}
+	h.pushBack(e)
+	c.updateFree(n)
+	return e
+}
+
+// drop removes an entry from its client's cache.
+func (c *caches) drop(e *entry) {
+	n := e.node
+	c.listOf(e).remove(e)
+	c.glob.remove(e)
+	h := c.blocks[e.key]
+	h.remove(e)
+	if h.len() == 0 {
+		delete(c.blocks, e.key)
+		c.lpool = append(c.lpool, h)
+	}
+	delete(c.at, ckey{e.key, n})
+	c.pool = append(c.pool, e)
+	c.updateFree(n)
+}
+
+// move forwards entry e to client t (which has room): it joins t's
+// forwarded list and keeps its age (a forwarded block is as old as it was)
+// unless refresh is set, which makes it the newest block.
+func (c *caches) move(e *entry, t int, refresh bool) {
+	if c.full(t) {
+		panic(fmt.Sprintf("classic: client %d full on move", t))
+	}
+	from := e.node
+	c.listOf(e).remove(e)
+	delete(c.at, ckey{e.key, from})
+	e.node, e.global = t, true
+	c.at[ckey{e.key, t}] = e
+	c.gl[t].pushFront(e)
+	if refresh {
+		c.tick++
+		e.age = c.tick
+		c.glob.moveToFront(e)
+	}
+	c.updateFree(from)
+	c.updateFree(t)
+}
+
+// invalidate drops every copy of k except client n's and returns how many.
+func (c *caches) invalidate(k sim.Key, n int) int {
+	h := c.blocks[k]
+	if h == nil {
+		return 0
+	}
+	cnt := 0
+	for e := h.front(); e != nil; {
+		nx := h.next(e)
+		if e.node != n {
+			if h.len() == 1 {
+				c.drop(e)
+				return cnt + 1
+			}
+			c.drop(e)
+			cnt++
+		}
+		e = nx
+	}
+	return cnt
+}
+
+// randomClient returns a client other than n, uniformly (n if alone).
+func (c *caches) randomClient(n int) int {
+	if c.p.Clients == 1 {
+		return n
+	}
+	t := c.rng.IntN(c.p.Clients - 1)
+	if t >= n {
+		t++
+	}
+	return t
+}
+
+// check verifies the invariants.
+func (c *caches) check() error {
+	total := 0
+	for n := range c.cl {
+		if c.size(n) > c.k {
+			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, c.size(n), c.k)
+		}
+		if (c.freeAt[n] >= 0) != (c.size(n) < c.k) {
+			return fmt.Errorf("client %d: free set wrong", n)
+		}
+		for i, l := range []*list{&c.cl[n], &c.gl[n]} {
+			cnt := 0
+			for e := l.front(); e != nil; e = l.next(e) {
+				cnt++
+				if e.node != n || c.at[ckey{e.key, n}] != e || e.global != (i == 1) {
+					return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
+				}
+			}
+			if cnt != l.len() {
+				return fmt.Errorf("client %d: list length %d, counted %d", n, l.len(), cnt)
+			}
+			total += cnt
+		}
+	}
+	if total != c.glob.len() || total != len(c.at) {
+		return fmt.Errorf("%d entries on client lists, %d on the global list, %d in the map", total, c.glob.len(), len(c.at))
+	}
+	var last int64 = 1 << 62
+	for e := c.glob.front(); e != nil; e = c.glob.next(e) {
+		if e.age > last {
+			return fmt.Errorf("global list out of age order at %v", e.key)
+		}
+		last = e.age
+	}
+	held := 0
+	for k, h := range c.blocks {
+		seen := map[int]bool{}
+		for e := h.front(); e != nil; e = h.next(e) {
+			if e.key != k || seen[e.node] {
+				return fmt.Errorf("block %v: bad holder list", k)
+			}
+			seen[e.node] = true
+			held++
+		}
+	}
+	if held != total {
+		return fmt.Errorf("%d holders, %d entries", held, total)
+	}
+	if c.server.lst.len() > c.server.cap {
+		return fmt.Errorf("server holds %d blocks, capacity %d", c.server.lst.len(), c.server.cap)
+	}
+	return nil
+}
+
+// checkNoGlobalDuplicates verifies that no block has two global copies and
+// that a global copy is the only copy it had when it was forwarded... we
+// check the stronger condition that holds at all times: at most one copy
+// of any block is a global (forwarded, unreferenced) copy.
+func (c *caches) checkNoGlobalDuplicates() error {
+	for k, h := range c.blocks {
+		g := 0
+		for e := h.front(); e != nil; e = h.next(e) {
+			if e.global {
+				g++
+			}
+		}
+		if g > 1 {
+			return fmt.Errorf("block %v has %d global copies", k, g)
+		}
+	}
+	return nil
+}
+
+// deleteFile drops every cached block of a file of n blocks; it returns the
+// number of client copies dropped.
+func (c *caches) deleteFile(file, n uint64) int {
+	cnt := 0
+	for b := range n {
+		k := sim.Key{File: file, Block: b}
+		cnt += c.invalidate(k, -1)
+		c.server.del(k)
+	}
+	return cnt
+}
+
+// consistency handles writes and deletes the same way for every classic
+// algorithm (write-through, block-based write-invalidate through the
+// manager: one message to the manager, one per invalidated copy). It
+// returns true if a was such an operation; for a write, the caller then
+// places the block at the writer.
+func (c *caches) consistency(a sim.Access, cnt *sim.Counters, manager bool) bool {
+	switch a.Op {
+	case sim.OpWrite:
+		k := a.Key()
+		n := c.invalidate(k, a.Client)
+		cnt.Invalidations += int64(n)
+		c.server.put(k)
+		cnt.Msg(a.Client, sim.NodeServer, true)
+		if manager {
+			cnt.Manager(sim.CauseConsistency, 1+n)
+			cnt.Msg(a.Client, sim.NodeManager, false)
+			for range n {
+				cnt.Msg(sim.NodeManager, 0, false)
+			}
+		}
+		return true
+	case sim.OpDelete:
+		n := c.deleteFile(a.File, a.Block)
+		cnt.Invalidations += int64(n)
+		if manager {
+			cnt.Manager(sim.CauseConsistency, 1+n)
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,102 @@
+package classic
+
+import "github.com/coopfs/coopfs/internal/sim"
+
+// GlobalLRU is seed 002's ideal algorithm 3.3.2: exact lookup (a local miss
+// is served by any client caching the block, then by server memory, then
+// disk) and replacement of the globally least recently used block. A client
+// that needs room evicts its LRU block v; a duplicate is dropped; a singlet
+// is forwarded to the client holding the globally LRU block g, which drops
+// g to make room (a client with a free slot is used first); if v itself is
+// the globally LRU block it is dropped. A forwarded block keeps its age and
+// joins the target's forwarded blocks (see caches). Overheads are not counted (the seed
+// does not measure them for the ideal algorithms).
+type GlobalLRU struct{ c *caches }
+
+// NewGlobalLRU returns the Global LRU algorithm.
+func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
+	c, err := newCaches(p)
+	if err != nil {
+		return nil, err
+	}
+	return &GlobalLRU{c}, nil
+}
+
+// Access implements sim.Algorithm.
+func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
+	c := g.c
+	if c.consistency(a, cnt, false) {
+		if a.Op == sim.OpWrite {
+			g.place(a.Client, a.Key())
+		}
+		return sim.Outcome{}
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}
+	}
+	k := a.Key()
+	if e := c.lookup(a.Client, k); e != nil {
+		c.touch(e)
+		return sim.Outcome{Layer: sim.LayerLocal}
+	}
+	layer := sim.LayerRemote
+	if c.holder(k, a.Client) != nil {
+		// served by another client; its copy keeps its age (it was not
+		// used there) and, now a duplicate, goes first when it is that
+		// client's LRU block.
+	} else if c.server.get(k) {
+		layer = sim.LayerServer
+	} else {
+		layer = sim.LayerDisk
+		c.server.put(k)
+	}
+	g.place(a.Client, k)
+	return sim.Outcome{Layer: layer}
+}
+
+func (g *GlobalLRU) place(n int, k sim.Key) {
+	c := g.c
+	if e := c.lookup(n, k); e != nil {
+		c.touch(e)
+		return
+	}
+	if c.k == 0 {
+		return
+	}
+	if c.full(n) {
+		g.makeRoom(n)
+	}
+	c.add(n, k)
+}
+
+func (g *GlobalLRU) makeRoom(n int) {
+	c := g.c
+	v := c.victim(n)
+	if c.copies(v.key) > 1 {
+		c.drop(v)
+		return
+	}
+	if t := c.freeClient(n); t >= 0 {
+		c.move(v, t, false)
+		return
+	}
+	old := c.glob.back()
+	switch {
+	case old == v:
+		c.drop(v)
+	case old.node == n:
+		c.drop(old) // an older forwarded block sits here: it goes first
+	default:
+		t := old.node
+		c.drop(old)
+		c.move(v, t, false)
+	}
+}
+
+// Check implements sim.Checker.
+func (g *GlobalLRU) Check() error {
+	if err := g.c.check(); err != nil {
+		return err
+	}
+	return g.c.checkNoGlobalDuplicates()
+}

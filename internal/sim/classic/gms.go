@@ -1,0 +1,153 @@
+package classic
+
+import (
+	"sort"
+
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+// GMS is the Global Memory Service algorithm (seed 002 3.2, Feeley95).
+//
+// Lookup is manager-based as in N-chance (3 messages, 2 at the manager).
+// The manager tracks the copies of every block and tells a client when its
+// copy becomes a singlet (1 duplicate-avoidance message), so a client
+// never asks. (A client's copy stops being a singlet when another client
+// reads it; the simulator does not charge a message for that change.)
+//
+// Replacement approximates global LRU with epochs: at the start of an epoch
+// every client sends the manager a summary of its ages and the manager
+// sends back the weights (2 messages per client, replacement cause). The
+// manager finds the M oldest blocks in the client caches (free slots count
+// as the oldest) and sets w_i, the fraction of them on client i, and
+// MinAge, the age of the M-th oldest. An epoch lasts M replacements (M =
+// Params.GMSEpochReplacements, default a tenth of the client memory) or
+// Params.GMSEpochMaxAccesses accesses. A client that needs room evicts its
+// LRU block v: a duplicate is dropped (1 delete message); a singlet older
+// than MinAge is dropped; otherwise it is forwarded to client i chosen with
+// probability w_i (2 forward messages; dropped instead if i is the client
+// itself), where it joins the target's global (forwarded) pages keeping
+// its age, and the target drops its own oldest page.
+type GMS struct {
+	c          *caches
+	m          int
+	maxAcc     int
+	left       int // replacements left in this epoch
+	accesses   int
+	cum        []float64 // cumulative weights
+	minAge     int64
+	needsEpoch bool
+	epochs     int64
+}
+
+// NewGMS returns GMS.
+func NewGMS(p sim.Params) (*GMS, error) {
+	c, err := newCaches(p)
+	if err != nil {
+		return nil, err
+	}
+	m := p.GMSEpochReplacements
+	if m == 0 {
+		m = max(1, p.Clients*p.ClientCacheBlocks/10)
+	}
+	return &GMS{c: c, m: m, maxAcc: p.GMSEpochMaxAccesses, cum: make([]float64, p.Clients), needsEpoch: true}, nil
+}
+
+// Access implements sim.Algorithm.
+func (g *GMS) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
+	g.accesses++
+	if g.maxAcc > 0 && g.accesses >= g.maxAcc {
+		g.needsEpoch = true
+	}
+	return managerAccess(g.c, a, cnt, g.makeRoom)
+}
+
+// Epochs returns the number of epochs started so far.
+func (g *GMS) Epochs() int64 { return g.epochs }
+
+func (g *GMS) newEpoch(cnt *sim.Counters) {
+	c := g.c
+	g.epochs++
+	g.needsEpoch, g.left, g.accesses = false, g.m, 0
+	w := make([]int, len(c.cl))
+	found := 0
+	for _, n := range c.free {
+		f := min(c.k-c.cl[n].len(), g.m-found)
+		w[n] += f
+		found += f
+	}
+	g.minAge = 0
+	for e := c.glob.back(); e != nil && found < g.m; e = c.glob.prev(e) {
+		w[e.node]++
+		found++
+		g.minAge = e.age
+	}
+	if found < g.m {
+		g.minAge = 0 // fewer blocks than M: nothing is old enough to drop
+	}
+	t := 0.0
+	for i := range w {
+		t += float64(w[i])
+		g.cum[i] = t
+	}
+	cnt.Manager(sim.CauseReplacement, 2*len(c.cl))
+	for n := range c.cl {
+		cnt.Msg(n, sim.NodeManager, false)
+		cnt.Msg(sim.NodeManager, n, false)
+	}
+}
+
+func (g *GMS) pick() int {
+	total := g.cum[len(g.cum)-1]
+	if total == 0 {
+		return -1
+	}
+	x := g.c.rng.Float64() * total
+	return min(sort.SearchFloat64s(g.cum, x+1e-12), len(g.cum)-1)
+}
+
+// drop drops e with a delete notice; if that leaves a singlet, the manager
+// tells its holder.
+func (g *GMS) drop(e *entry, cnt *sim.Counters) {
+	o := g.c.other(e)
+	dropNotify(g.c, e, cnt)
+	if o != nil {
+		o.single = true
+		cnt.Replacement(sim.ReplDuplicate, 1)
+		cnt.Manager(sim.CauseReplacement, 1)
+		cnt.Msg(sim.NodeManager, o.node, false)
+	}
+}
+
+func (g *GMS) makeRoom(n int, cnt *sim.Counters) {
+	c := g.c
+	if g.needsEpoch || g.left <= 0 {
+		g.newEpoch(cnt)
+	}
+	g.left--
+	v := c.victim(n)
+	if c.copies(v.key) > 1 {
+		g.drop(v, cnt)
+		return
+	}
+	if v.age <= g.minAge || c.p.Clients == 1 {
+		g.drop(v, cnt)
+		return
+	}
+	t := g.pick()
+	if t < 0 || t == n {
+		g.drop(v, cnt)
+		return
+	}
+	if c.full(t) {
+		g.drop(c.victim(t), cnt)
+	}
+	forward(c, v, t, false, cnt)
+}
+
+// Check implements sim.Checker.
+func (g *GMS) Check() error {
+	if err := g.c.check(); err != nil {
+		return err
+	}
+	return g.c.checkNoGlobalDuplicates()
+}

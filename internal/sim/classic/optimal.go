@@ -1,0 +1,312 @@
+package classic
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+// Optimal is seed 002's ideal algorithm 3.3.1: Belady's replacement over the
+// client memories, from a next-use index precomputed in Prescan (the one
+// structure that grows with the trace: 4 bytes per access).
+//
+// The client memories hold at most one copy of a block: a read served by
+// another client moves the block to the reader, and the reader's block with
+// the farthest next use moves to the freed slot, so a remote hit evicts
+// nothing. On a miss the reader needs a slot: the block in all client
+// caches whose next access is farthest goes (if it is on another client,
+// the reader's farthest block is forwarded there to take its place; a
+// client with a free slot takes it first). The set of blocks in client
+// memory is therefore exactly Belady's for a cache of Clients × K blocks,
+// so no algorithm has fewer reads that miss every client memory; with one
+// client it is exactly Belady. Server memory is an LRU disk cache.
+// Replacement uses heaps: O(log n) per access rather than O(1).
+type Optimal struct {
+	p      sim.Params
+	k      int
+	next   []int32 // next use of access i's block, math.MaxInt32 if none
+	pos    int
+	blocks map[sim.Key]*optEntry
+	glob   optHeap
+	cl     []optHeap
+	server *lruSet
+	pool   []*entry
+	free   []int
+	freeAt []int
+}
+
+type optEntry struct {
+	key  sim.Key
+	node int
+	next int32
+	idx  [2]int // position in the global heap and in its client's heap
+}
+
+// NewOptimal returns Optimal; it must be prescanned (sim.Run does it).
+func NewOptimal(p sim.Params) (*Optimal, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	o := &Optimal{p: p, k: p.ClientCacheBlocks, blocks: make(map[sim.Key]*optEntry),
+		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients)}
+	o.glob.w = 0
+	for i := range o.cl {
+		o.cl[i].w = 1
+		o.freeAt[i] = -1
+		o.updateFree(i)
+	}
+	o.server = newLRUSet(p.ServerCacheBlocks, &o.pool)
+	return o, nil
+}
+
+// Prescan implements sim.Prescanner: it builds the next-use index.
+func (o *Optimal) Prescan(src sim.Source) error {
+	last := make(map[sim.Key]int32)
+	o.next = o.next[:0]
+	var err error
+	for {
+		a, e := src.Next()
+		if e != nil {
+			if !errors.Is(e, io.EOF) {
+				err = e
+			}
+			break
+		}
+		i := len(o.next)
+		if i >= math.MaxInt32-1 {
+			return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
+		}
+		o.next = append(o.next, math.MaxInt32)
+		if a.Op == sim.OpRead || a.Op == sim.OpWrite {
+			if j, ok := last[a.Key()]; ok {
+				o.next[j] = int32(i)
+			}
+			last[a.Key()] = int32(i)
+		}
+	}
+	o.pos = 0
+	return err
+}
+
+func (o *Optimal) updateFree(n int) {
+	has := o.cl[n].len() < o.k
+	switch i := o.freeAt[n]; {
+	case has && i < 0:
+		o.freeAt[n] = len(o.free)
+		o.free = append(o.free, n)
+	case !has && i >= 0:
+		last := o.free[len(o.free)-1]
+		o.free[i], o.freeAt[last] = last, i
+		o.free = o.free[:len(o.free)-1]
+		o.freeAt[n] = -1
+	}
+}
+
+// Access implements sim.Algorithm.
+func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
+	nu := int32(math.MaxInt32)
+	if o.pos < len(o.next) {
+		nu = o.next[o.pos]
+	} else if o.next == nil {
+		panic("optimal: Access before Prescan (run it with sim.Run)")
+	}
+	o.pos++
+	switch a.Op {
+	case sim.OpDelete:
+		for b := range a.Block {
+			k := sim.Key{File: a.File, Block: b}
+			if e := o.blocks[k]; e != nil {
+				o.remove(e)
+				cnt.Invalidations++
+			}
+			o.server.del(k)
+		}
+		return sim.Outcome{}
+	case sim.OpRead, sim.OpWrite:
+	default:
+		return sim.Outcome{}
+	}
+	k, n := a.Key(), a.Client
+	layer := sim.LayerLocal
+	if a.Op == sim.OpWrite {
+		o.server.put(k)
+	}
+	if e := o.blocks[k]; e != nil {
+		e.next = nu
+		o.glob.fix(e)
+		if e.node == n {
+			o.cl[n].fix(e)
+		} else {
+			layer = sim.LayerRemote
+			o.migrate(e, n)
+		}
+	} else {
+		layer = sim.LayerServer
+		if a.Op == sim.OpRead && !o.server.get(k) {
+			layer = sim.LayerDisk
+			o.server.put(k)
+		}
+		if o.k > 0 {
+			o.makeRoom(n)
+			e := &optEntry{key: k, node: n, next: nu}
+			o.blocks[k] = e
+			o.glob.push(e)
+			o.cl[n].push(e)
+			o.updateFree(n)
+		}
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}
+	}
+	return sim.Outcome{Layer: layer}
+}
+
+// migrate moves e to client n; if n is full, n's farthest block takes e's
+// place at its old client.
+func (o *Optimal) migrate(e *optEntry, n int) {
+	t := e.node
+	o.cl[t].remove(e)
+	if o.cl[n].len() >= o.k {
+		v := o.cl[n].top()
+		o.cl[n].remove(v)
+		v.node = t
+		o.cl[t].push(v)
+	}
+	e.node = n
+	o.cl[n].push(e)
+	o.updateFree(t)
+	o.updateFree(n)
+}
+
+func (o *Optimal) remove(e *optEntry) {
+	o.glob.remove(e)
+	o.cl[e.node].remove(e)
+	delete(o.blocks, e.key)
+	o.updateFree(e.node)
+}
+
+// makeRoom frees a slot at client n.
+func (o *Optimal) makeRoom(n int) {
+	if o.cl[n].len() < o.k {
+		return
+	}
+	v := o.cl[n].top()
+	for _, t := range o.free {
+		if t != n {
+			o.cl[n].remove(v)
+			v.node = t
+			o.cl[t].push(v)
+			o.updateFree(n)
+			o.updateFree(t)
+			return
+		}
+	}
+	g := o.glob.top()
+	t := g.node
+	o.remove(g)
+	if t != n {
+		o.cl[n].remove(v)
+		v.node = t
+		o.cl[t].push(v)
+		o.updateFree(n)
+		o.updateFree(t)
+	}
+}
+
+// Check implements sim.Checker.
+func (o *Optimal) Check() error {
+	total := 0
+	for n := range o.cl {
+		if o.cl[n].len() > o.k {
+			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
+		}
+		for _, e := range o.cl[n].a {
+			if e.node != n || o.blocks[e.key] != e {
+				return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
+			}
+		}
+		total += o.cl[n].len()
+	}
+	if total != len(o.blocks) || total != o.glob.len() {
+		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, len(o.blocks), o.glob.len())
+	}
+	return nil
+}
+
+// optHeap is a max-heap of entries by next use; w selects the index slot.
+type optHeap struct {
+	a []*optEntry
+	w int
+}
+
+func (h *optHeap) len() int           { return len(h.a) }
+func (h *optHeap) top() *optEntry     { return h.a[0] }
+func (h *optHeap) less(i, j int) bool { return h.a[i].next > h.a[j].next }
+
+func (h *optHeap) swap(i, j int) {
+	h.a[i], h.a[j] = h.a[j], h.a[i]
+	h.a[i].idx[h.w] = i
+	h.a[j].idx[h.w] = j
+}
+
+func (h *optHeap) push(e *optEntry) {
+	e.idx[h.w] = len(h.a)
+	h.a = append(h.a, e)
+	h.up(len(h.a) - 1)
+}
+
+func (h *optHeap) remove(e *optEntry) {
+	i := e.idx[h.w]
+	last := len(h.a) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.a[last] = nil
+	h.a = h.a[:last]
+	if i != last {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h *optHeap) fix(e *optEntry) {
+	i := e.idx[h.w]
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h *optHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *optHeap) down(i0 int) bool {
+	i, n := i0, len(h.a)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
