@@ -13,3 +13,14 @@
 // internal/bench/nullfs so that the two compare fairly), raises the mount's
 // read-ahead through sysfs, and unmounts when its context is cancelled.
 package fusefs
+
+// A foreground mount that exits on SIGINT/SIGTERM and on an outside
+// fusermount3 -u:
+//
+//	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	m, err := fusefs.Mount(ctx, dir, agent, fusefs.Config{AttrTimeout: attrTimeout}, log)
+//	if err != nil {
+//		return err // one line: missing, not a directory, already mounted, no FUSE
+//	}
+//	m.Wait() // returns after ctx is cancelled (Mount unmounts) or an outside unmount
