@@ -12,8 +12,7 @@
 // MountOptions (shared with the do-nothing benchmark file system in
 // internal/bench/nullfs so that the two compare fairly), raises the mount's
 // read-ahead through sysfs, and unmounts when its context is cancelled.
-package fusefs
-
+//
 // A foreground mount that exits on SIGINT/SIGTERM and on an outside
 // fusermount3 -u:
 //
@@ -24,3 +23,4 @@ package fusefs
 //		return err // one line: missing, not a directory, already mounted, no FUSE
 //	}
 //	m.Wait() // returns after ctx is cancelled (Mount unmounts) or an outside unmount
+package fusefs
