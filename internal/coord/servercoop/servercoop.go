@@ -91,9 +91,10 @@ type Config struct {
 	CacheEntries int    // blocks in one member's cache (sizes the reference list)
 	RefRatio     int    // reference list entries per cache entry; default 6
 	// MaxChain bounds a forwarding cascade: a block received from a peer
-	// displaces the receiver's LRU victim, which the receiver forwards in
-	// turn if it owns it. A victim displaced at depth MaxChain is dropped.
-	// Default: Members (every member at most once per cascade, in effect).
+	// displaces the receiver's LRU victim, which is dropped (default 1: the
+	// displaced block "is then discarded", as in the cooperative caching
+	// algorithms of seed 002 §2.4), or, with MaxChain > 1, forwarded in turn
+	// if the receiver owns it, up to MaxChain forwards in one cascade.
 	MaxChain int
 	// LoadHalfLife is the number of observed load units after which every
 	// member's load is halved (the manager's sliding view). Default 4096.
@@ -106,7 +107,7 @@ func (c Config) withDefaults() Config {
 		c.RefRatio = 6
 	}
 	if c.MaxChain == 0 {
-		c.MaxChain = c.Members
+		c.MaxChain = 1
 	}
 	if c.LoadHalfLife == 0 {
 		c.LoadHalfLife = 4096

@@ -56,7 +56,7 @@ type Config struct {
 	GlobalFraction    float64 `json:"global_fraction"`     // 0.75 of the side's total cache
 	Hops              int     `json:"hops"`                // hops between clients and servers: 1
 	// MaxChain bounds forwarding cascades (servercoop.Config.MaxChain);
-	// 0 means the number of members of the side.
+	// 0 means 1: a block displaced by a received one is dropped.
 	MaxChain int    `json:"max_chain"`
 	Cost     Cost   `json:"cost"`
 	Server   Side   `json:"server"`

@@ -143,14 +143,13 @@ func TestOneChanceClientHandChecked(t *testing.T) {
 		rd(1, 0, 7), // client 1 reads its own block: the foreign x is dropped
 		// Stale reference: 0.4 wasted, then the server's cache (1.05).
 		// Caching x evicts y, forwarded to client 1 (0.6 + manager 0.4),
-		// whose own 7 is displaced and forwarded back (1.0), displacing x
-		// at the cascade bound (2 members): dropped.
+		// whose own 7 is displaced and discarded (the cascade bound).
 		rd(0, 0, 1))
 	wantStats(t, s.Stats(), 0, 1, 1, 0, 3)
-	if !near(outs[2].ExtraMs, 1.05) || !near(outs[4].ExtraMs, 0.4+1.05+1.0+1.0) {
+	if !near(outs[2].ExtraMs, 1.05) || !near(outs[4].ExtraMs, 0.4+1.05+1.0) {
 		t.Fatalf("times %v", outs)
 	}
-	if st := s.Stats().Client; st.ForeignDrops != 1 || st.StaleRefs != 1 || st.ChainDrops != 1 || st.Forwards != 3 {
+	if st := s.Stats().Client; st.ForeignDrops != 1 || st.StaleRefs != 1 || st.ChainDrops != 1 || st.Forwards != 2 {
 		t.Fatalf("client coop stats %+v", st)
 	}
 }
@@ -178,5 +177,20 @@ func TestFromParams(t *testing.T) {
 	}
 	if _, err := FromParams(p.WithOption(OptServerTarget, "nope")); err == nil {
 		t.Fatal("bad target accepted")
+	}
+}
+
+// With MaxChain 2 the receiver forwards its own displaced block on.
+func TestCascade(t *testing.T) {
+	cfg := tiny(1, 2, 100, 1, noncoop, oneMgr)
+	cfg.MaxChain = 2
+	s, outs := replay(t, cfg, rd(0, 0, 1), rd(0, 0, 2), rd(0, 0, 1), rd(1, 0, 7), rd(0, 0, 1))
+	// y goes to client 1, whose own 7 is forwarded back to client 0 (1.0),
+	// displacing x, which is client 0's own but at the bound: dropped.
+	if !near(outs[4].ExtraMs, 0.4+1.05+1.0+1.0) {
+		t.Fatalf("cascade access took %v ms", outs[4].ExtraMs)
+	}
+	if st := s.Stats().Client; st.Forwards != 3 || st.ChainDrops != 1 {
+		t.Fatalf("client coop stats %+v", st)
 	}
 }
