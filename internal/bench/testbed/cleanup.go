@@ -115,7 +115,7 @@ func testbedPids(prefix string, names []string) ([]int, error) {
 			inodes["net:["+strconv.FormatUint(st.Ino, 10)+"]"] = true
 		}
 	}
-	marker := []byte(envMarker + "=" + prefix + "\x00")
+	marker := []byte("\x00" + envMarker + "=" + prefix + "\x00")
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("testbed: list processes: %w", err)
@@ -131,7 +131,7 @@ func testbedPids(prefix string, names []string) ([]int, error) {
 			pids = append(pids, pid)
 			continue
 		}
-		if env, err := os.ReadFile(dir + "/environ"); err == nil && bytes.Contains(append(env, 0), marker) {
+		if env, err := os.ReadFile(dir + "/environ"); err == nil && bytes.Contains(append(append([]byte{0}, env...), 0), marker) {
 			pids = append(pids, pid)
 		}
 	}

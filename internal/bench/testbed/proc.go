@@ -31,7 +31,8 @@ type Proc struct {
 // shared with the caller, so mounts are visible machine-wide) in its own
 // process group, with env appended to the caller's environment and its
 // stdout and stderr written to logfile ("" = Host.Dir()/<argv[0] base>-<n>.log,
-// a relative name is taken under Host.Dir()). The working directory is the
+// a relative name is taken under Host.Dir(); an existing file is never
+// overwritten: "serve.log" becomes "serve.2.log", see Proc.Log). The working directory is the
 // caller's. When ctx ends the process is stopped like Proc.Stop; the testbed
 // stops it on teardown in any case, and the kernel kills it if the calling
 // process dies.
@@ -55,7 +56,7 @@ func (h *Host) Start(ctx context.Context, argv []string, env []string, logfile s
 	if !filepath.IsAbs(logfile) {
 		logfile = filepath.Join(h.dir, logfile)
 	}
-	f, err := os.OpenFile(logfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := createLog(logfile)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: %s: log file: %w", h.Name, err)
 	}
@@ -67,7 +68,7 @@ func (h *Host) Start(ctx context.Context, argv []string, env []string, logfile s
 	if err := tb.startLocked(cmd); err != nil {
 		return nil, fmt.Errorf("testbed: %s: start %s: %w", h.Name, argv[0], err)
 	}
-	p := &Proc{Pid: cmd.Process.Pid, Host: h, Argv: argv, Log: logfile, cmd: cmd,
+	p := &Proc{Pid: cmd.Process.Pid, Host: h, Argv: argv, Log: f.Name(), cmd: cmd,
 		grace: tb.cfg.StopGrace, done: make(chan struct{})}
 	tb.procs = append(tb.procs, p)
 	go func() {
@@ -84,6 +85,22 @@ func (h *Host) Start(ctx context.Context, argv []string, env []string, logfile s
 		}()
 	}
 	return p, nil
+}
+
+// createLog creates name, or name with ".2", ".3", ... before its extension
+// if it exists (a restarted server keeps its first log).
+func createLog(name string) (*os.File, error) {
+	ext := filepath.Ext(name)
+	base := strings.TrimSuffix(name, ext)
+	for i := 1; ; i++ {
+		if i > 1 {
+			name = fmt.Sprintf("%s.%d%s", base, i, ext)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, os.ErrExist) || i >= 1000 {
+			return f, err
+		}
+	}
 }
 
 // command builds `nsenter --net=<ns> -- argv...` with the testbed marker in

@@ -96,7 +96,12 @@ func New(ctx context.Context, cfg Config) (*Testbed, error) {
 		return nil, errors.Join(err, tb.Close())
 	}
 	tb.log.Debug("testbed: up", "prefix", cfg.Prefix, "hosts", len(tb.Hosts()), "took", time.Since(start))
-	go tb.watch(ctx)
+	var sigs chan os.Signal
+	if cfg.HandleSignals {
+		sigs = make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	}
+	go tb.watch(ctx, sigs)
 	return tb, nil
 }
 
@@ -109,13 +114,10 @@ func (tb *Testbed) newHost(name string, i int, link string) *Host {
 		tb: tb, dir: filepath.Join(tb.cfg.Dir, ns)}
 }
 
-// watch tears the testbed down when ctx ends or, with HandleSignals, on
-// SIGINT/SIGTERM (then re-raising the signal).
-func (tb *Testbed) watch(ctx context.Context) {
-	var sigs chan os.Signal
-	if tb.cfg.HandleSignals {
-		sigs = make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+// watch tears the testbed down when ctx ends or when a signal arrives on
+// sigs (HandleSignals; nil otherwise), then re-raising the signal.
+func (tb *Testbed) watch(ctx context.Context, sigs chan os.Signal) {
+	if sigs != nil {
 		defer signal.Stop(sigs)
 	}
 	select {
@@ -201,10 +203,7 @@ func (tb *Testbed) Done() <-chan struct{} { return tb.done }
 func (tb *Testbed) teardown() error {
 	start := time.Now()
 	tb.mu.Lock()
-	if !tb.closed {
-		tb.closed = true
-		close(tb.startc)
-	}
+	tb.closed = true // no more sends on startc
 	procs := tb.procs
 	tb.mu.Unlock()
 	var wg sync.WaitGroup
@@ -213,6 +212,9 @@ func (tb *Testbed) teardown() error {
 	}
 	wg.Wait()
 	err := Cleanup(tb.cfg.Prefix)
+	// Only now may the starter thread end: its end SIGKILLs (Pdeathsig)
+	// whatever it started, which must first get its SIGTERM and grace.
+	close(tb.startc)
 	tb.log.Debug("testbed: torn down", "prefix", tb.cfg.Prefix, "took", time.Since(start), "err", err)
 	return err
 }

@@ -283,11 +283,13 @@ func TestHostsReachEachOtherAndTeardownLeavesNothing(t *testing.T) {
 
 	// A script ignoring SIGTERM with a background job: teardown kills the
 	// whole group after StopGrace.
-	sp, err := cl[1].Start(ctx, []string{"sh", "-c", "trap '' TERM; sleep 300 & sleep 300; wait"}, nil, "script.log")
+	sp, err := cl[1].Start(ctx, []string{"sh", "-c", "trap '' TERM; sleep 300 & echo trapped; sleep 300; wait"}, nil, "script.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); sp.LogTail(1) != "trapped" && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	inside, err := testbedPids(prefix, nil)
 	if err != nil || len(inside) < 4 {
 		t.Errorf("marked processes before teardown: %v %v, want serve, serve, sh, sleep, sleep", inside, err)
@@ -297,7 +299,11 @@ func TestHostsReachEachOtherAndTeardownLeavesNothing(t *testing.T) {
 	if err := tb.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	t.Logf("teardown took %v", time.Since(start))
+	t.Logf("teardown took %v (StopGrace 1s: the script ignores SIGTERM)", time.Since(start))
+	// Teardown stops gently first: the server got SIGTERM, not SIGKILL.
+	if err := serve.Wait(); err == nil || !strings.Contains(err.Error(), "signal: terminated") {
+		t.Errorf("serve ended with %v, want death by SIGTERM", err)
+	}
 	if sp.ExitCode() != -1 {
 		t.Errorf("script exit code %d after teardown, want -1 (killed)", sp.ExitCode())
 	}
@@ -475,5 +481,38 @@ func TestSetupInterrupted(t *testing.T) {
 			t.Logf("deadline %v: %v", d, err)
 		}
 		assertClean(t, prefix)
+	}
+}
+
+func TestLogsAndExitStatus(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	ctx := context.Background()
+	var procs []*Proc
+	for _, script := range []string{"echo one", "echo two; echo err >&2; exit 3"} {
+		p, err := tb.Server().Start(ctx, []string{"sh", "-c", script}, []string{"X=1"}, "same.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Wait()
+		procs = append(procs, p)
+	}
+	if procs[0].Log == procs[1].Log || !strings.HasSuffix(procs[1].Log, "same.2.log") {
+		t.Errorf("logs %q and %q: want the second renamed, not overwritten", procs[0].Log, procs[1].Log)
+	}
+	if got := procs[1].LogTail(2); got != "two\nerr" {
+		t.Errorf("second log ends %q, want %q", got, "two\nerr")
+	}
+	if got := procs[0].LogTail(1); got != "one" {
+		t.Errorf("first log ends %q, want %q", got, "one")
+	}
+	if err := procs[0].Wait(); err != nil || procs[0].ExitCode() != 0 {
+		t.Errorf("first: %v, exit code %d", err, procs[0].ExitCode())
+	}
+	if err := procs[1].Wait(); err == nil || !strings.Contains(err.Error(), procs[1].Log) || procs[1].ExitCode() != 3 {
+		t.Errorf("second: %v, exit code %d; want exit 3 and the log path in the error", err, procs[1].ExitCode())
+	}
+	out, err := tb.Server().Output(ctx, "sh", "-c", `echo "$COOPFS_TESTBED_HOST $COOPFS_TESTBED_ADDR"`)
+	if err != nil || string(out) != "server 10.77.0.1\n" {
+		t.Errorf("Output = %q, %v", out, err)
 	}
 }
