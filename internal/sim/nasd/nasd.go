@@ -98,6 +98,9 @@ type Sim struct {
 	stats   Stats
 	c       *sim.Counters // counters of the access in progress
 	dummy   *sim.Counters
+	// layerMs are the runner's per-layer latencies (indexed by sim.Layer),
+	// subtracted from ExtraMs so that sim.Run's total is NASD's cost.
+	layerMs [5]float64
 }
 
 // New returns a simulator for cfg.
@@ -136,6 +139,23 @@ func (s *Sim) Stats() Stats {
 // ResetStats forgets the counts (end of warm-up), keeping the caches.
 func (s *Sim) ResetStats() { s.stats = Stats{} }
 
+// NewFromParams builds a simulator from the simulator's common parameters
+// (FromParams) for sim.Run: Outcome.ExtraMs is then NASD's cost minus the
+// latency the runner charges for the layer, so that Metrics.AvgAccessMs is
+// NASD's average access time whatever p's latencies.
+func NewFromParams(p sim.Params) (*Sim, error) {
+	cfg, err := FromParams(p)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.layerMs = [5]float64{0, p.LocalMs, p.RemoteMs, p.ServerMs, p.DiskMs}
+	return s, nil
+}
+
 // ZeroLatencies returns p with the latencies zeroed, for sim.Run: NASD
 // reports its whole cost in Outcome.ExtraMs.
 func ZeroLatencies(p sim.Params) sim.Params {
@@ -166,7 +186,7 @@ func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	if a.Op != sim.OpRead {
 		return sim.Outcome{}
 	}
-	return sim.Outcome{Layer: layer, ExtraMs: s.stats.TotalMs() - before}
+	return sim.Outcome{Layer: layer, ExtraMs: s.stats.TotalMs() - before - s.layerMs[layer]}
 }
 
 func (s *Sim) mem() { s.stats.MemMs += s.cfg.Cost.MemMs }

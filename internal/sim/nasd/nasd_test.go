@@ -1,6 +1,7 @@
 package nasd
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -192,5 +193,24 @@ func TestCascade(t *testing.T) {
 	}
 	if st := s.Stats().Client; st.Forwards != 3 || st.ChainDrops != 1 {
 		t.Fatalf("client coop stats %+v", st)
+	}
+}
+
+// Through sim.Run, with any Params latencies, the average is NASD's cost.
+func TestSimRunAccountsNASDCost(t *testing.T) {
+	p := sim.DefaultParams()
+	p.Clients, p.ClientCacheBlocks, p.ServerCacheBlocks, p.WarmUp = 1, 2, 0, 0
+	p = p.WithOption(OptServers, "1").WithOption(OptServerScheme, "noncoop")
+	alg, err := NewFromParams(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &sim.Slice{Label: "t", Accesses: []sim.Access{rd(0, 0, 1), rd(0, 0, 2), rd(0, 0, 1), rd(0, 0, 3), rd(0, 0, 2), rd(0, 0, 1)}}
+	m, err := sim.Run(context.Background(), w, alg, p, sim.RunOptions{Algorithm: "nasd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (5*15.8 + 0.25) / 6; !near(m.AvgAccessMs, want) || m.Hits.Local != 1 || m.Hits.Disk != 5 {
+		t.Fatalf("avg %v ms (want %v), hits %+v", m.AvgAccessMs, want, m.Hits)
 	}
 }
