@@ -466,17 +466,17 @@ type ReplRate struct {
 
 // Counts are the raw counters behind the ratios.
 type Counts struct {
-	ManagerMsgs     int64 `json:"manager_msgs"`
-	LookupMsgs      int64 `json:"lookup_msgs"`
-	ReplMsgs        int64 `json:"replacement_msgs"`
-	LocalMisses     int64 `json:"local_misses"`
-	Forwards        int64 `json:"forwards"`
-	ForwardedReqs   int64 `json:"forwarded_requests"`
-	ForwardMisses   int64 `json:"forward_misses"`
-	Invalidations   int64 `json:"invalidations"`
-	Hops            int64 `json:"extra_hops"`
-	DiscardInserts  int64 `json:"discard_inserts"`
-	NetworkBytes    int64 `json:"network_bytes"`
+	ManagerMsgs     int64   `json:"manager_msgs"`
+	LookupMsgs      int64   `json:"lookup_msgs"`
+	ReplMsgs        int64   `json:"replacement_msgs"`
+	LocalMisses     int64   `json:"local_misses"`
+	Forwards        int64   `json:"forwards"`
+	ForwardedReqs   int64   `json:"forwarded_requests"`
+	ForwardMisses   int64   `json:"forward_misses"`
+	Invalidations   int64   `json:"invalidations"`
+	Hops            int64   `json:"extra_hops"`
+	DiscardInserts  int64   `json:"discard_inserts"`
+	NetworkBytes    int64   `json:"network_bytes"`
 	DurationSeconds float64 `json:"duration_seconds"`
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/coopfs/coopfs/internal/sim"
 	"github.com/coopfs/coopfs/internal/sim/classic"
-	"github.com/coopfs/coopfs/internal/sim/nasd"
 	"github.com/coopfs/coopfs/internal/sim/dirsim"
+	"github.com/coopfs/coopfs/internal/sim/nasd"
 )
 
 // Factory builds an algorithm for p.
@@ -54,16 +54,16 @@ func Algorithms() []Algo {
 		{Name: "nasd", Summary: "seed 004: S servers x C clients, server and client schemes from options (default 1-Chance servers, noncoop clients)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) }},
 		{Name: "nasd-N-N", Summary: "seed 004: noncoop servers and clients",
-			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
+			New:     func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
 			Options: map[string]string{nasd.OptServerScheme: "noncoop", nasd.OptClientScheme: "noncoop"}},
 		{Name: "nasd-G-N", Summary: "seed 004: global overflow cache server (75 %), noncoop clients",
-			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
+			New:     func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
 			Options: map[string]string{nasd.OptServerScheme: "global", nasd.OptClientScheme: "noncoop"}},
 		{Name: "nasd-1-N", Summary: "seed 004: 1-Chance servers (manager), noncoop clients",
-			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
+			New:     func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
 			Options: map[string]string{nasd.OptServerScheme: "1chance", nasd.OptClientScheme: "noncoop"}},
 		{Name: "nasd-1-1", Summary: "seed 004: 1-Chance servers and clients (manager)",
-			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
+			New:     func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) },
 			Options: map[string]string{nasd.OptServerScheme: "1chance", nasd.OptClientScheme: "1chance"}},
 	}
 }
