@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -25,8 +27,16 @@ type Config struct {
 	ReadAhead        int           // blocks fetched ahead of a sequential reader; default 4
 	ReconnectTimeout time.Duration // how long calls wait for an unreachable server; default 30s
 	Name             string        // how the server's logs name us; default the host name
-	Logger           *slog.Logger
-	Metrics          *obs.Metrics
+
+	// Policy is the coordination policy the mount expects: "" follows the
+	// server's, "none" or "directory" must match it.
+	Policy         string
+	Listen         string        // directory policy: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration // directory policy: how long to wait for a forwarded block; default 5s
+	DiscardQueue   int           // directory policy: discard notification batch; default 400
+	NoDiscard      bool          // directory policy: send no discard notifications (for comparisons)
+	Logger         *slog.Logger
+	Metrics        *obs.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -41,6 +51,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Name == "" {
 		c.Name, _ = os.Hostname()
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -58,19 +71,22 @@ func (c *Config) validate() error {
 		return fmt.Errorf("cache size %d is negative", c.CacheSize)
 	case c.ReadAhead < 0:
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
+	case c.Policy != "" && c.Policy != "none" && c.Policy != "directory":
+		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
 	}
 	return nil
 }
 
 // Agent is a connected coopfs client.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *obs.Metrics
-	sess    *session
-	cache   *mem.Cache
-	flights singleflight.Group
+	cfg      Config
+	log      *slog.Logger
+	metrics  *obs.Metrics
+	sess     *session
+	cache    *mem.Cache
+	flights  singleflight.Group
 	prefetch chan struct{} // bounds read-ahead fetches in flight
+	coop     *coop         // the directory policy's client side; nil under "none"
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -85,23 +101,80 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c, err := mem.New(mem.Config{Capacity: cfg.CacheSize})
-	if err != nil {
+	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
+		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+	var ln net.Listener
+	if cfg.Policy != "none" {
+		var err error
+		if ln, err = listenPeer(cfg.Listen, cfg.Server); err != nil {
+			return nil, err
+		}
+	}
+	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) {
+		if a.coop != nil {
+			a.coop.evicted(id)
+		}
+	}}
+	var err error
+	if a.cache, err = mem.New(memCfg); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, cache: c,
-		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
+	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
+	if ln != nil {
+		hello.Listen = ln.Addr().String()
+	}
 	a.sess = &session{addr: cfg.Server, secret: cfg.Secret, timeout: cfg.ReconnectTimeout,
-		log: cfg.Logger, metrics: cfg.Metrics,
-		hello: wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}}
+		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer)}
 	if _, _, err := a.sess.current(ctx); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Server, err)
+	}
+	policy := a.sess.serverPolicy()
+	switch {
+	case cfg.Policy != "" && cfg.Policy != policy:
+		a.sess.close()
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("the server runs policy %q but --policy %s was asked: mount with --policy %s (or leave --policy out to follow the server)", policy, cfg.Policy, policy)
+	case policy == "directory":
+		if a.coop, err = newCoop(a, ln); err != nil {
+			a.sess.close()
+			ln.Close()
+			return nil, err
+		}
+		cfg.Metrics.Register(newCoopCollector(a.coop))
+		a.log.Info("cooperative caching on", "policy", policy, "peer_listener", ln.Addr().String())
+	case ln != nil:
+		ln.Close()
 	}
 	return a, nil
 }
 
+// serveServer answers what the server sends on its own: forwards under the
+// directory policy, and pings.
+func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	switch m := m.(type) {
+	case *wire.Ping:
+		return &wire.OK{}, nil
+	case *wire.Forward:
+		if a.coop == nil {
+			return nil, fmt.Errorf("forward without the directory policy: %w", syscall.EPROTO)
+		}
+		a.coop.onForward(m)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("a client does not serve %v: %w", m.Type(), syscall.ENOSYS)
+}
+
 // Close drops the server connection; calls after it fail.
 func (a *Agent) Close() error {
+	if a.coop != nil {
+		a.coop.close()
+	}
 	a.sess.close()
 	return nil
 }
@@ -150,14 +223,17 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f fusefs.File, in fuse
 	if f != nil {
 		of, _ = f.(*file)
 	}
+	var attr wire.Attr
+	var err error
 	if of != nil {
-		h, err := of.handle(ctx)
-		if err != nil {
-			return wire.Attr{}, err
+		var r wire.Msg
+		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return m }, true)
+		if ar, ok := r.(*wire.AttrReply); ok {
+			attr = ar.Attr
 		}
-		m.Handle = h
+	} else {
+		attr, err = a.attrCall(ctx, m, true)
 	}
-	attr, err := a.attrCall(ctx, m, true)
 	if err != nil {
 		return attr, err
 	}

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/fusefs"
+	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
 )
 
@@ -252,4 +255,21 @@ func TestConcurrentReadersOneFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func scrape(t *testing.T, m *obs.Metrics) obs.Samples {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		expfmt.MetricFamilyToText(&buf, mf)
+	}
+	ss, err := obs.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
 }

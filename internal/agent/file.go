@@ -26,7 +26,7 @@ type file struct {
 	h       uint64 // server handle, valid in session generation gen
 	gen     uint64
 	attr    wire.Attr
-	nextOff int64 // where a sequential reader reads next
+	nextOff int64  // where a sequential reader reads next
 	ahead   uint64 // blocks below this index were already read ahead
 }
 
@@ -82,6 +82,26 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	return or.Handle, nil
 }
 
+// call sends a request that names the file's server handle. When the
+// connection was re-established between taking the handle and sending the
+// request, the handle may be unknown to the (restarted) server: the file is
+// reopened and the request sent again.
+func (f *file) call(ctx context.Context, build func(h uint64) wire.Msg, idempotent bool) (wire.Msg, error) {
+	for attempt := 0; ; attempt++ {
+		h, err := f.handle(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		gen := f.gen
+		f.mu.Unlock()
+		r, callGen, err := f.a.sess.call(ctx, build(h), idempotent)
+		if callGen == gen || attempt >= 2 {
+			return r, err
+		}
+	}
+}
+
 // ReadAt implements fusefs.File: it assembles the range from cached blocks,
 // fetching the missing ones, and reads ahead of a sequential reader.
 func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
@@ -117,7 +137,7 @@ func (f *file) readAhead(off int64, n, bs int) {
 	sequential := off == f.nextOff || off == 0
 	f.nextOff = off + int64(n)
 	size := f.attr.Size
-	first := uint64((off+int64(n)+int64(bs)-1)/int64(bs))
+	first := uint64((off + int64(n) + int64(bs) - 1) / int64(bs))
 	last := first + uint64(ra) // exclusive
 	if !sequential || ra == 0 || n == 0 {
 		f.mu.Unlock()
@@ -178,25 +198,22 @@ func (f *file) block(ctx context.Context, idx uint64) ([]byte, error) {
 	}
 }
 
-// fetch reads one block from the server.
+// fetch reads one block from the server or, when the server forwards the
+// request under the directory policy, from the peer that holds it.
 func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error) {
-	h, err := f.handle(ctx)
+	c := f.a.coop
+	req := &wire.ReadBlock{File: id.File, Index: id.Index, Version: v}
+	var br *wire.BlockReply
+	var err error
+	if c != nil {
+		defer c.startFetch(id, v)()
+		br, err = f.fetchCoop(ctx, c, req)
+	} else {
+		br, err = f.fromServer(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r, _, err := f.a.sess.call(ctx, &wire.ReadBlock{Handle: h, File: id.File, Index: id.Index, Version: v}, true)
-	if err != nil {
-		return nil, err
-	}
-	br, ok := r.(*wire.BlockReply)
-	if !ok {
-		return nil, fmt.Errorf("read: unexpected reply %v: %w", r.Type(), syscall.EIO)
-	}
-	layer := obs.LayerServerDisk
-	if br.Layer == 0 {
-		layer = obs.LayerServerMemory
-	}
-	f.a.metrics.CountRead(layer, len(br.Data))
 	if br.Version != v {
 		// The file changed since it was opened: the block belongs to the
 		// new version, which this open file sees from now on.
@@ -211,18 +228,65 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 	return br.Data, nil
 }
 
+// fromServer sends one ReadBlock and counts where the server found it.
+func (f *file) fromServer(ctx context.Context, req *wire.ReadBlock) (*wire.BlockReply, error) {
+	r, err := f.call(ctx, func(h uint64) wire.Msg { req.Handle = h; return req }, true)
+	if err != nil {
+		return nil, err
+	}
+	br, ok := r.(*wire.BlockReply)
+	if !ok {
+		return nil, fmt.Errorf("read: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	if !br.Forwarded {
+		layer := obs.LayerServerDisk
+		if br.Layer == 0 {
+			layer = obs.LayerServerMemory
+		}
+		f.a.metrics.CountRead(layer, len(br.Data))
+	}
+	return br, nil
+}
+
+// fetchCoop reads a block under the directory policy: the server serves it
+// or forwards the request to a holder, who sends it here directly; after a
+// negative reply or a timeout the server is asked again and serves it.
+func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wire.BlockReply, error) {
+	token, ch := c.token()
+	req.Token = token
+	br, err := f.fromServer(ctx, req)
+	if err != nil || !br.Forwarded {
+		c.dropToken(token)
+		return br, err
+	}
+	c.stats.forwarded.Add(1)
+	pd, err := c.await(ctx, token, ch, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	if pd != nil {
+		c.stats.peerHits.Add(1)
+		f.a.metrics.CountRead(obs.LayerPeer, len(pd.Data))
+		return &wire.BlockReply{Version: pd.Version, Size: br.Size, Data: pd.Data}, nil
+	}
+	retry := *req
+	retry.Retry, retry.Token = br.Holder, 0
+	return f.fromServer(ctx, &retry)
+}
+
 // WriteAt implements fusefs.File: the write reaches the server before it
 // returns (write-through), and the file's cached blocks of the old version
 // are dropped.
 func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
-	h, err := f.handle(ctx)
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Write{Handle: h, Offset: uint64(off), Data: p} }, true)
 	if err != nil {
 		return 0, err
 	}
-	attr, err := f.a.attrCall(ctx, &wire.Write{Handle: h, Offset: uint64(off), Data: p}, true)
-	if err != nil {
-		return 0, err
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return 0, fmt.Errorf("write: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	attr := ar.Attr
 	f.a.noteVersion(attr.Ino, attr.Version)
 	f.setAttr(attr)
 	return len(p), nil
@@ -233,11 +297,8 @@ func (f *file) Flush(ctx context.Context) error { return nil }
 
 // Fsync implements fusefs.File.
 func (f *file) Fsync(ctx context.Context) error {
-	h, err := f.handle(ctx)
-	if err != nil {
-		return err
-	}
-	return f.a.okCall(ctx, &wire.Fsync{Handle: h}, true)
+	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
+	return err
 }
 
 // Release implements fusefs.File.

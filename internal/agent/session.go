@@ -179,3 +179,9 @@ func (s *session) close() {
 		c.Close()
 	}
 }
+
+func (s *session) serverPolicy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policy
+}

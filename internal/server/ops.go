@@ -83,6 +83,11 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.readBlock(c, m)
 	case *wire.Write:
 		return s.write(c, m)
+	case *wire.Discard:
+		if cl, _ := c.Value.Load().(*client); cl != nil && s.coop != nil {
+			s.coop.discarded(cl.id, m.Blocks)
+		}
+		return nil, nil
 	}
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
 }
@@ -495,13 +500,16 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	a := r.Attr
 	id := block.ID{File: a.Ino, Index: m.Index}
 	reply := &wire.BlockReply{Version: a.Version, Size: a.Size}
+	off := int64(m.Index) * int64(s.cfg.BlockSize)
+	if uint64(off) >= a.Size {
+		return reply, nil
+	}
+	if s.coop != nil && s.forward(c, m, id, a.Version, reply) {
+		return reply, nil
+	}
 	if data, ok := s.cache.Get(id, block.Version(a.Version)); ok {
 		reply.Data, reply.Layer = data, 0
 		s.cfg.Metrics.CountRead(obs.LayerServerMemory, len(data))
-		return reply, nil
-	}
-	off := int64(m.Index) * int64(s.cfg.BlockSize)
-	if uint64(off) >= a.Size {
 		return reply, nil
 	}
 	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
@@ -512,6 +520,9 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	}
 	reply.Data, reply.Layer = buf[:got], 1
 	s.cache.Put(id, block.Version(a.Version), reply.Data)
+	if s.coop != nil {
+		s.coop.cached(id)
+	}
 	s.cfg.Metrics.CountRead(obs.LayerServerDisk, got)
 	return reply, nil
 }
@@ -547,4 +558,30 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 		p, off = p[n:], off+int64(n)
 	}
 	return nil
+}
+
+// forward consults the cache directory about a client's miss. When a holder
+// is to serve it, it sends the holder a Forward, fills reply in as
+// "forwarded" and returns true; the caller serves the block otherwise.
+func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, id block.ID, v uint64, reply *wire.BlockReply) bool {
+	cl, _ := c.Value.Load().(*client)
+	if cl == nil {
+		return false
+	}
+	act, holder := s.coop.decide(cl.id, id, v, m.Retry)
+	if act.Ping != 0 {
+		go s.coop.ping(act.Ping, s.cfg.PingTimeout)
+	}
+	if holder == nil {
+		return false
+	}
+	err := holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
+		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token})
+	if err != nil {
+		// The holder is gone: count the miss against it and serve.
+		s.coop.decide(cl.id, id, v, uint32(act.To))
+		return false
+	}
+	reply.Forwarded, reply.Holder = true, uint32(act.To)
+	return true
 }

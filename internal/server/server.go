@@ -11,21 +11,25 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // Config configures a file server.
 type Config struct {
-	Export    string // the directory to export
-	BlockSize int    // bytes per block; default 1 MiB
-	CacheSize int64  // the server's memory block cache; default 256 MiB
-	ReadOnly  bool
-	Secret    []byte // the cluster secret; empty allows only loopback clients
-	Policy    string // coordination policy announced to clients: "none" (default)
-	Logger    *slog.Logger
-	Metrics   *obs.Metrics
+	Export      string // the directory to export
+	BlockSize   int    // bytes per block; default 1 MiB
+	CacheSize   int64  // the server's memory block cache; default 256 MiB
+	ReadOnly    bool
+	Secret      []byte           // the cluster secret; empty allows only loopback clients
+	Policy      string           // coordination policy: "none" (default) or "directory"
+	Directory   directory.Config // the directory policy's settings
+	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
+	Logger      *slog.Logger
+	Metrics     *obs.Metrics
 }
 
 // Defaults.
@@ -45,6 +49,9 @@ func (c *Config) setDefaults() {
 	if c.Policy == "" {
 		c.Policy = "none"
 	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = 2 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,8 +64,8 @@ func (c *Config) validate() error {
 	if c.BlockSize < 4096 || c.BlockSize > MaxBlockSize || c.BlockSize&(c.BlockSize-1) != 0 {
 		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
 	}
-	if c.Policy != "none" {
-		return fmt.Errorf("policy %q is not supported by this server; use none", c.Policy)
+	if c.Policy != "none" && c.Policy != "directory" {
+		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
 	}
 	st, err := os.Stat(c.Export)
 	switch {
@@ -87,6 +94,7 @@ type Server struct {
 	versions *versions
 	cache    *mem.Cache
 	handles  *handles
+	coop     *coop // the directory policy; nil under "none"
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -105,15 +113,29 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open export: %w", err)
 	}
-	c, err := mem.New(mem.Config{Capacity: cfg.CacheSize})
-	if err != nil {
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(),
+		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
+	memCfg := mem.Config{Capacity: cfg.CacheSize}
+	var onChange func(uint64)
+	if cfg.Policy == "directory" {
+		if s.coop, err = newCoop(cfg.Directory); err != nil {
+			root.Close()
+			return nil, err
+		}
+		memCfg.OnEvict = func(id block.ID, _ block.Version) { s.coop.evicted(id) }
+		onChange = s.coop.fileChanged
+		if err := cfg.Metrics.Register(newCoopCollector(s.coop)); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("register directory metrics: %w", err)
+		}
+	}
+	s.versions = newVersions(s.bootID, onChange)
+	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
 		return nil, err
 	}
-	boot := uint64(time.Now().UnixNano())
-	return &Server{cfg: cfg, log: cfg.Logger, root: root, bootID: boot,
-		versions: newVersions(boot), cache: c, handles: newHandles(),
-		conns: make(map[*wire.Conn]struct{})}, nil
+	s.cfg.Metrics.Register(obs.NewTierCollector("server_memory", s.cache.Stats))
+	return s, nil
 }
 
 // Listen opens the server's TCP listener with a clear error when the
@@ -238,8 +260,14 @@ func (s *Server) handshake(nc net.Conn) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	s.log.Info("client connected", "client", cl.id, "name", cl.name, "remote", nc.RemoteAddr().String())
+	if s.coop != nil {
+		s.coop.joined(cl.id, c, cl.listen)
+	}
+	s.log.Info("client connected", "client", cl.id, "name", cl.name, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
+	if s.coop != nil {
+		s.coop.left(cl.id)
+	}
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()

@@ -12,9 +12,10 @@ import (
 //
 // INVARIANT: for every file, successive versions are strictly increasing.
 type versions struct {
-	mu    sync.Mutex
-	next  uint64
-	files map[uint64]*fileState
+	mu       sync.Mutex
+	next     uint64
+	files    map[uint64]*fileState
+	onChange func(ino uint64) // called, unlocked, when a known file gets a new version
 }
 
 // fileState is what the version of one file was derived from.
@@ -24,26 +25,35 @@ type fileState struct {
 	mtime, ctime int64
 }
 
-func newVersions(boot uint64) *versions {
-	return &versions{next: boot, files: make(map[uint64]*fileState)}
+func newVersions(boot uint64, onChange func(ino uint64)) *versions {
+	if onChange == nil {
+		onChange = func(uint64) {}
+	}
+	return &versions{next: boot, files: make(map[uint64]*fileState), onChange: onChange}
 }
 
 // observe returns the version of the file st describes, starting a new
 // version if its size, mtime or ctime differ from what was last seen.
 func (v *versions) observe(st *syscall.Stat_t) uint64 {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	f := v.files[st.Ino]
 	mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
-	if f == nil {
+	known := f != nil
+	if !known {
 		f = &fileState{}
 		v.files[st.Ino] = f
 	} else if f.size == st.Size && f.mtime == mt && f.ctime == ct {
+		v.mu.Unlock()
 		return f.version
 	}
 	v.next++
 	*f = fileState{version: v.next, size: st.Size, mtime: mt, ctime: ct}
-	return f.version
+	ver := f.version
+	v.mu.Unlock()
+	if known {
+		v.onChange(st.Ino)
+	}
+	return ver
 }
 
 // bump starts a new version of the file st describes, whatever its stat
@@ -51,10 +61,12 @@ func (v *versions) observe(st *syscall.Stat_t) uint64 {
 // within the file system's timestamp granularity.
 func (v *versions) bump(st *syscall.Stat_t) uint64 {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.next++
-	v.files[st.Ino] = &fileState{version: v.next, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
-	return v.next
+	ver := v.next
+	v.files[st.Ino] = &fileState{version: ver, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	v.mu.Unlock()
+	v.onChange(st.Ino)
+	return ver
 }
 
 // forget drops a file that no longer exists.

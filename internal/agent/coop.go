@@ -1,0 +1,394 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// coop is the client's part of the `directory` policy: a peer listener on
+// which forwarded blocks arrive, the holder state machine that answers the
+// server's forwards, the discard queue, and the connections it opens to
+// requesters to send them blocks.
+type coop struct {
+	a       *Agent
+	ln      net.Listener
+	timeout time.Duration // how long a requester waits for a forwarded block
+
+	holderMu sync.Mutex
+	holder   *directory.Holder
+
+	pendMu  sync.Mutex
+	pending map[block.ID]*pendingFetch // blocks on their way from the server or a peer
+
+	nextToken atomic.Uint64
+	tokMu     sync.Mutex
+	tokens    map[uint64]chan wire.Msg // requests waiting for PeerData or PeerNack
+
+	peerMu sync.Mutex
+	peers  map[string]*wire.Conn // connections to requesters, by address
+
+	stats coopStats
+}
+
+// coopStats are the requester-side counters.
+type coopStats struct {
+	forwarded, peerHits, nacks, timeouts atomic.Uint64
+}
+
+type pendingFetch struct {
+	version uint64
+	done    chan struct{}
+}
+
+// listenPeer opens the peer listener: on addr, or (addr "") on the local
+// address this host uses to reach the server, port chosen by the kernel.
+func listenPeer(addr, server string) (net.Listener, error) {
+	if addr == "" {
+		c, err := net.Dial("udp", server) // sends nothing: picks the route
+		if err != nil {
+			return nil, fmt.Errorf("find a local address toward %s: %w", server, err)
+		}
+		host := c.LocalAddr().(*net.UDPAddr).IP.String()
+		c.Close()
+		addr = net.JoinHostPort(host, "0")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("peer listener on %s: the port is in use; pick another --listen address", addr)
+		}
+		return nil, fmt.Errorf("peer listener on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func newCoop(a *Agent, ln net.Listener) (*coop, error) {
+	h, err := directory.NewHolder(directory.HolderConfig{QueueLen: a.cfg.DiscardQueue, NoNotify: a.cfg.NoDiscard})
+	if err != nil {
+		return nil, err
+	}
+	c := &coop{a: a, ln: ln, timeout: a.cfg.ForwardTimeout, holder: h,
+		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]chan wire.Msg),
+		peers: make(map[string]*wire.Conn)}
+	go c.accept()
+	return c, nil
+}
+
+func (c *coop) close() {
+	c.ln.Close()
+	c.holderMu.Lock()
+	batch := c.holder.Flush()
+	c.holderMu.Unlock()
+	c.sendDiscard(batch, false)
+	c.peerMu.Lock()
+	for _, p := range c.peers {
+		p.Close()
+	}
+	c.peers = map[string]*wire.Conn{}
+	c.peerMu.Unlock()
+}
+
+// accept serves peers that bring forwarded blocks.
+func (c *coop) accept() {
+	for {
+		nc, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		go c.handshake(nc)
+	}
+}
+
+func (c *coop) handshake(nc net.Conn) {
+	bs, _ := c.a.sess.params()
+	secret := c.a.cfg.Secret
+	br, _, err := wire.ServerHandshake(nc, secret, wire.HelloReply{BlockSize: uint32(bs), Policy: "directory"},
+		func(h *wire.Hello) (wire.Welcome, error) {
+			a, ok := nc.RemoteAddr().(*net.TCPAddr)
+			if len(secret) == 0 && (!ok || !a.IP.IsLoopback()) {
+				return wire.Welcome{}, fmt.Errorf("no cluster secret: only loopback peers are accepted: %w", syscall.EACCES)
+			}
+			if h.Role != wire.RolePeer {
+				return wire.Welcome{}, fmt.Errorf("this is a client's peer listener, not a server: %w", syscall.EPROTO)
+			}
+			return wire.Welcome{}, nil
+		})
+	if err != nil {
+		c.a.log.Warn("rejected a peer connection", "remote", nc.RemoteAddr().String(), "err", err)
+		nc.Close()
+		return
+	}
+	wire.NewConn(nc, br, wire.ConnConfig{
+		Handler:  wire.HandlerFunc(c.servePeer),
+		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
+		Name:     "peer " + nc.RemoteAddr().String(),
+	})
+}
+
+// servePeer takes the answers to this client's forwarded requests.
+func (c *coop) servePeer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	var token uint64
+	switch m := m.(type) {
+	case *wire.PeerData:
+		token = m.Token
+	case *wire.PeerNack:
+		token = m.Token
+	case *wire.Ping:
+		return &wire.OK{}, nil
+	default:
+		return nil, fmt.Errorf("a peer listener does not serve %v: %w", m.Type(), syscall.ENOSYS)
+	}
+	c.tokMu.Lock()
+	ch := c.tokens[token]
+	delete(c.tokens, token)
+	c.tokMu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+	return nil, nil
+}
+
+// localState is what this client's cache says about a block, for a forward.
+func (c *coop) localState(id block.ID) directory.Local {
+	if v, ok := c.a.cache.Peek(id); ok {
+		return directory.Local{State: directory.Present, Version: v}
+	}
+	c.pendMu.Lock()
+	defer c.pendMu.Unlock()
+	if p := c.pending[id]; p != nil {
+		return directory.Local{State: directory.Pending, Version: block.Version(p.version)}
+	}
+	return directory.Local{State: directory.Absent}
+}
+
+// onForward answers a request the server forwarded to this client.
+func (c *coop) onForward(fw *wire.Forward) {
+	id := block.ID{File: fw.File, Index: fw.Index}
+	v := block.Version(fw.Version)
+	local := c.localState(id)
+	reply := c.answer(id, v, local)
+	if reply.Answer == directory.Wait {
+		c.pendMu.Lock()
+		p := c.pending[id]
+		c.pendMu.Unlock()
+		if p != nil {
+			select {
+			case <-p.done:
+			case <-time.After(c.timeout):
+			}
+		}
+		reply = c.answer(id, v, c.localState(id))
+	}
+	if reply.Answer == directory.Send {
+		if data, ok := c.a.cache.Get(id, v); ok {
+			_, me := c.a.sess.params()
+			c.toPeer(fw.RequesterAddr, &wire.PeerData{Token: fw.Token, File: fw.File, Index: fw.Index,
+				Version: fw.Version, Holder: me, Data: data})
+			return
+		}
+	}
+	_, me := c.a.sess.params()
+	c.toPeer(fw.RequesterAddr, &wire.PeerNack{Token: fw.Token, File: fw.File, Index: fw.Index,
+		Holder: me, Reason: reply.Answer.String()})
+}
+
+// answer runs the holder state machine and carries out its side effects.
+func (c *coop) answer(id block.ID, v block.Version, local directory.Local) directory.Reply {
+	c.holderMu.Lock()
+	r := c.holder.Forward(id, v, local)
+	c.holderMu.Unlock()
+	if r.DropFile {
+		c.a.cache.RemoveFile(id.File)
+	}
+	c.sendDiscard(r.Notify, true)
+	return r
+}
+
+// evicted is the memory cache's eviction callback: the block joins the
+// discard queue, which is sent when full.
+func (c *coop) evicted(id block.ID) {
+	c.holderMu.Lock()
+	batch := c.holder.Evicted(id)
+	c.holderMu.Unlock()
+	c.sendDiscard(batch, false)
+}
+
+func (c *coop) sendDiscard(ids []block.ID, onDemand bool) {
+	if len(ids) == 0 {
+		return
+	}
+	conn, _, err := c.a.sess.current(context.Background())
+	if err == nil {
+		err = conn.Send(&wire.Discard{Blocks: ids, OnDemand: onDemand})
+	}
+	if err != nil {
+		c.a.log.Debug("discard notification not sent", "blocks", len(ids), "err", err)
+	}
+}
+
+// toPeer sends a one-way message to a requester, dialing it if needed.
+func (c *coop) toPeer(addr string, m wire.Msg) {
+	conn, err := c.peer(addr)
+	if err == nil {
+		err = conn.Send(m)
+	}
+	if err != nil {
+		c.a.log.Warn("cannot answer a forwarded request", "requester", addr, "err", err)
+	}
+}
+
+func (c *coop) peer(addr string) (*wire.Conn, error) {
+	c.peerMu.Lock()
+	defer c.peerMu.Unlock()
+	if p := c.peers[addr]; p != nil && p.Err() == nil {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	d := net.Dialer{}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_, me := c.a.sess.params()
+	br, _, _, err := wire.ClientHandshake(ctx, nc, c.a.cfg.Secret,
+		wire.Hello{Role: wire.RolePeer, Name: fmt.Sprintf("%s (client %d)", c.a.cfg.Name, me)})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	p := wire.NewConn(nc, br, wire.ConnConfig{
+		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
+		Name:     "requester " + addr,
+	})
+	c.peers[addr] = p
+	return p, nil
+}
+
+// startFetch marks a block as on its way (a forward for it waits), and
+// returns the function that marks it arrived (or failed).
+func (c *coop) startFetch(id block.ID, v uint64) func() {
+	p := &pendingFetch{version: v, done: make(chan struct{})}
+	c.pendMu.Lock()
+	c.pending[id] = p
+	c.pendMu.Unlock()
+	return func() {
+		c.pendMu.Lock()
+		if c.pending[id] == p {
+			delete(c.pending, id)
+		}
+		c.pendMu.Unlock()
+		close(p.done)
+	}
+}
+
+// token registers a request that may be answered by a peer.
+func (c *coop) token() (uint64, chan wire.Msg) {
+	t := c.nextToken.Add(1)
+	ch := make(chan wire.Msg, 1)
+	c.tokMu.Lock()
+	c.tokens[t] = ch
+	c.tokMu.Unlock()
+	return t, ch
+}
+
+func (c *coop) dropToken(t uint64) {
+	c.tokMu.Lock()
+	delete(c.tokens, t)
+	c.tokMu.Unlock()
+}
+
+// await waits for the peer's answer to a forwarded request: the block, or
+// nil after a negative reply or the timeout.
+func (c *coop) await(ctx context.Context, t uint64, ch chan wire.Msg, v uint64) (*wire.PeerData, error) {
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case m := <-ch:
+		pd, ok := m.(*wire.PeerData)
+		if !ok {
+			c.stats.nacks.Add(1)
+			return nil, nil
+		}
+		if directory.Admit(block.Version(v), block.Version(pd.Version)) == directory.Reject {
+			c.stats.nacks.Add(1)
+			return nil, nil
+		}
+		return pd, nil
+	case <-timer.C:
+		c.dropToken(t)
+		c.stats.timeouts.Add(1)
+		c.a.log.Warn("forwarded block did not arrive in time; asking the server", "token", t, "timeout", c.timeout)
+		return nil, nil
+	case <-ctx.Done():
+		c.dropToken(t)
+		return nil, ctx.Err()
+	}
+}
+
+// coopCollector exports the client's cooperative counters at scrape time.
+type coopCollector struct {
+	c     *coop
+	descs []*prometheus.Desc
+}
+
+var coopMetrics = []struct {
+	name, help string
+	gauge      bool
+}{
+	{"coopfs_forwards_received_total", "Forwards the server sent this client to serve.", false},
+	{"coopfs_forward_hits_total", "Forwards this client served (sent the block).", false},
+	{"coopfs_forward_waits_total", "Forwards that waited for a block on its way.", false},
+	{"coopfs_forward_misses_total", "Forwards this client could not serve (negative replies).", false},
+	{"coopfs_discard_notifications_batched_total", "Discard notifications sent because the queue was full.", false},
+	{"coopfs_discard_notifications_on_demand_total", "Discard notifications sent at once on a forward miss.", false},
+	{"coopfs_discard_queue", "Evicted blocks waiting in the discard queue.", true},
+	{"coopfs_forwarded_requests_total", "This client's misses the server forwarded to a peer.", false},
+	{"coopfs_forwarded_peer_hits_total", "Forwarded misses a peer served.", false},
+	{"coopfs_forwarded_nacks_total", "Forwarded misses a peer answered negatively.", false},
+	{"coopfs_forwarded_timeouts_total", "Forwarded misses no peer answered in time.", false},
+}
+
+func newCoopCollector(c *coop) *coopCollector {
+	cc := &coopCollector{c: c}
+	for _, m := range coopMetrics {
+		cc.descs = append(cc.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	return cc
+}
+
+func (cc *coopCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range cc.descs {
+		ch <- d
+	}
+}
+
+func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
+	cc.c.holderMu.Lock()
+	h := cc.c.holder.Stats()
+	cc.c.holderMu.Unlock()
+	s := &cc.c.stats
+	vals := []float64{float64(h.Forwards), float64(h.Sent), float64(h.Waited), float64(h.Misses + h.Stale + h.Newer),
+		float64(h.Batched), float64(h.OnDemand), float64(h.Queued),
+		float64(s.forwarded.Load()), float64(s.peerHits.Load()), float64(s.nacks.Load()), float64(s.timeouts.Load())}
+	for i, v := range vals {
+		t := prometheus.CounterValue
+		if coopMetrics[i].gauge {
+			t = prometheus.GaugeValue
+		}
+		ch <- prometheus.MustNewConstMetric(cc.descs[i], t, v)
+	}
+}

@@ -1,0 +1,130 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/server"
+)
+
+func startDirServer(t *testing.T, export string, m *obs.Metrics) string {
+	t.Helper()
+	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
+}
+
+func readAll(ctx context.Context, a *agent.Agent, path string) ([]byte, error) {
+	f, attr, err := a.Open(ctx, path, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release(ctx)
+	buf := make([]byte, attr.Size)
+	n, err := f.ReadAt(ctx, buf, 0)
+	return buf[:n], err
+}
+
+func TestDirectoryPeersServeMisses(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(256<<10, 3)
+	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sm := obs.NewMetrics()
+	addr := startDirServer(t, export, sm)
+	ctx := context.Background()
+	var agents []*agent.Agent
+	var ms []*obs.Metrics
+	for i := 0; i < 3; i++ {
+		m := obs.NewMetrics()
+		a, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory", Metrics: m,
+			ReadAhead: 2, ForwardTimeout: 2 * time.Second, ReconnectTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		agents, ms = append(agents, a), append(ms, m)
+	}
+	// The first client reads the file alone: everything from the server.
+	if got, err := readAll(ctx, agents[0], "f"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first reader: %v", err)
+	}
+	// The other two read at once: the server forwards their misses.
+	var wg sync.WaitGroup
+	for _, a := range agents[1:] {
+		wg.Add(1)
+		go func(a *agent.Agent) {
+			defer wg.Done()
+			if got, err := readAll(ctx, a, "f"); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("reader got %d bytes, err %v", len(got), err)
+			}
+		}(a)
+	}
+	wg.Wait()
+	peer := 0.0
+	for _, m := range ms[1:] {
+		ss := scrape(t, m)
+		peer += ss.Sum(obs.MetricReads, map[string]string{"layer": obs.LayerPeer})
+	}
+	blocks := float64(len(data) / 4096)
+	if peer < blocks {
+		t.Errorf("peers served %v blocks to the two later readers; want at least %v (half their misses)", peer, blocks)
+	}
+	fwd := scrape(t, sm).Sum("coopfs_directory_forwards_total", nil)
+	if fwd < peer {
+		t.Errorf("server forwarded %v requests but peers served %v", fwd, peer)
+	}
+}
+
+func TestDirectoryHolderGoneCostsOnlyATimeout(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(64<<10, 4)
+	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
+	addr := startDirServer(t, export, obs.NewMetrics())
+	ctx := context.Background()
+	holder, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(ctx, holder, "f"); err != nil {
+		t.Fatal(err)
+	}
+	holder.Close() // its connection drops: the server marks it failed
+	m := obs.NewMetrics()
+	reader, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory", Metrics: m, ForwardTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	got, err := readAll(ctx, reader, "f")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reader after the holder left: %d bytes, %v", len(got), err)
+	}
+}
+
+func TestPolicyMismatchIsAClearError(t *testing.T) {
+	c := startServer(t, t.TempDir(), "127.0.0.1:0", nil, 4096)
+	_, err := agent.New(context.Background(), agent.Config{Server: c.addr, Policy: "directory"})
+	if err == nil {
+		t.Fatal("a directory mount of a none server was accepted")
+	}
+}

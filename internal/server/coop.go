@@ -1,0 +1,192 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// coop drives the `directory` policy's state machine for the live server:
+// it owns the lock around the Directory, the clock it is fed, and the
+// connections of the clients it forwards to.
+type coop struct {
+	mu    sync.Mutex
+	dir   *directory.Directory
+	start time.Time
+	conns map[directory.ClientID]*peerInfo
+}
+
+// peerInfo is how the server reaches a client under the policy.
+type peerInfo struct {
+	conn   *wire.Conn
+	listen string // the client's peer listener
+}
+
+func newCoop(cfg directory.Config) (*coop, error) {
+	d, err := directory.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &coop{dir: d, start: time.Now(), conns: make(map[directory.ClientID]*peerInfo)}, nil
+}
+
+func (c *coop) now() time.Duration { return time.Since(c.start) }
+
+// joined registers a freshly connected client: whatever an earlier
+// connection with its id claimed is purged first.
+func (c *coop) joined(id uint32, conn *wire.Conn, listen string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dir.ClientJoined(directory.ClientID(id))
+	c.conns[directory.ClientID(id)] = &peerInfo{conn: conn, listen: listen}
+}
+
+// left marks a disconnected client failed: never forwarded to again.
+func (c *coop) left(id uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dir.ClientFailed(directory.ClientID(id))
+	delete(c.conns, directory.ClientID(id))
+}
+
+func (c *coop) fileChanged(ino uint64) {
+	c.mu.Lock()
+	c.dir.FileChanged(ino)
+	c.mu.Unlock()
+}
+
+func (c *coop) cached(id block.ID) {
+	c.mu.Lock()
+	c.dir.ServerCached(id)
+	c.mu.Unlock()
+}
+
+func (c *coop) evicted(id block.ID) {
+	c.mu.Lock()
+	c.dir.ServerEvicted(id)
+	c.mu.Unlock()
+}
+
+func (c *coop) discarded(id uint32, blocks []block.ID) {
+	c.mu.Lock()
+	c.dir.Discarded(directory.ClientID(id), blocks)
+	c.mu.Unlock()
+}
+
+// decide runs a Request (or a Retry naming the holder that failed) and
+// returns the action with the holder's connection for a forward. A forward
+// to a client whose connection is gone becomes a retry at once.
+func (c *coop) decide(client uint32, id block.ID, v uint64, retry uint32) (directory.Action, *peerInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := directory.ClientID(client)
+	var act directory.Action
+	if retry != 0 {
+		act = c.dir.Retry(c.now(), cl, id, block.Version(v), directory.ClientID(retry))
+	} else {
+		act = c.dir.Request(c.now(), cl, id, block.Version(v))
+	}
+	if act.Kind != directory.ActForward {
+		return act, nil
+	}
+	p := c.conns[act.To]
+	if p == nil || p.conn.Err() != nil || p.listen == "" {
+		c.dir.ClientFailed(act.To)
+		delete(c.conns, act.To)
+		return c.dir.Retry(c.now(), cl, id, block.Version(v), act.To), nil
+	}
+	return act, p
+}
+
+// ping asks a client that keeps missing forwards whether it is alive, and
+// reports the outcome to the directory.
+func (c *coop) ping(id directory.ClientID, timeout time.Duration) {
+	c.mu.Lock()
+	p := c.conns[id]
+	c.mu.Unlock()
+	ok := false
+	if p != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, err := p.conn.Call(ctx, &wire.Ping{})
+		cancel()
+		ok = err == nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.dir.PingOK(id)
+	} else {
+		c.dir.PingFailed(id)
+	}
+}
+
+// stats returns the directory's counters under the lock.
+func (c *coop) stats() directory.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dir.Stats()
+}
+
+// coopCollector exports the directory's counters at scrape time.
+type coopCollector struct {
+	c     *coop
+	descs map[string]*prometheus.Desc
+}
+
+var coopMetricNames = []struct{ name, help string }{
+	{"coopfs_directory_requests_total", "Block requests the directory decided."},
+	{"coopfs_directory_retries_total", "Requests asked again after a failed forward."},
+	{"coopfs_directory_served_by_server_total", "Requests the server served itself."},
+	{"coopfs_directory_forwards_total", "Requests forwarded to a holder client."},
+	{"coopfs_directory_forward_misses_total", "Forwards the holder did not serve."},
+	{"coopfs_directory_notifications_total", "Discard notifications received."},
+	{"coopfs_directory_notified_blocks_total", "Block ids in discard notifications."},
+	{"coopfs_directory_entries", "Blocks tracked by the cache directory."},
+	{"coopfs_directory_recycled_total", "Directory entries recycled to make room."},
+	{"coopfs_directory_pings_total", "Pings sent to clients that kept missing forwards."},
+	{"coopfs_directory_failures_total", "Clients marked failed."},
+}
+
+func newCoopCollector(c *coop) *coopCollector {
+	cc := &coopCollector{c: c, descs: make(map[string]*prometheus.Desc)}
+	for _, m := range coopMetricNames {
+		cc.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+	return cc
+}
+
+func (cc *coopCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range cc.descs {
+		ch <- d
+	}
+}
+
+func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
+	s := cc.c.stats()
+	vals := map[string]float64{
+		"coopfs_directory_requests_total":         float64(s.Requests),
+		"coopfs_directory_retries_total":          float64(s.Retries),
+		"coopfs_directory_served_by_server_total": float64(s.ServedByServer),
+		"coopfs_directory_forwards_total":         float64(s.Forwards),
+		"coopfs_directory_forward_misses_total":   float64(s.ForwardMisses),
+		"coopfs_directory_notifications_total":    float64(s.Notifications),
+		"coopfs_directory_notified_blocks_total":  float64(s.NotifiedBlocks),
+		"coopfs_directory_entries":                float64(s.Entries),
+		"coopfs_directory_recycled_total":         float64(s.Recycled),
+		"coopfs_directory_pings_total":            float64(s.Pings),
+		"coopfs_directory_failures_total":         float64(s.Failures),
+	}
+	for name, v := range vals {
+		t := prometheus.CounterValue
+		if name == "coopfs_directory_entries" {
+			t = prometheus.GaugeValue
+		}
+		ch <- prometheus.MustNewConstMetric(cc.descs[name], t, v)
+	}
+}
