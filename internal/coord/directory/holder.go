@@ -2,6 +2,7 @@ package directory
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
 )
@@ -136,7 +137,9 @@ func (h *Holder) Forward(id block.ID, v block.Version, local Local) Reply {
 	if h.cfg.NoNotify {
 		return Reply{Answer: Negative}
 	}
-	h.queue = append(h.queue, id)
+	if !slices.Contains(h.queue, id) { // on demand only: O(QueueLen) is fine
+		h.queue = append(h.queue, id)
+	}
 	h.stats.OnDemand++
 	return Reply{Answer: Negative, Notify: h.take()}
 }
@@ -213,7 +216,7 @@ func (v Verdict) String() string {
 // Admit is the requester-side rule that keeps a reader from assembling a
 // file from two versions: a block of version got arriving at a client whose
 // view of the file is version have. A client that knows no version yet
-// (have = 0) adopts got.
+// (have = 0) gets UseAfterDrop (nothing to drop) and adopts got.
 func Admit(have, got block.Version) Verdict {
 	switch {
 	case got == 0:

@@ -167,7 +167,7 @@ func TestForwardToHolderThatDropped(t *testing.T) {
 	if s := d.Stats(); s.ForwardMisses != 1 || s.Retries != 1 || s.ServedByServer != 3 {
 		t.Fatalf("stats = %+v", s)
 	}
-	if s := h1.Stats(); s.OnDemand != 1 || s.Batched != 0 || s.NotifiedBlocks != 3 || s.Queued != 0 {
+	if s := h1.Stats(); s.OnDemand != 1 || s.Batched != 0 || s.NotifiedBlocks != 2 || s.Queued != 0 {
 		t.Fatalf("holder stats = %+v", s)
 	}
 }

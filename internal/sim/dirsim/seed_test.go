@@ -99,3 +99,24 @@ func TestServerLinkQueue(t *testing.T) {
 		t.Fatalf("clock of client 1 = %v", s.Clock(1))
 	}
 }
+
+// BenchmarkAccess measures simulated accesses per second (random pattern,
+// seed 000 setup, closed loop).
+func BenchmarkAccess(b *testing.B) {
+	p := sim.DefaultParams()
+	p.Clients, p.BlockSize, p.WarmUp = 12, 4096, 0
+	p.ClientCacheBlocks, p.ServerCacheBlocks = 10240, 25600
+	g, err := sim.Generate(sim.GenConfig{Pattern: sim.GenRandom, Clients: 12, Accesses: b.N, Blocks: 25600, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if _, err := sim.Run(context.Background(), ClockOrder(g, s), s, p, sim.RunOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "accesses/s")
+}
