@@ -19,7 +19,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverAddr := fs.String("server", "", "address of the coopfs server (HOST:PORT, required)")
 	cacheSize := block.Size(mem.DefaultCapacity)
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
-	policy := fs.String("policy", "none", "coordination policy: none")
+	policy := fs.String("policy", "", "coordination policy: none or directory; empty follows the server's")
+	listen := fs.String("listen", "", "directory policy: peer listener HOST:PORT (default: the address toward the server, any port)")
+	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "directory policy: how long to wait for a block a peer should send before asking the server")
+	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
+	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
@@ -34,9 +38,6 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "coopfs mount: want --server HOST:PORT and exactly one MOUNTPOINT")
 		fs.Usage()
 		return errUsage
-	}
-	if *policy != "none" {
-		return fmt.Errorf("policy %q is not available in this build; use --policy none", *policy)
 	}
 	mountpoint := fs.Arg(0)
 	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
@@ -53,7 +54,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("connecting", "server", *serverAddr)
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Secret: secret, CacheSize: int64(cacheSize),
-		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m})
+		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
+		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")

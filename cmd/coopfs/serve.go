@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
 )
@@ -20,7 +21,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cacheSize := block.Size(server.DefaultCacheSize)
 	fs.Var(&cacheSize, "cache-size", "server memory block cache")
 	readOnly := fs.Bool("read-only", false, "refuse every change to the export")
-	policy := fs.String("policy", "none", "coordination policy: none")
+	policy := fs.String("policy", "none", "coordination policy: none, or directory (clients serve each other's misses)")
+	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")
+	missThreshold := fs.Int("miss-threshold", directory.DefaultMissThreshold, "directory policy: forward misses in a row before the server pings a client")
+	pingTimeout := fs.Duration("ping-timeout", directory.DefaultPingTimeout, "directory policy: how long a pinged client has to answer before it is marked failed")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +47,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
-		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m})
+		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m,
+		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout},
+		PingTimeout: *pingTimeout})
 	if err != nil {
 		return err
 	}
