@@ -358,14 +358,17 @@ func (c *Client) evictForForward() Eviction {
 }
 
 // young applies the discard test to a master copy of age stamp: is it
-// younger than any (pessimistic) or all (optimistic) entries of the
-// oldest-block list?
+// younger than any (pessimistic) or all (optimistic) of the blocks in the
+// oldest-block list? Free entries are not blocks and do not count: they are
+// what the client assumed at boot about peers it has not exchanged ages
+// with since, and an idle target (which rarely forwards) keeps many of them;
+// counting them would declare every replacement a mistake.
 func (c *Client) young(stamp Time) bool {
 	n, older := 0, 0
 	for i := range c.peers {
 		p := &c.peers[i]
-		if p.failed {
-			continue
+		if p.failed || p.oldest == Free {
+			continue // a Free entry is free memory, not a block
 		}
 		n++
 		if p.oldest < stamp {

@@ -274,8 +274,13 @@ func TestDiscardDecision(t *testing.T) {
 	tgt = cs[2]
 	tgt.Fill(300, blk(1, 0), 0, true, NoClient, 0, false)
 	ack := tgt.AcceptForward(360, 1, 1, blk(2, 0), 0, 10, 500)
-	if ack.Victim.Block != blk(2, 0) || ack.Victim.Kind != EvictDiscard {
-		t.Fatalf("old forwarded block: victim %+v, want discard of 2:0 (peer 0 is Free)", ack.Victim)
+	if ack.Victim.Block != blk(2, 0) || ack.Victim.Kind != EvictDrop {
+		t.Fatalf("old forwarded block: victim %+v, want drop of 2:0 (Free entries are not blocks)", ack.Victim)
+	}
+	tgt.ForwardAcked(0, BootAge{Age: 5, Boot: 1})
+	ack = tgt.AcceptForward(361, 1, 1, blk(2, 1), 0, 10, 500)
+	if ack.Victim.Block != blk(2, 1) || ack.Victim.Kind != EvictDiscard {
+		t.Fatalf("old forwarded block: victim %+v, want discard of 2:1 (peer 0's block is older)", ack.Victim)
 	}
 	if ok, _ := tgt.Has(blk(1, 0)); !ok {
 		t.Fatal("target lost its younger block")

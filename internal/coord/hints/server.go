@@ -194,6 +194,17 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 	return ok
 }
 
+// OpenIsLocal reports whether client c can open file without contacting
+// the manager: it holds a sufficient token and is still the file's last
+// opener (no one has opened it since, so there are no newer hints to hand
+// out). A client knows this locally: the manager fetches the last opener's
+// hints on every other client's open, which tells it that it is no longer
+// the last one; and a revocation takes its token.
+func (s *Server) OpenIsLocal(c ClientID, file uint64, write bool) bool {
+	fs := s.files[file]
+	return fs != nil && fs.last == c && s.Holds(c, file, write)
+}
+
 // Open handles client c (in life boot) opening file at now, for writing or
 // not. The opener gets a token; a writer revokes every other holder's
 // token; the hints of the previous opener are handed to the new one.

@@ -14,7 +14,10 @@
 // Accounting (seed 002 chapter 5):
 //   - manager messages are consistency only: an open or token request and
 //     its reply (2), fetching the last opener's hints (2), each revocation
-//     or downgrade (2), a delete (2 + 2 per holder);
+//     or downgrade (2), a delete (2 + 2 per holder). An open by a client
+//     that holds the token and is still the file's last opener stays local
+//     (hints.Server.OpenIsLocal): there are no newer hints to fetch. Reads
+//     and writes without a token open implicitly (traces without opens);
 //   - lookup messages on a local read miss: every request hop plus the
 //     reply (2 for a correct hint or a direct server fetch);
 //   - replacement messages: one per master copy forwarded, one per block
@@ -131,7 +134,9 @@ func (a *Algorithm) Access(acc sim.Access, c *sim.Counters) sim.Outcome {
 	cid := hints.ClientID(acc.Client)
 	switch acc.Op {
 	case sim.OpOpen:
-		a.open(cid, acc.File, false, c)
+		if !a.srv.OpenIsLocal(cid, acc.File, false) {
+			a.open(cid, acc.File, false, c)
+		}
 	case sim.OpClose:
 		// Tokens stay cached at the client until revoked (Sprite).
 	case sim.OpDelete:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -13,9 +14,14 @@ func params(clients, cache, server int) sim.Params {
 	return p
 }
 
-func rd(c int, f, b uint64) sim.Access { return sim.Access{Client: c, File: f, Block: b, Op: sim.OpRead} }
-func wr(c int, f, b uint64) sim.Access { return sim.Access{Client: c, File: f, Block: b, Op: sim.OpWrite} }
-func op(c int, f uint64) sim.Access    { return sim.Access{Client: c, File: f, Op: sim.OpOpen} }
+func rd(c int, f, b uint64) sim.Access {
+	return sim.Access{Client: c, File: f, Block: b, Op: sim.OpRead}
+}
+func wr(c int, f, b uint64) sim.Access {
+	return sim.Access{Client: c, File: f, Block: b, Op: sim.OpWrite}
+}
+func blkID(f, i uint64) block.ID    { return block.ID{File: f, Index: i} }
+func op(c int, f uint64) sim.Access { return sim.Access{Client: c, File: f, Op: sim.OpOpen} }
 
 func run(t *testing.T, p sim.Params, tr []sim.Access) (sim.Metrics, *Algorithm) {
 	t.Helper()
@@ -34,20 +40,17 @@ func run(t *testing.T, p sim.Params, tr []sim.Access) (sim.Metrics, *Algorithm) 
 }
 
 type want struct {
-	remote, disk, server, discard       int64
-	mgr, lookup, repl, fwd, unnecessary int64
-	hintSays, correct, abs, inval       int64
+	local, remote, disk, server, discard int64
+	mgr, lookup, repl, fwd, unnecessary  int64
+	hintSays, correct, abs, inval        int64
 }
 
 func expect(t *testing.T, m sim.Metrics, w want) {
 	t.Helper()
-	got := want{m.Hits.Remote, m.Hits.Disk, m.Hits.Server, m.Hits.Discard,
+	got := want{m.Hits.Local, m.Hits.Remote, m.Hits.Disk, m.Hits.Server, m.Hits.Discard,
 		m.Counts.ManagerMsgs, m.Counts.LookupMsgs, m.Counts.ReplMsgs, m.Counts.Forwards,
 		int64(m.UnnecessaryForwards*float64(m.Counts.Forwards) + 0.5),
 		0, 0, 0, m.Counts.Invalidations}
-	if m.Hits.Local != 0 {
-		t.Errorf("local hits %d, want 0", m.Hits.Local)
-	}
 	// Hint counts come back as ratios; recover them from the tests' known
 	// denominators instead: compare ratios.
 	got.hintSays, got.correct, got.abs = w.hintSays, w.correct, w.abs
@@ -98,31 +101,34 @@ func TestHandTrace(t *testing.T) {
 	}
 }
 
-// TestHandTraceDiscardCache: a forwarded master copy older than the
-// target's only block becomes the target's victim; it is young by the
-// pessimistic test (a Free entry) and goes to the discard cache, where the
-// next read finds it after a wrong hint (one extra hop).
+// TestHandTraceDiscardCache: client 0 learns that client 1 holds an old
+// block; client 2, knowing nothing, forwards to client 0, whose victim is a
+// young master copy by the pessimistic test (younger than client 1's
+// oldest) and goes to the discard cache, where client 0's next read finds
+// it.
 func TestHandTraceDiscardCache(t *testing.T) {
 	tr := []sim.Access{
-		rd(0, 1, 0), // open mgr 2; disk
-		rd(1, 2, 0), // open mgr 2; disk
-		rd(0, 1, 1), // disk; 1:0 forwarded to c1, which sends it to the discard cache
-		rd(0, 1, 0), // hint c1 wrong → c1 → server: discard hit, lookup 3; 1:1 forwarded to c2
+		rd(1, 1, 0), // t1: open mgr 2; disk; c1 = {1:0@1}
+		rd(0, 2, 0), // t2: open mgr 2; disk; c0 = {2:0@2}
+		rd(0, 2, 1), // t3: disk; 2:0 forwarded to c1 (Free), whose old 1:0 is dropped; c0 learns c1's oldest = 2
+		rd(0, 2, 1), // t4: local hit; c0 = {2:1@4}
+		rd(2, 3, 0), // t5: open mgr 2; disk
+		rd(2, 3, 1), // t6: disk; 3:0 forwarded to c0 (Free to c2): c0's victim 2:1@4 is younger than c1's 2: discard cache
+		rd(0, 2, 1), // t7: no hint (c0 evicted it): server, discard hit; 3:0@5 forwarded to c1 (oldest 2), which drops 2:0@2 (old)
 	}
 	m, a := run(t, params(3, 1, 4), tr)
-	expect(t, m, want{disk: 3, server: 1, discard: 1, mgr: 4, lookup: 9, repl: 3, fwd: 2,
-		hintSays: 1, correct: 0, abs: 0})
-	if m.Counts.DiscardInserts != 1 || m.Counts.Hops != 1 {
-		t.Errorf("discard inserts %d, hops %d; want 1, 1", m.Counts.DiscardInserts, m.Counts.Hops)
+	expect(t, m, want{local: 1, disk: 5, server: 1, discard: 1, mgr: 6, lookup: 12, repl: 4, fwd: 3})
+	if m.Counts.DiscardInserts != 1 || m.Counts.Hops != 0 {
+		t.Errorf("discard inserts %d, hops %d; want 1, 0", m.Counts.DiscardInserts, m.Counts.Hops)
 	}
-	if m.DiscardHitRatio != 0.25 || m.ServerHitRatio != 0.25 {
-		t.Errorf("discard hit ratio %v, server hit ratio %v; want 0.25", m.DiscardHitRatio, m.ServerHitRatio)
-	}
-	if m.HintCorrectness != 0 {
-		t.Errorf("hint correctness %v, want 0", m.HintCorrectness)
+	if r := 1.0 / 7; m.DiscardHitRatio != r || m.ServerHitRatio != r {
+		t.Errorf("discard hit ratio %v, server hit ratio %v; want 1/7", m.DiscardHitRatio, m.ServerHitRatio)
 	}
 	if a.srv.MemoryLen() != 0 {
 		t.Errorf("discard cache holds %d blocks after the hit, want 0", a.srv.MemoryLen())
+	}
+	if ok, _ := a.Client(1).Cached(blkID(3, 0), 0); !ok {
+		t.Error("client 1 does not hold the forwarded 3:0")
 	}
 }
 

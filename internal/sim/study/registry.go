@@ -9,6 +9,7 @@ import (
 	"github.com/coopfs/coopfs/internal/sim"
 	"github.com/coopfs/coopfs/internal/sim/classic"
 	"github.com/coopfs/coopfs/internal/sim/dirsim"
+	"github.com/coopfs/coopfs/internal/sim/hintsim"
 	"github.com/coopfs/coopfs/internal/sim/nasd"
 )
 
@@ -41,6 +42,12 @@ func Algorithms() []Algo {
 		{Name: "optimal", Summary: "ideal: Belady over the client memories, with future knowledge (seed 002 3.3.1)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return classic.NewOptimal(p) }},
 		// HINTS: hint-based algorithm and its server-memory variants go here.
+		{Name: hintsim.Name, Summary: "hint-based: master copies, hints on open, best-guess replacement, discard cache (seed 002 ch. 4)",
+			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }},
+		{Name: "hints-disk", Summary: "hint-based with server memory as a traditional disk cache (seed 002 table 5.7)",
+			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }, Options: map[string]string{"server_memory": "disk"}},
+		{Name: "hints-coop", Summary: "hint-based with server memory as part of the cooperative cache (seed 002 table 5.7)",
+			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }, Options: map[string]string{"server_memory": "coop"}},
 		// DIRECTORY: directory (NFS-cc) goes here.
 		{Name: "directory", Summary: "NFS-cc: server cache directory, round-robin forwarding, discard notifications (seed 000)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) }},
