@@ -189,7 +189,7 @@ func nfsccPair(ctx context.Context, cfg NFSCCConfig, p sim.Params, pattern, vari
 		w := dirsim.ClockOrder(dirsim.Window(g, run*per, per), s)
 		algo := "directory"
 		if variant == "none" {
-			algo = "none"
+			algo = "nfs"
 		}
 		m, err := sim.Run(ctx, w, s, p, sim.RunOptions{Algorithm: algo, Config: fmt.Sprintf("%s/%s/run%d", variant, pattern, run+1)})
 		if err != nil {
@@ -332,7 +332,7 @@ func (r *NFSCCResult) Report() *Report {
 		fmt.Sprintf("seed 000 setup: %d clients, one file of %d 4 KiB blocks, each client reads %d blocks per run, client caches %d blocks (%.0f%% of the data set: an assumption), discard queue %d, links %g/%g Mbit/s; the server holds the file in memory",
 			c.Clients, c.Blocks, c.Blocks, r.Params.ClientCacheBlocks, 100*c.CacheFraction, c.QueueLen, c.ServerLinkMbps, c.ClientLinkMbps),
 		"closed loop: each client issues its next read when the previous one completed (dirsim.ClockOrder); read time includes queueing at the server link, the client links and the disk",
-		"rows: algorithm none is NFS on the same cost model (dirsim policy=none); config names variant/pattern/run",
+		"rows: algorithm nfs is NFS on the same cost model (dirsim policy=none, variant none); config names variant/pattern/run",
 		"the seed's sequential runs had clients drift apart; the generator's clients read in lockstep, so forwards mostly reach blocks still pending (waited for), and the stale-holder misses without notifications are fewer than the seed's 43.8%")
 	return rep
 }
