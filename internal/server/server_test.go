@@ -1,0 +1,116 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+func TestVersionsOnlyGrowAndFollowStat(t *testing.T) {
+	var changed []uint64
+	v := newVersions(100, func(ino uint64) { changed = append(changed, ino) })
+	st := &syscall.Stat_t{Ino: 7, Size: 10}
+	a := v.observe(st)
+	if b := v.observe(st); b != a {
+		t.Fatalf("unchanged stat gave a new version: %d then %d", a, b)
+	}
+	if len(changed) != 0 {
+		t.Fatalf("first sight reported as a change: %v", changed)
+	}
+	st.Mtim.Nsec = 5
+	b := v.observe(st)
+	if b <= a {
+		t.Fatalf("mtime change: version %d after %d", b, a)
+	}
+	c := v.bump(st) // a write within the timestamp granularity
+	if c <= b {
+		t.Fatalf("bump: version %d after %d", c, b)
+	}
+	if v.observe(st) != c {
+		t.Fatal("observe after bump with the same stat changed the version")
+	}
+	v.forget(7)
+	if d := v.observe(st); d <= c {
+		t.Fatalf("a file seen again after forget must get a newer version: %d after %d", d, c)
+	}
+	if len(changed) != 2 || changed[0] != 7 {
+		t.Fatalf("changes reported: %v", changed)
+	}
+	// A restarted server's versions are all newer than the old ones.
+	later := newVersions(uint64(time.Now().UnixNano()), nil)
+	if later.observe(st) <= c {
+		t.Fatal("versions after a restart must be newer")
+	}
+}
+
+func TestCleanRejectsPathsOutOfTheExport(t *testing.T) {
+	for in, want := range map[string]string{"": ".", ".": ".", "a/b": "a/b", "a/../b": "b", "a//b/": "a/b"} {
+		if got, err := clean(in); err != nil || got != want {
+			t.Errorf("clean(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"/etc", "..", "../x", "a/../../x", "a\x00b"} {
+		if _, err := clean(bad); err == nil {
+			t.Errorf("clean(%q) accepted", bad)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o644)
+	for name, cfg := range map[string]Config{
+		"missing export":   {Export: filepath.Join(dir, "nope")},
+		"export is a file": {Export: file},
+		"bad block size":   {Export: dir, BlockSize: 3000},
+		"huge block size":  {Export: dir, BlockSize: 64 << 20},
+		"unknown policy":   {Export: dir, Policy: "magic"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	s, err := New(Config{Export: dir, Policy: "directory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+func TestReadOnlyRefusesChanges(t *testing.T) {
+	s, err := New(Config{Export: t.TempDir(), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, m := range []wire.Msg{&wire.Mkdir{Path: "d"}, &wire.Create{Path: "f"}, &wire.Unlink{Path: "f"},
+		&wire.Open{Path: "f", Flags: syscall.O_RDWR}, &wire.Rename{Old: "a", New: "b"}} {
+		if _, err := s.serveMsg(t.Context(), nil, m); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("%v on a read-only export: %v", m.Type(), err)
+		}
+	}
+	if _, err := s.serveMsg(t.Context(), nil, &wire.Lookup{Path: ""}); err != nil {
+		t.Errorf("lookup on a read-only export: %v", err)
+	}
+}
+
+func TestListenReportsPortInUse(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := Listen(ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "port is in use") {
+		t.Fatalf("second listen on %s: %v", ln.Addr(), err)
+	}
+	if !IsLoopback("127.0.0.1:1") || !IsLoopback("[::1]:1") || !IsLoopback("localhost:1") || IsLoopback("0.0.0.0:1") || IsLoopback("10.0.0.1:1") {
+		t.Error("IsLoopback")
+	}
+}
