@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -126,17 +127,22 @@ func (c *coop) ping(id directory.ClientID, timeout time.Duration) {
 	}
 }
 
-// stats returns the directory's counters under the lock.
-func (c *coop) stats() directory.Stats {
+// stats returns the directory's counters, and every client's, under the lock.
+func (c *coop) stats() (directory.Stats, map[directory.ClientID]directory.ClientStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dir.Stats()
+	per := make(map[directory.ClientID]directory.ClientStats)
+	for _, id := range c.dir.Clients() {
+		per[id], _ = c.dir.ClientStats(id)
+	}
+	return c.dir.Stats(), per
 }
 
 // coopCollector exports the directory's counters at scrape time.
 type coopCollector struct {
-	c     *coop
-	descs map[string]*prometheus.Desc
+	c         *coop
+	descs     map[string]*prometheus.Desc
+	perClient [4]*prometheus.Desc
 }
 
 var coopMetricNames = []struct{ name, help string }{
@@ -158,6 +164,14 @@ func newCoopCollector(c *coop) *coopCollector {
 	for _, m := range coopMetricNames {
 		cc.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
 	}
+	for i, m := range []struct{ name, help string }{
+		{"coopfs_directory_client_requests_total", "Block requests from a client (the miss table, by client id)."},
+		{"coopfs_directory_client_served_total", "Blocks the server served to a client itself."},
+		{"coopfs_directory_client_forwards_total", "Forwards sent to a client to serve."},
+		{"coopfs_directory_client_forward_misses_total", "Forwards a client did not serve."},
+	} {
+		cc.perClient[i] = prometheus.NewDesc(m.name, m.help, []string{"client"}, nil)
+	}
 	return cc
 }
 
@@ -165,10 +179,19 @@ func (cc *coopCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range cc.descs {
 		ch <- d
 	}
+	for _, d := range cc.perClient {
+		ch <- d
+	}
 }
 
 func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
-	s := cc.c.stats()
+	s, per := cc.c.stats()
+	for id, cs := range per {
+		label := strconv.FormatUint(uint64(id), 10)
+		for i, v := range []uint64{cs.Requests, cs.Served, cs.Forwards, cs.Misses} {
+			ch <- prometheus.MustNewConstMetric(cc.perClient[i], prometheus.CounterValue, float64(v), label)
+		}
+	}
 	vals := map[string]float64{
 		"coopfs_directory_requests_total":         float64(s.Requests),
 		"coopfs_directory_retries_total":          float64(s.Retries),
