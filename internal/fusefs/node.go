@@ -261,9 +261,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	f, _, err := n.a.b.Open(ctx, p, flags)
+	f, attr, err := n.a.b.Open(ctx, p, flags)
 	if err != nil {
 		return nil, 0, n.a.errno("open", p, err)
+	}
+	if attr.Ino != n.StableAttr().Ino {
+		// The name now refers to another file (renamed over or replaced
+		// by another client or in the export, while the kernel kept its
+		// entry): ESTALE makes the kernel look the name up again and
+		// retry the open on the new inode, instead of mixing two files
+		// (old size, new data) in one inode.
+		f.Release(ctx)
+		return nil, 0, syscall.ESTALE
 	}
 	if !f.KeepCache() {
 		// Close-to-open: the file changed since the kernel cached its
