@@ -452,16 +452,18 @@ func (c *Client) ExportHints(file uint64, out []BlockHint) []BlockHint {
 }
 
 // ImportHints merges hints handed out on open of file (from the last
-// opener). A hint replaces the client's own one unless that one is newer or
+// opener); v is the file's current version (0: unknown), and a cached copy
+// of an older version is dropped as the hints come in. A hint replaces the client's own one unless that one is newer or
 // names the client itself; hints naming this client, unknown peers or stale
 // boot ids are skipped. Returns how many hints were taken.
-func (c *Client) ImportHints(file uint64, hs []BlockHint) int {
+func (c *Client) ImportHints(file uint64, v block.Version, hs []BlockHint) int {
 	n := 0
 	for _, bh := range hs {
 		if bh.Holder == c.cfg.ID || !c.usable(bh.Hint) {
 			continue
 		}
 		b := block.ID{File: file, Index: bh.Index}
+		c.lookup(b, v) // a stale copy (and its self-hint) goes first
 		if cur, ok := c.HintFor(b); ok && (cur.Holder == c.cfg.ID || cur.Since >= bh.Since) {
 			continue
 		}
@@ -576,4 +578,15 @@ func (c *Client) Masters(out []VersionedBlock) []VersionedBlock {
 		}
 	}
 	return out
+}
+
+// MasterElsewhere reports whether the client's hint for b names another
+// participant: before writing b, a writer with such a hint must make a new
+// file version (Server.NewVersion, then Revalidate), since the master copy
+// it once forwarded may still be cached there with the current version. A
+// writer holds the only token, so a master copy of the current version can
+// be elsewhere only if the writer forwarded it, which left this hint.
+func (c *Client) MasterElsewhere(b block.ID) bool {
+	h, ok := c.HintFor(b)
+	return ok && h.Holder != c.cfg.ID
 }

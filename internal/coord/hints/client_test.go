@@ -68,7 +68,7 @@ func TestHintHandoffOnOpen(t *testing.T) {
 	if r.HintsFrom != 0 || r.HintsBoot != 1 {
 		t.Fatalf("second open: hints from %d boot %d, want 0 boot 1", r.HintsFrom, r.HintsBoot)
 	}
-	if n := b.ImportHints(7, a.ExportHints(7, nil)); n != 1 {
+	if n := b.ImportHints(7, 0, a.ExportHints(7, nil)); n != 1 {
 		t.Fatalf("imported %d hints, want 1", n)
 	}
 	rt := b.Read(4, blk(7, 0), 0)
@@ -98,7 +98,7 @@ func TestChainLookup(t *testing.T) {
 	a, b, c := cs[0], cs[1], cs[2]
 	x, y := blk(1, 0), blk(1, 1)
 	a.Fill(1, x, 0, true, NoClient, 0, false)
-	b.ImportHints(1, a.ExportHints(1, nil)) // B: x at A
+	b.ImportHints(1, 0, a.ExportHints(1, nil)) // B: x at A
 	// A fills y: x (master) is forwarded; everyone is Free, ties go to the
 	// first peer in order, which for A is B... make C the oldest instead.
 	a.ForwardAcked(1, BootAge{Age: 100, Boot: 1})
@@ -137,7 +137,7 @@ func TestStaleBootIDDropsHint(t *testing.T) {
 	a, b := cs[0], cs[1]
 	x := blk(3, 0)
 	a.Fill(1, x, 0, true, NoClient, 0, false)
-	b.ImportHints(3, a.ExportHints(3, nil))
+	b.ImportHints(3, 0, a.ExportHints(3, nil))
 	// A restarts (boot 2); B hears of it.
 	b.Observe(0, 2)
 	r := b.Read(2, x, 0)
@@ -148,10 +148,10 @@ func TestStaleBootIDDropsHint(t *testing.T) {
 		t.Fatal("stale hint was kept")
 	}
 	// Hints from the old life are refused on import too.
-	if n := b.ImportHints(3, []BlockHint{{Index: 0, Hint: Hint{Holder: 0, Boot: 1, Since: 1}}}); n != 0 {
+	if n := b.ImportHints(3, 0, []BlockHint{{Index: 0, Hint: Hint{Holder: 0, Boot: 1, Since: 1}}}); n != 0 {
 		t.Fatalf("imported %d stale hints", n)
 	}
-	if n := b.ImportHints(3, []BlockHint{{Index: 0, Hint: Hint{Holder: 0, Boot: 2, Since: 3}}}); n != 1 {
+	if n := b.ImportHints(3, 0, []BlockHint{{Index: 0, Hint: Hint{Holder: 0, Boot: 2, Since: 3}}}); n != 1 {
 		t.Fatalf("imported %d current hints, want 1", n)
 	}
 	// A restarted peer has free memory again.
@@ -160,7 +160,7 @@ func TestStaleBootIDDropsHint(t *testing.T) {
 	}
 	// A failed peer's hints are ignored; hearing from it again restores it.
 	b.PeerFailed(0)
-	b.ImportHints(3, []BlockHint{{Index: 1, Hint: Hint{Holder: 0, Boot: 2, Since: 4}}})
+	b.ImportHints(3, 0, []BlockHint{{Index: 1, Hint: Hint{Holder: 0, Boot: 2, Since: 4}}})
 	if r := b.Read(5, blk(3, 1), 0); r.Kind != RouteServer {
 		t.Fatalf("hint to a failed peer routed %+v", r)
 	}
@@ -333,7 +333,7 @@ func TestVersionsMakeOldCopiesStale(t *testing.T) {
 	a, b := cs[0], cs[1]
 	x := blk(1, 0)
 	a.Fill(1, x, 1, true, NoClient, 0, false)
-	b.ImportHints(1, a.ExportHints(1, nil))
+	b.ImportHints(1, 0, a.ExportHints(1, nil))
 	if r := a.Read(2, x, 1); r.Kind != RouteLocal {
 		t.Fatalf("current copy: %+v", r)
 	}

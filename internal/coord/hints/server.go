@@ -308,6 +308,15 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 	s.mem.insert(b, v, now, false, false)
 }
 
+// NewVersion makes a new version of file (a write of a block whose master
+// copy may be cached elsewhere) and returns it. The writer revalidates its
+// own copies (Client.Revalidate).
+func (s *Server) NewVersion(file uint64) block.Version {
+	fs := s.file(file)
+	fs.version++
+	return fs.version
+}
+
 // Version returns file's current version (1 for a file never written).
 func (s *Server) Version(file uint64) block.Version {
 	if fs := s.files[file]; fs != nil {

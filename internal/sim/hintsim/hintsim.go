@@ -155,13 +155,16 @@ func (a *Algorithm) open(cid hints.ClientID, file uint64, write bool, c *sim.Cou
 	v0 := a.srv.Version(file)
 	r := a.srv.Open(a.now, cid, 1, file, write)
 	a.managerMsgs(int(cid), 1, c)
-	if r.HintsFrom != hints.NoClient {
-		a.buf = a.clients[r.HintsFrom].ExportHints(file, a.buf[:0])
-		a.clients[cid].ImportHints(file, a.buf)
-		a.managerMsgs(int(r.HintsFrom), 1, c)
-	}
 	if len(r.Revoke) > 0 || r.NewVersion {
-		a.settlePending(file, v0, c)
+		a.settlePending(file, v0, c) // before any copy goes
+	}
+	if r.NewVersion { // the new writer's copies are current
+		a.clients[cid].Revalidate(file, r.Version)
+	}
+	if r.HintsFrom != hints.NoClient { // before a revocation clears them
+		a.buf = a.clients[r.HintsFrom].ExportHints(file, a.buf[:0])
+		a.clients[cid].ImportHints(file, r.Version, a.buf)
+		a.managerMsgs(int(r.HintsFrom), 1, c)
 	}
 	for _, h := range r.Revoke {
 		c.Invalidations += int64(len(a.clients[h].Invalidate(file)))
@@ -169,9 +172,6 @@ func (a *Algorithm) open(cid hints.ClientID, file uint64, write bool, c *sim.Cou
 	}
 	if r.Downgraded != hints.NoClient {
 		a.managerMsgs(int(r.Downgraded), 1, c)
-	}
-	if r.NewVersion {
-		a.clients[cid].Revalidate(file, r.Version)
 	}
 }
 
@@ -199,6 +199,10 @@ func (a *Algorithm) write(cid hints.ClientID, b block.ID, c *sim.Counters) {
 		a.open(cid, b.File, true, c)
 	}
 	cl := a.clients[cid]
+	if cl.MasterElsewhere(b) {
+		a.settlePending(b.File, a.srv.Version(b.File), c)
+		cl.Revalidate(b.File, a.srv.NewVersion(b.File))
+	}
 	ev := cl.Write(a.now, b, a.srv.Version(b.File))
 	a.srv.WriteThrough(a.now, b)
 	c.Msg(int(cid), sim.NodeServer, true)

@@ -142,3 +142,63 @@ func TestOptionsRejected(t *testing.T) {
 		t.Error("a client cache of 0 blocks accepted")
 	}
 }
+
+// TestWriteAfterForwardMakesNewVersion: within one write tenure, the writer
+// forwards a master copy, reads it back (a non-master copy) and writes it:
+// the copy at the target must become stale, not a second current master.
+func TestWriteAfterForwardMakesNewVersion(t *testing.T) {
+	tr := []sim.Access{
+		wr(0, 1, 0), // write token (mgr 2); c0 = {1:0 master}
+		rd(0, 1, 1), // disk; 1:0 forwarded to c1
+		rd(0, 1, 0), // hint c1: remote hit, a copy; 1:1 is forwarded to c1 too
+		wr(0, 1, 0), // the master of 1:0 is at c1: new version; c0's copy is the master
+		rd(1, 1, 0), // c1: implicit open (hints from c0): its 1:0 is stale, hint c0: remote
+	}
+	m, a := run(t, params(2, 1, 2), tr)
+	if v := a.Server().Version(1); v != 3 {
+		t.Errorf("file version %d, want 3 (writer's tenure, then the write after the forward)", v)
+	}
+	if ok, master := a.Client(0).Cached(blkID(1, 0), 3); !ok || !master {
+		t.Errorf("writer's copy cached %v master %v, want the current master", ok, master)
+	}
+	if m.Hits.Remote != 2 {
+		t.Errorf("remote hits %d, want 2 (the second from the writer, not the stale copy)", m.Hits.Remote)
+	}
+	if ok, master := a.Client(1).Cached(blkID(1, 0), 0); ok && master {
+		t.Error("the stale master copy at the forward target survived")
+	}
+}
+
+// TestInvariantsOnGeneratedWorkload checks cache sizes and master copies
+// every few hundred accesses of an office workload with writes, temporary
+// files and deletes, in each use of server memory.
+func TestInvariantsOnGeneratedWorkload(t *testing.T) {
+	w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenOffice, Clients: 6, Accesses: 30000, Seed: 3,
+		Files: 100, Private: 20, MaxFile: 32, Write: 0.3, Temp: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mem := range []string{"discard", "coop", "disk"} {
+		p := params(6, 24, 16).WithOption("server_memory", mem)
+		a, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sim.NewCounters(p)
+		n := 0
+		err = sim.ForEach(w, func(acc sim.Access) {
+			a.Access(acc, c)
+			if n++; n%200 == 0 && !t.Failed() {
+				if err := a.Check(); err != nil {
+					t.Errorf("%s, access %d: %v", mem, n, err)
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Forwards == 0 || (mem == "discard" && c.DiscardInserts == 0) {
+			t.Errorf("%s: forwards %d, discard inserts %d: the workload does not exercise replacement", mem, c.Forwards, c.DiscardInserts)
+		}
+	}
+}
