@@ -3,9 +3,190 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/coopfs/coopfs/internal/bench/local"
+	"github.com/coopfs/coopfs/internal/bench/report"
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/obs"
 )
 
+// benchWorkload is one `coopfs bench` workload. Later workloads (the
+// cooperative concurrent copy in the netns testbed, the synthetic patterns)
+// are added to benchWorkloads and reuse benchOutput for their results.
+type benchWorkload struct {
+	name    string
+	summary string
+	hidden  bool // helpers the benchmarks start; not listed
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func benchWorkloads() []benchWorkload {
+	return []benchWorkload{
+		{"local", "one server and one client here: memory cache vs do-nothing FUSE, page cache vs local disk, cold and 4 KiB random reads", false, runBenchLocal},
+		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
+	}
+}
+
+// runBench implements `coopfs bench WORKLOAD [flags]`.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		benchUsage(stderr)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return flag.ErrHelp
+	}
+	for _, w := range benchWorkloads() {
+		if w.name == args[0] {
+			return w.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "coopfs bench: unknown workload %q\n", args[0])
+	benchUsage(stderr)
+	return errUsage
+}
+
+func benchUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: coopfs bench WORKLOAD [flags]\n\nWorkloads:")
+	for _, b := range benchWorkloads() {
+		if !b.hidden {
+			fmt.Fprintf(w, "  %-7s %s\n", b.name, b.summary)
+		}
+	}
+	fmt.Fprintln(w, "\nRun 'coopfs bench WORKLOAD -h' for its flags. Every workload prints a table and can write JSON and plots (--out DIR).")
+}
+
+// benchOutput are the output flags every workload shares.
+type benchOutput struct {
+	jsonPath string
+	outDir   string
+}
+
+func (o *benchOutput) register(fs interface {
+	StringVar(p *string, name, value, usage string)
+}) {
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to FILE")
+	fs.StringVar(&o.outDir, "out", "", "write results.json, the plot (PNG and SVG) and the table to DIR")
+}
+
+// write prints the table and writes the files asked for.
+func (o *benchOutput) write(r *report.Report, stdout io.Writer) error {
+	if err := r.WriteText(stdout); err != nil {
+		return err
+	}
+	writeJSON := func(path string) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := r.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if o.jsonPath != "" {
+		if err := writeJSON(o.jsonPath); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if o.outDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	base := filepath.Join(o.outDir, r.Bench)
+	if err := writeJSON(base + ".json"); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	var table strings.Builder
+	_ = r.WriteText(&table)
+	if err := os.WriteFile(base+".txt", []byte(table.String()), 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if err := r.Plot(report.UnitMBps, base+".png", base+".svg"); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
+	return nil
+}
+
+// localFlags parses the flags of `coopfs bench local` into a Config.
+func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, string, error) {
+	fs := newFlagSet("bench local", "[flags]\n\nOne coopfs server and one FUSE client on this machine, measured side by side with\n"+
+		"ceilings of the same run (see docs/benchmarks.md). Needs FUSE; the cold phase needs root.", stderr)
+	size := block.Size(local.DefaultSize)
+	fs.Var(&size, "size", "size of the test file")
+	reps := fs.Int("reps", local.DefaultReps, "repetitions of every measurement (the report gives medians)")
+	threads := fs.Int("threads", local.DefaultThreads, "threads of the 4 KiB random reads")
+	randOps := fs.Int("rand-ops", local.DefaultRandOps, "4 KiB random reads per thread and repetition")
+	skipCold := fs.Bool("skip-cold", false, "leave out the cold reads (they drop every cache of the machine)")
+	keep := fs.Bool("keep", false, "keep the test file and the process logs")
+	logLevel := fs.String("log-level", "warn", "launcher log level")
+	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
+	var out benchOutput
+	out.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return local.Config{}, out, "", err
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "coopfs bench local: takes no arguments")
+		fs.Usage()
+		return local.Config{}, out, "", errUsage
+	}
+	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold,
+		Keep: *keep, Command: "coopfs bench local " + strings.Join(args, " "),
+		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)}
+	if err := cfg.Validate(); err != nil {
+		return cfg, out, "", err
+	}
+	return cfg, out, *cpuProfile, nil
+}
+
+func runBenchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, out, cpuProfile, err := localFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	r, err := local.Run(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted; everything started was stopped")
+		}
+		return err
+	}
+	return out.write(r, stdout)
+}
+
+func runBenchNullfs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench "+local.NullfsCommand, "--size BYTES MOUNTPOINT", stderr)
+	size := block.Size(local.DefaultSize)
+	fs.Var(&size, "size", "size of the one file, "+"data")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	return local.RunNullfs(ctx, fs.Arg(0), int64(size))
 }
