@@ -221,11 +221,17 @@ type e2eProc struct {
 // callers do, knowing how the process must be stopped.
 func startProc(t *testing.T, name string, args ...string) *e2eProc {
 	t.Helper()
+	return startProcAs(t, name, nil, args...)
+}
+
+// startProcAs is startProc as another user when cred is not nil.
+func startProcAs(t *testing.T, name string, cred *syscall.Credential, args ...string) *e2eProc {
+	t.Helper()
 	p := &e2eProc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(e2e.bin, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGTERM}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -330,8 +336,9 @@ func startServerAt(t *testing.T, addr, export string, extra ...string) *e2eServe
 		if s.exited() {
 			t.Fatalf("%s exited at start (code %d); stderr:\n%s", s.name, s.cmd.ProcessState.ExitCode(), s.stderr.String())
 		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
+		// The server logs "serving" once it listens (a probe connection
+		// would show up in its log as a rejected handshake).
+		if strings.Contains(s.stderr.String(), "msg=serving") {
 			return s
 		}
 		if time.Now().After(deadline) {
