@@ -33,6 +33,16 @@
 //     receives forwarded master copies), or the discard cache (receives young
 //     master copies discarded by mistake; evicts its oldest block first).
 //
+// Versions: cached blocks carry the file version of their data (the
+// server's Version, handed out with every open). A copy of an older version
+// is dropped when it is next looked at, wherever it is (token holders are
+// invalidated at once; forward targets lazily). A new writer makes a new
+// version and keeps its own copies (Client.Revalidate); a writer whose hint
+// says the block's master copy is elsewhere (Client.MasterElsewhere) makes
+// one more (Server.NewVersion) before writing, so no stale master survives.
+// A client that holds the token and is still the last opener can open
+// without the manager (Server.OpenIsLocal).
+//
 // Ages are stamps (the Time of the last reference): a smaller stamp is an
 // older block, and Free (the smallest Time) stands for free memory, the
 // "infinite age" of the seed.
