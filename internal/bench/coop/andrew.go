@@ -126,7 +126,7 @@ func andrewOnce(ctx context.Context, cfg *AndrewConfig, src, export, pol string,
 	args := func(_ int, m *mount) []string {
 		return []string{"--mode", "andrew", "--src", src, "--dst", filepath.Join(m.dir, name)}
 	}
-	res, _, err := c.measure(ctx, "andrew", args, nil, nil)
+	res, _, err := c.measure(ctx, "andrew", nil, args, nil, nil)
 	if err != nil {
 		return nil, err
 	}

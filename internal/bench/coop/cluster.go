@@ -32,6 +32,7 @@ const (
 type Exec struct {
 	Coopfs string
 	Worker []string
+	Env    []string // extra environment of the workers ("K=V")
 }
 
 // clusterConfig is one testbed with a server and N mounts.
@@ -287,16 +288,22 @@ func (c *cluster) scrape(ctx context.Context) (Counters, error) {
 
 // runWorkers starts one worker per mount (args built by argsFor, given the
 // client index and its mount directory and result file), waits for all and
-// returns their results. A worker listed in mayFail may exit with an error.
-func (c *cluster) runWorkers(ctx context.Context, tag string, argsFor func(i int, m *mount) []string, mayFail map[int]bool) ([]*Result, error) {
+// returns their results (nil for clients not in only; only nil = all). A worker listed in mayFail may exit with an error.
+func (c *cluster) runWorkers(ctx context.Context, tag string, only []int, argsFor func(i int, m *mount) []string, mayFail map[int]bool) ([]*Result, error) {
 	procs := make([]*testbed.Proc, len(c.mounts))
 	files := make([]string, len(c.mounts))
-	for i, m := range c.mounts {
+	if only == nil {
+		for i := range c.mounts {
+			only = append(only, i)
+		}
+	}
+	for _, i := range only {
+		m := c.mounts[i]
 		files[i] = filepath.Join(m.host.Dir(), fmt.Sprintf("result-%s.json", tag))
 		_ = os.Remove(files[i])
 		argv := append(append([]string(nil), c.ex.Worker...), "--result", files[i])
 		argv = append(argv, argsFor(i, m)...)
-		p, err := m.host.Start(ctx, argv, nil, "worker-"+tag+".log")
+		p, err := m.host.Start(ctx, argv, c.ex.Env, "worker-"+tag+".log")
 		if err != nil {
 			return nil, err
 		}
@@ -305,6 +312,9 @@ func (c *cluster) runWorkers(ctx context.Context, tag string, argsFor func(i int
 	res := make([]*Result, len(c.mounts))
 	var errs []error
 	for i, p := range procs {
+		if p == nil {
+			continue
+		}
 		werr := p.Wait()
 		if werr != nil {
 			if mayFail[i] {
@@ -333,7 +343,7 @@ func (c *cluster) close() error {
 // measure runs one worker per mount between two scrapes and returns the
 // workers' results and the counters' growth. during, if set, runs in its
 // own goroutine while the workers run (the fault run's kill).
-func (c *cluster) measure(ctx context.Context, tag string, argsFor func(i int, m *mount) []string, mayFail map[int]bool, during func()) ([]*Result, Stats, error) {
+func (c *cluster) measure(ctx context.Context, tag string, only []int, argsFor func(i int, m *mount) []string, mayFail map[int]bool, during func()) ([]*Result, Stats, error) {
 	before, err := c.scrape(ctx)
 	if err != nil {
 		return nil, Stats{}, err
@@ -342,7 +352,7 @@ func (c *cluster) measure(ctx context.Context, tag string, argsFor func(i int, m
 	if during != nil {
 		go during()
 	}
-	res, werr := c.runWorkers(ctx, tag, argsFor, mayFail)
+	res, werr := c.runWorkers(ctx, tag, only, argsFor, mayFail)
 	cpu1 := readCPU()
 	after, err := c.scrape(ctx)
 	if err != nil {

@@ -167,7 +167,7 @@ func copyOnce(ctx context.Context, cm *Common, cc clusterConfig, digest string, 
 			_ = c.mounts[victim].proc.Signal(os.Kill)
 		}
 	}
-	res, st, err := c.measure(ctx, "copy", args, mayFail, during)
+	res, st, err := c.measure(ctx, "copy", nil, args, mayFail, during)
 	if err != nil {
 		return nil, err
 	}

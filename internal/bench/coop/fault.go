@@ -91,7 +91,7 @@ func (r *FaultReport) Table(w io.Writer) {
 			fmt.Fprintf(t, "%s\tkilled\t\t\t\t\t\t\n", name)
 			continue
 		}
-		fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n", name, r.ClientSeconds[i], r.Row.PerMBps[i],
+		fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n", name, at(r.ClientSeconds, i), at(r.Row.PerMBps, i),
 			c.Reads[obs.LayerPeer], c.Reads[obs.LayerServerMemory]+c.Reads[obs.LayerServerDisk],
 			c.Timeouts, c.Nacks, c.ForwardHits)
 	}
@@ -103,3 +103,10 @@ func (r *FaultReport) Table(w io.Writer) {
 
 // Plots: none for the fault run.
 func (r *FaultReport) Plots() []Plot { return nil }
+
+func at(xs []float64, i int) float64 {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return 0
+}

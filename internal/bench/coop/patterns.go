@@ -131,7 +131,7 @@ func patternOnce(ctx context.Context, cfg *PatternsConfig, export, pat, variant 
 				"--reads", strconv.Itoa(cfg.Reads), "--client", strconv.Itoa(i), "--clients", strconv.Itoa(cfg.Clients),
 				"--seed", strconv.Itoa(patternsSeed), "--start-at", strconv.FormatInt(startAt.UnixNano(), 10)}
 		}
-		res, st, err := c.measure(ctx, pat+"-"+run, args, nil, nil)
+		res, st, err := c.measure(ctx, pat+"-"+run, nil, args, nil, nil)
 		if err != nil {
 			return rows, err
 		}
