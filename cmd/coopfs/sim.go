@@ -102,6 +102,7 @@ func addParamFlags(fs *flag.FlagSet) *paramFlags {
 	fs.IntVar(&f.gmsEpoch, "gms-epoch", d.GMSEpochReplacements, "GMS epoch length in replacements (0: a tenth of client memory)")
 	fs.IntVar(&f.gmsEpochAc, "gms-epoch-accesses", d.GMSEpochMaxAccesses, "GMS epoch limit in accesses (0: none)")
 	fs.Var(&f.sets, "set", "algorithm option key=value (repeatable), e.g. --set server_memory=discard")
+	fs.Var(&f.sets, "opt", "same as --set")
 	return f
 }
 

@@ -130,7 +130,6 @@ type Study struct {
 func Studies() []Study {
 	return []Study{
 		{Name: "sarkar", Summary: "seed 002: figures 5.1, 5.2, 5.8-5.11, tables 5.3 and 5.7", Run: Sarkar},
-		{Name: "nfscc", Summary: "seed 000: figure 6, tables 2-5, discard queue sweep (directory)", Run: NFSCCStudy},
 		{Name: "nfscc", Summary: "seed 000: figure 6, tables 2-5 (forward misses with and without discard notifications), queue sweep", Run: NFSCCStudy},
 		// NASD: {Name: "nasd", ...}
 		{Name: "nasd", Summary: "seed 004: figures 3-7 (server schemes, 1-Chance variants, nine combinations, client cache and hops sweeps)", Run: NASDStudy},
