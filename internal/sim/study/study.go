@@ -95,7 +95,17 @@ func RunMatrix(ctx context.Context, env *Env, algs []string, cfgs []Config) ([]s
 			if err != nil {
 				return err
 			}
-			m, err := sim.Run(ctx, j.cfg.Workload, alg, p, sim.RunOptions{Algorithm: j.alg, Config: j.cfg.Name})
+			ro := sim.RunOptions{Algorithm: j.alg, Config: j.cfg.Name}
+			if env.Progress != nil {
+				ro.ProgressEvery = 1 << 20
+				ro.Progress = func(n int64) {
+					mu.Lock()
+					env.progressf("  ... %s on %s: %.1fM accesses (%s elapsed)", j.alg, j.cfg.Name, float64(n)/1e6,
+						time.Since(start).Round(100*time.Millisecond))
+					mu.Unlock()
+				}
+			}
+			m, err := sim.Run(ctx, j.cfg.Workload, alg, p, ro)
 			if err != nil {
 				return fmt.Errorf("%s on %s: %w", j.alg, j.cfg.Name, err)
 			}
