@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 
 	"github.com/coopfs/coopfs/internal/bench/local"
@@ -73,7 +74,7 @@ func (o *benchOutput) register(fs interface {
 	StringVar(p *string, name, value, usage string)
 }) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to FILE")
-	fs.StringVar(&o.outDir, "out", "", "write results.json, the plot (PNG and SVG) and the table to DIR")
+	fs.StringVar(&o.outDir, "out", "", "write WORKLOAD.json, WORKLOAD.txt (the table) and the plot WORKLOAD.png/.svg to DIR")
 }
 
 // write prints the table and writes the files asked for.
@@ -119,10 +120,34 @@ func (o *benchOutput) write(r *report.Report, stdout io.Writer) error {
 	return nil
 }
 
+// hideFlags leaves the named flags out of fs's usage (developer flags);
+// the others print as flag.PrintDefaults prints them.
+func hideFlags(fs *flag.FlagSet, stderr io.Writer, synopsis string, names ...string) {
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s %s\n\nFlags:\n", fs.Name(), synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(names, f.Name) {
+				return
+			}
+			typ, usage := flag.UnquoteUsage(f)
+			line := "  -" + f.Name
+			if typ != "" {
+				line += " " + typ
+			}
+			line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				line += fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintln(stderr, line)
+		})
+	}
+}
+
 // localFlags parses the flags of `coopfs bench local` into a Config.
 func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, string, error) {
-	fs := newFlagSet("bench local", "[flags]\n\nOne coopfs server and one FUSE client on this machine, measured side by side with\n"+
-		"ceilings of the same run (see docs/benchmarks.md). Needs FUSE; the cold phase needs root.", stderr)
+	const synopsis = "[flags]\n\nOne coopfs server and one FUSE client on this machine, measured side by side with\n" +
+		"ceilings of the same run (see docs/benchmarks.md). Needs FUSE; the cold phase needs root."
+	fs := newFlagSet("bench local", synopsis, stderr)
 	size := block.Size(local.DefaultSize)
 	fs.Var(&size, "size", "size of the test file")
 	reps := fs.Int("reps", local.DefaultReps, "repetitions of every measurement (the report gives medians)")
@@ -134,6 +159,7 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
 	var out benchOutput
 	out.register(fs)
+	hideFlags(fs, stderr, synopsis, "cpuprofile")
 	if err := parseFlags(fs, args); err != nil {
 		return local.Config{}, out, "", err
 	}
@@ -141,6 +167,9 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 		fmt.Fprintln(stderr, "coopfs bench local: takes no arguments")
 		fs.Usage()
 		return local.Config{}, out, "", errUsage
+	}
+	if *reps < 1 || *threads < 1 || *randOps < 1 {
+		return local.Config{}, out, "", fmt.Errorf("--reps, --threads and --rand-ops must be at least 1 (got %d, %d, %d)", *reps, *threads, *randOps)
 	}
 	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold,
 		Keep: *keep, Command: "coopfs bench local " + strings.Join(args, " "),

@@ -3,8 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"github.com/coopfs/coopfs/internal/bench/cluster/clustertest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,23 +12,16 @@ import (
 	"time"
 )
 
-// coopfsBinary builds cmd/coopfs once for the tests of this package.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	clustertest.Cleanup()
+	os.Exit(code)
+}
+
 func coopfsBinary(t *testing.T) string {
 	t.Helper()
-	if err := FUSEUnavailable(); err != nil {
-		t.Skip("FUSE unavailable: ", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the cluster tests mount as root")
-	}
-	bin := filepath.Join(t.TempDir(), "coopfs")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/coopfs/coopfs/cmd/coopfs").CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot build coopfs (the tree may be mid-edit): %v\n%s", err, out)
-	}
-	return bin
+	clustertest.RequireFUSE(t)
+	return clustertest.Binary(t)
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -42,6 +42,8 @@ type Config struct {
 	// Progress receives progress lines for the longer phases (nil: none).
 	Progress io.Writer
 	Logger   *slog.Logger
+
+	onReading func() // test hook: called when the readers start
 }
 
 func (c *Config) setDefaults() {
@@ -249,6 +251,9 @@ func runReaders(ctx context.Context, r *Report, readers []reader, files []dataFi
 	r.PerClient = make([]ClientResult, len(readers))
 	errs := make([]error, len(readers))
 	var wg sync.WaitGroup
+	if cfg.onReading != nil {
+		cfg.onReading()
+	}
 	start := time.Now()
 	for i, rd := range readers {
 		wg.Add(1)
