@@ -26,6 +26,7 @@ type Config struct {
 	CacheSize        int64         // memory block cache; default 512 MiB
 	ReadAhead        int           // blocks fetched ahead of a sequential reader; default 4
 	ReconnectTimeout time.Duration // how long calls wait for an unreachable server; default 30s
+	RequestTimeout   time.Duration // how long one request waits for its reply; default 2m
 	Name             string        // how the server's logs name us; default the host name
 
 	// Policy is the coordination policy the mount expects: "" follows the
@@ -51,6 +52,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Name == "" {
 		c.Name, _ = os.Hostname()
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 2 * time.Minute
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
@@ -124,7 +128,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
 	}
-	a.sess = &session{addr: cfg.Server, secret: cfg.Secret, timeout: cfg.ReconnectTimeout,
+	a.sess = &session{addr: cfg.Server, secret: cfg.Secret, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer)}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {

@@ -22,13 +22,14 @@ var ErrUnreachable = errors.New("server unreachable")
 // Each successful dial starts a new generation: handles opened in an older
 // generation are unknown to the server and must be reopened.
 type session struct {
-	addr    string
-	secret  []byte
-	hello   wire.Hello
-	timeout time.Duration // how long to keep redialing before failing a call
-	log     *slog.Logger
-	metrics *obs.Metrics
-	handler wire.Handler
+	addr        string
+	secret      []byte
+	hello       wire.Hello
+	timeout     time.Duration // how long to keep redialing before failing a call
+	callTimeout time.Duration // how long one request may wait for its reply
+	log         *slog.Logger
+	metrics     *obs.Metrics
+	handler     wire.Handler
 
 	mu        sync.Mutex
 	conn      *wire.Conn
@@ -150,9 +151,14 @@ func (s *session) call(ctx context.Context, m wire.Msg, idempotent bool) (wire.M
 		if err != nil {
 			return nil, 0, err
 		}
-		r, err := c.Call(ctx, m)
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		r, err := c.Call(cctx, m)
+		cancel()
 		if err == nil {
 			return r, gen, nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, gen, fmt.Errorf("%v to %s: no reply within %s: %w", m.Type(), s.addr, s.callTimeout, syscall.EIO)
 		}
 		var ce *wire.ConnError
 		if !errors.As(err, &ce) || ctx.Err() != nil {

@@ -136,7 +136,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Lookup(ctx, p)
+	attr, err := n.a.b.Lookup(keep(ctx), p)
 	if err != nil {
 		return nil, n.a.errno("lookup", p, err)
 	}
@@ -145,7 +145,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		attr, err := h.f.Attr(ctx)
+		attr, err := h.f.Attr(keep(ctx))
 		if err != nil {
 			return n.a.errno("fgetattr", "", err)
 		}
@@ -156,7 +156,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if !ok {
 		return syscall.ENOENT
 	}
-	attr, err := n.a.b.GetAttr(ctx, p)
+	attr, err := n.a.b.GetAttr(keep(ctx), p)
 	if err != nil {
 		return n.a.errno("getattr", p, err)
 	}
@@ -198,7 +198,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if !ok && f == nil {
 		return syscall.ENOENT
 	}
-	attr, err := n.a.b.SetAttr(ctx, p, f, setAttrIn(in), caller(ctx))
+	attr, err := n.a.b.SetAttr(keep(ctx), p, f, setAttrIn(in), caller(ctx))
 	if err != nil {
 		return n.a.errno("setattr", p, err)
 	}
@@ -211,7 +211,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	ents, err := n.a.b.ReadDir(ctx, p)
+	ents, err := n.a.b.ReadDir(keep(ctx), p)
 	if err != nil {
 		return nil, n.a.errno("readdir", p, err)
 	}
@@ -230,7 +230,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Mkdir(ctx, p, mode, caller(ctx))
+	attr, err := n.a.b.Mkdir(keep(ctx), p, mode, caller(ctx))
 	if err != nil {
 		return nil, n.a.errno("mkdir", p, err)
 	}
@@ -249,7 +249,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT
 	}
-	f, attr, err := n.a.b.Create(ctx, p, flags, mode, caller(ctx))
+	f, attr, err := n.a.b.Create(keep(ctx), p, flags, mode, caller(ctx))
 	if err != nil {
 		return nil, nil, 0, n.a.errno("create", p, err)
 	}
@@ -261,7 +261,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	f, attr, err := n.a.b.Open(ctx, p, flags)
+	f, attr, err := n.a.b.Open(keep(ctx), p, flags)
 	if err != nil {
 		return nil, 0, n.a.errno("open", p, err)
 	}
@@ -271,7 +271,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		// entry): ESTALE makes the kernel look the name up again and
 		// retry the open on the new inode, instead of mixing two files
 		// (old size, new data) in one inode.
-		f.Release(ctx)
+		f.Release(keep(ctx))
 		return nil, 0, syscall.ESTALE
 	}
 	if !f.KeepCache() {
@@ -302,7 +302,7 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	nw, err := h.f.WriteAt(ctx, data, off)
+	nw, err := h.f.WriteAt(keep(ctx), data, off)
 	if err != nil {
 		return uint32(nw), n.a.errno("write", "", err)
 	}
@@ -311,21 +311,21 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		return n.a.errno("flush", "", h.f.Flush(ctx))
+		return n.a.errno("flush", "", h.f.Flush(keep(ctx)))
 	}
 	return 0
 }
 
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		return n.a.errno("fsync", "", h.f.Fsync(ctx))
+		return n.a.errno("fsync", "", h.f.Fsync(keep(ctx)))
 	}
 	return 0
 }
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		return n.a.errno("release", "", h.f.Release(ctx))
+		return n.a.errno("release", "", h.f.Release(keep(ctx)))
 	}
 	return 0
 }
@@ -335,7 +335,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
-	return n.a.errno("unlink", p, n.a.b.Unlink(ctx, p))
+	return n.a.errno("unlink", p, n.a.b.Unlink(keep(ctx), p))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -343,7 +343,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
-	return n.a.errno("rmdir", p, n.a.b.Rmdir(ctx, p))
+	return n.a.errno("rmdir", p, n.a.b.Rmdir(keep(ctx), p))
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -356,7 +356,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok1 || !ok2 {
 		return syscall.ENOENT
 	}
-	return n.a.errno("rename", oldPath, n.a.b.Rename(ctx, oldPath, newPath, flags))
+	return n.a.errno("rename", oldPath, n.a.b.Rename(keep(ctx), oldPath, newPath, flags))
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -369,7 +369,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok1 || !ok2 {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Link(ctx, oldPath, newPath)
+	attr, err := n.a.b.Link(keep(ctx), oldPath, newPath)
 	if err != nil {
 		return nil, n.a.errno("link", newPath, err)
 	}
@@ -381,7 +381,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Symlink(ctx, target, p, caller(ctx))
+	attr, err := n.a.b.Symlink(keep(ctx), target, p, caller(ctx))
 	if err != nil {
 		return nil, n.a.errno("symlink", p, err)
 	}
@@ -393,7 +393,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	target, err := n.a.b.Readlink(ctx, p)
+	target, err := n.a.b.Readlink(keep(ctx), p)
 	if err != nil {
 		return nil, n.a.errno("readlink", p, err)
 	}
@@ -401,7 +401,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	st, err := n.a.b.StatFs(ctx)
+	st, err := n.a.b.StatFs(keep(ctx))
 	if err != nil {
 		return n.a.errno("statfs", "", err)
 	}
@@ -412,3 +412,12 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	}
 	return 0
 }
+
+// keep detaches an operation from the kernel's interrupt. A FUSE request is
+// interrupted whenever the calling thread gets a signal (Go programs get
+// SIGURG all the time), and an operation the server has already carried
+// out must not be reported as EINTR: the program would redo an append or
+// see mkdir fail for a directory that now exists. Only reads stay
+// interruptible (they change nothing); every backend call has its own
+// timeouts, so a detached operation still cannot hang forever.
+func keep(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
