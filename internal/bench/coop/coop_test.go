@@ -257,6 +257,9 @@ func TestCooperativeReadE2E(t *testing.T) {
 		}
 	}
 	t.Logf("first reader: %.1f MB/s; server served %.0f, forwarded %.0f", float64(size)/first[0].Elapsed().Seconds()/1e6, st1.ServedByServer, st1.Forwards)
+	for _, r := range later[1:] {
+		t.Logf("later reader: %.1f MB/s", float64(size)/r.Elapsed().Seconds()/1e6)
+	}
 	t.Logf("later readers: requests %.0f, forwards %.0f (misses %.0f), served by server %.0f, peer reads %.0f, timeouts %.0f",
 		st2.ServerRequests, st2.Forwards, st2.ForwardMisses, st2.ServedByServer, st2.ReadsBy(obs.LayerPeer),
 		st2.Total(func(c *ClientStats) float64 { return c.Timeouts }))
