@@ -54,6 +54,8 @@ func (p Plot) Save(path string) error {
 			pl.Legend.Add(s.Label, l, sc)
 		}
 	}
+	// Headroom above the data, so that the legend (top right) never covers it.
+	pl.Y.Max += (pl.Y.Max - pl.Y.Min) * 0.35
 	if err := pl.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("save plot %s: %w", path, err)
 	}
@@ -87,5 +89,6 @@ func (p Plot) addBars(pl *plot.Plot) error {
 		pl.Legend.Add(s.Label, b)
 	}
 	pl.NominalX(p.Categories...)
+	pl.X.Min, pl.X.Max = pl.X.Min-0.5, pl.X.Max+0.5 // whole bars at both ends
 	return nil
 }
