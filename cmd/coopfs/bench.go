@@ -31,6 +31,7 @@ type benchWorkload struct {
 func benchWorkloads() []benchWorkload {
 	return []benchWorkload{
 		{"local", "one server and one client here: memory cache vs do-nothing FUSE, page cache vs local disk, cold and 4 KiB random reads", false, runBenchLocal},
+		{"coop", "cooperative benchmarks on a netns testbed: concurrent copy, patterns, discard, andrew, fault (root)", false, runBenchCoop},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
 	}
 }
@@ -61,7 +62,7 @@ func benchUsage(w io.Writer) {
 			fmt.Fprintf(w, "  %-7s %s\n", b.name, b.summary)
 		}
 	}
-	fmt.Fprintln(w, "\nRun 'coopfs bench WORKLOAD -h' for its flags. Every workload prints a table and can write JSON and plots (--out DIR).")
+	fmt.Fprintln(w, "\nRun 'coopfs bench WORKLOAD -h' for its flags; workloads print a table and write JSON and plots.")
 }
 
 // benchOutput are the output flags every workload shares.
