@@ -97,7 +97,7 @@ func (n *node) childPath(name string) (string, bool) {
 // newChild makes (or finds, for a hard link) the inode of attr.
 func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
 	fillAttr(&out.Attr, attr)
-	return n.NewInode(ctx, &node{a: n.a}, fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino})
+	return n.NewInode(ctx, &node{a: n.a}, fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen})
 }
 
 func caller(ctx context.Context) Caller {
@@ -265,7 +265,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, n.a.errno("open", p, err)
 	}
-	if attr.Ino != n.StableAttr().Ino {
+	if sa := n.StableAttr(); attr.Ino != sa.Ino || attr.Gen != sa.Gen {
 		// The name now refers to another file (renamed over or replaced
 		// by another client or in the export, while the kernel kept its
 		// entry): ESTALE makes the kernel look the name up again and

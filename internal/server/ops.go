@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -141,7 +142,14 @@ func (s *Server) lstat(p string) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.AttrReply{Attr: s.attrOf(fi)}, nil
+	a := s.attrOf(fi)
+	// The birth time comes from statx by path; it is used only if it
+	// describes the very inode os.Root found inside the export.
+	var stx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, filepath.Join(s.exportAbs, p), unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Ino == a.Ino {
+		a.Gen = genOf(&stx)
+	}
+	return &wire.AttrReply{Attr: a}, nil
 }
 
 func (s *Server) fstat(f *os.File) (*wire.AttrReply, error) {
@@ -149,7 +157,21 @@ func (s *Server) fstat(f *os.File) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.AttrReply{Attr: s.attrOf(fi)}, nil
+	a := s.attrOf(fi)
+	var stx unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) == nil {
+		a.Gen = genOf(&stx)
+	}
+	return &wire.AttrReply{Attr: a}, nil
+}
+
+// genOf folds a file's birth time into a generation number, 0 if the file
+// system does not record it.
+func genOf(stx *unix.Statx_t) uint64 {
+	if stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return uint64(stx.Btime.Sec)<<30 ^ uint64(stx.Btime.Nsec)
 }
 
 // fileMode converts a st_mode permission word to os.FileMode.

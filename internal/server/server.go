@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -87,14 +88,15 @@ func (c *Config) validate() error {
 
 // Server is a running file server.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	root     *os.Root
-	bootID   uint64
-	versions *versions
-	cache    *mem.Cache
-	handles  *handles
-	coop     *coop // the directory policy; nil under "none"
+	cfg       Config
+	log       *slog.Logger
+	root      *os.Root
+	exportAbs string // the export's absolute path
+	bootID    uint64
+	versions  *versions
+	cache     *mem.Cache
+	handles   *handles
+	coop      *coop // the directory policy; nil under "none"
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -113,7 +115,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open export: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(),
+	abs, err := filepath.Abs(cfg.Export)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("export path: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs,
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)

@@ -600,6 +600,7 @@ func encodeAttr(e *encoder, a *Attr) {
 	e.i64(a.Ctime)
 	e.u32(a.Rdev)
 	e.u64(a.Version)
+	e.u64(a.Gen)
 }
 
 func decodeAttr(d *decoder, a *Attr) {
@@ -615,6 +616,7 @@ func decodeAttr(d *decoder, a *Attr) {
 	a.Ctime = d.i64()
 	a.Rdev = d.u32()
 	a.Version = d.u64()
+	a.Gen = d.u64()
 }
 
 func (*AttrReply) Type() Type          { return TAttrReply }

@@ -14,6 +14,7 @@ type Attr struct {
 	Ctime   int64
 	Rdev    uint32
 	Version uint64 // commit counter: changes whenever the content changes
+	Gen     uint64 // generation: tells apart files that reuse one inode number (0: unknown)
 }
 
 // DirEntry is one directory entry.

@@ -17,7 +17,7 @@ import (
 
 func sampleMsgs() []Msg {
 	attr := Attr{Ino: 7, Mode: 0o100644, Nlink: 1, UID: 1000, GID: 100, Size: 1 << 40,
-		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99}
+		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99, Gen: 12345}
 	return []Msg{
 		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32)},
 		&HelloReply{Version: 1, Nonce: []byte{2}, Proof: []byte{3}, BlockSize: 1 << 20, Policy: "none", BootID: 9},
