@@ -94,6 +94,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
+	fresh    sync.Map          // block.ID → struct{}: fetched by read-ahead, not yet read
 }
 
 var _ fusefs.Backend = (*Agent)(nil)
@@ -115,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 	}
 	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) {
+		a.fresh.Delete(id)
 		if a.coop != nil {
 			a.coop.evicted(id)
 		}

@@ -113,7 +113,7 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	for n < len(p) {
 		pos := off + int64(n)
 		idx := uint64(pos / int64(bs))
-		data, err := f.block(ctx, idx)
+		data, err := f.block(ctx, idx, true)
 		if err != nil {
 			return n, err
 		}
@@ -128,6 +128,24 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	f.readAhead(off, n, bs)
 	return n, nil
+}
+
+// ReadSlice implements fusefs.SliceReader: a read within one cached block
+// is handed to the kernel without a copy (blocks are never modified).
+func (f *file) ReadSlice(ctx context.Context, off int64, n int) ([]byte, bool, error) {
+	bs := int64(f.a.BlockSize())
+	in := off % bs
+	if n <= 0 || in+int64(n) > bs {
+		return nil, false, nil
+	}
+	data, err := f.block(ctx, uint64(off/bs), true)
+	if err != nil {
+		return nil, false, err
+	}
+	end := min(in+int64(n), int64(len(data))) // a short block ends the file
+	in = min(in, end)
+	f.readAhead(off, int(end-in), int(bs))
+	return data[in:end], true, nil
 }
 
 // readAhead starts fetching the blocks after a sequential read.
@@ -163,22 +181,30 @@ func (f *file) readAhead(off int64, n, bs int) {
 		}
 		go func(idx uint64) {
 			defer func() { <-f.a.prefetch }()
-			f.block(context.Background(), idx)
+			f.block(context.Background(), idx, false)
 		}(idx)
 	}
 }
 
 // block returns block idx of the file at the version this open file sees,
 // from the cache or from the server; concurrent misses of one block share
-// one fetch.
-func (f *file) block(ctx context.Context, idx uint64) ([]byte, error) {
+// one fetch. A read counts in the layer that served it: a fetch counts
+// where the block came from (server or peer), a demand read of a cached
+// block counts as local memory unless read-ahead fetched it for this very
+// read (it was counted at the fetch).
+func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, error) {
 	f.mu.Lock()
 	ino, v := f.attr.Ino, f.attr.Version
 	f.mu.Unlock()
 	id := block.ID{File: ino, Index: idx}
 	if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
-		f.a.metrics.CountRead(obs.LayerLocalMemory, len(data))
+		if _, prefetched := f.a.fresh.LoadAndDelete(id); demand && !prefetched {
+			f.a.metrics.CountRead(obs.LayerLocalMemory, len(data))
+		}
 		return data, nil
+	}
+	if !demand {
+		defer f.a.fresh.Store(id, struct{}{})
 	}
 	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10)
 	ch := f.a.flights.DoChan(key, func() (any, error) {

@@ -46,6 +46,15 @@ type Backend interface {
 	StatFs(ctx context.Context) (wire.StatFs, error)
 }
 
+// SliceReader is an optional File interface for reads without a copy: when
+// the whole range [off, off+n) (or its part before end of file) lies in one
+// immutable buffer the backend holds, ReadSlice returns that buffer's slice
+// and ok; otherwise ok is false and the adapter calls ReadAt. The slice must
+// never be modified afterwards (the kernel copies it after Read returns).
+type SliceReader interface {
+	ReadSlice(ctx context.Context, off int64, n int) (b []byte, ok bool, err error)
+}
+
 // File is an open file of the backend.
 type File interface {
 	// ReadAt reads up to len(p) bytes at off; it returns fewer only at end of file.

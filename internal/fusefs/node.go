@@ -290,6 +290,15 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 	if !ok {
 		return nil, syscall.EBADF
 	}
+	if sr, ok := h.f.(SliceReader); ok {
+		b, ok, err := sr.ReadSlice(ctx, off, len(dest))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, n.a.errno("read", "", err)
+		}
+		if ok {
+			return fuse.ReadResultData(b), 0
+		}
+	}
 	nr, err := h.f.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, n.a.errno("read", "", err)
