@@ -21,6 +21,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	files := fs.Int("files", demo.DefaultFiles, "number of files in the data set")
 	fileSize := block.Size(demo.DefaultFileSize)
 	fs.Var(&fileSize, "file-size", "size of each file")
+	policy := fs.String("policy", demo.DefaultPolicy, "coordination policy: directory (clients serve each other's misses) or none")
 	keep := fs.Bool("keep", false, "keep the data set and the process logs (the path is printed)")
 	library := fs.Bool("library", false, "use the client library even where FUSE works")
 	logLevel := fs.String("log-level", "warn", "launcher log level: debug, info, warn or error")
@@ -32,7 +33,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return errUsage
 	}
-	r, err := demo.Run(ctx, demo.Config{Clients: *clients, Files: *files, FileSize: int64(fileSize),
+	r, err := demo.Run(ctx, demo.Config{Clients: *clients, Files: *files, FileSize: int64(fileSize), Policy: *policy,
 		Keep: *keep, ForceLibrary: *library, Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if r != nil {
 		fmt.Fprintln(stdout)

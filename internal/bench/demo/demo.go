@@ -25,6 +25,7 @@ const (
 	DefaultClients  = 3
 	DefaultFiles    = 2
 	DefaultFileSize = 256 << 20
+	DefaultPolicy   = "directory"
 )
 
 // Config is one demo run.
@@ -32,6 +33,9 @@ type Config struct {
 	Clients  int   // FUSE clients (or in-process clients without FUSE)
 	Files    int   // files in the data set; every client reads all of them
 	FileSize int64 // bytes per file
+	// Policy is the server's coordination policy: "directory" (clients
+	// serve each other's misses, the default) or "none".
+	Policy string
 	// Keep leaves the run directory (data set, logs) in place.
 	Keep bool
 	// ForceLibrary runs the client-library variant even where FUSE works.
@@ -56,6 +60,9 @@ func (c *Config) setDefaults() {
 	if c.FileSize == 0 {
 		c.FileSize = DefaultFileSize
 	}
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -72,6 +79,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--files %d: want 1 to 1000", c.Files)
 	case c.FileSize < 1:
 		return fmt.Errorf("--file-size %d: want at least one byte", c.FileSize)
+	case c.Policy != "none" && c.Policy != "directory":
+		return fmt.Errorf("--policy %q: want none or directory", c.Policy)
 	}
 	return nil
 }
@@ -84,7 +93,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Report{Clients: cfg.Clients, Files: cfg.Files, FileSize: cfg.FileSize, Mode: ModeFUSE}
+	r := &Report{Clients: cfg.Clients, Files: cfg.Files, FileSize: cfg.FileSize, Mode: ModeFUSE, Policy: cfg.Policy}
 	if !cfg.ForceLibrary {
 		if err := cluster.FUSEUnavailable(); err != nil {
 			r.Mode, r.FallbackReason = ModeLibrary, err.Error()
@@ -122,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	total := cfg.FileSize * int64(cfg.Files)
 	ccfg := cluster.Config{Binary: cfg.Binary, Env: cfg.Env, Export: export, Dir: filepath.Join(dir, "run"),
-		Keep: cfg.Keep, Logger: cfg.Logger,
+		Keep: cfg.Keep, Logger: cfg.Logger, ServerArgs: []string{"--policy", cfg.Policy},
 		// Every client caches the whole data set.
 		MountArgs: []string{"--cache-size", fmt.Sprint(total + total/8 + 64<<20)}}
 	if r.Mode == ModeFUSE {

@@ -20,6 +20,7 @@ const (
 // Report is what a demo run measured.
 type Report struct {
 	Mode           string         `json:"mode"`
+	Policy         string         `json:"policy"`
 	FallbackReason string         `json:"fallback_reason,omitempty"`
 	Clients        int            `json:"clients"`
 	Files          int            `json:"files"`
@@ -112,8 +113,8 @@ func byLayer(ss []obs.Samples) []LayerReads {
 // WriteText prints the report for people.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "coopfs demo: %d %s clients read the same %d files of %s at once from one server (%s)\n",
-		r.Clients, r.Mode, r.Files, mib(float64(r.FileSize)), r.Server)
+	fmt.Fprintf(&b, "coopfs demo: %d %s clients read the same %d files of %s at once from one server (%s, policy %s)\n",
+		r.Clients, r.Mode, r.Files, mib(float64(r.FileSize)), r.Server, r.Policy)
 	if r.FallbackReason != "" {
 		fmt.Fprintf(&b, "(without FUSE: %s; clients are the client library in this process)\n", r.FallbackReason)
 	}
@@ -140,7 +141,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	writeLayers(&b, r.ClientReads)
 	b.WriteString("Reads the server served:\n")
 	writeLayers(&b, r.ServerReads)
-	fmt.Fprintf(&b, "Server sent %s to its clients (the clients read %s).\n", mib(r.ServerBytesOut), mib(float64(total)))
+	fmt.Fprintf(&b, "Server sent %s to its clients (the clients read %s", mib(r.ServerBytesOut), mib(float64(total)))
+	if total > 0 {
+		fmt.Fprintf(&b, ": %.0f%% of it", 100*r.ServerBytesOut/float64(total))
+	}
+	b.WriteString(").\n")
+	if r.Policy == "directory" {
+		b.WriteString("Under the directory policy the server forwards a miss to a client that holds the block, and\n" +
+			"that client sends it directly: the peer reads above did not cross the server's link.\n")
+	}
 	if r.LogDir != "" {
 		fmt.Fprintf(&b, "Logs: %s\n", r.LogDir)
 	}
