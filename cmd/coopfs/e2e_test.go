@@ -17,7 +17,6 @@ package main
 // tests a prebuilt binary instead of building one.
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"flag"
@@ -26,12 +25,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/fusefs"
 )
 
 // e2eEnv is what TestMain prepares for the end-to-end tests.
@@ -100,54 +100,16 @@ func e2eSweepMounts(base string) []string {
 	return left
 }
 
-// e2eMountsUnder lists the mount points at or under dir in /proc/self/mountinfo.
+// e2eMountsUnder lists the mount points at or under dir.
 func e2eMountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := e2eUnescape(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out
+	ms, _ := fusefs.MountsUnder(dir)
+	return ms
 }
 
 // e2eIsMounted reports whether dir is a mount point.
 func e2eIsMounted(dir string) bool {
-	for _, mp := range e2eMountsUnder(dir) {
-		if mp == dir {
-			return true
-		}
-	}
-	return false
-}
-
-func e2eUnescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	ok, _ := fusefs.IsMountPoint(dir)
+	return ok
 }
 
 // needBinary skips under -short and fails when the build failed.

@@ -143,7 +143,7 @@ func mountMem(t *testing.T, cfg Config) (*memFS, *Mounted) {
 		if err := m.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
-		if mounted, _ := isMountPoint(m.Dir()); mounted {
+		if mounted, _ := IsMountPoint(m.Dir()); mounted {
 			t.Errorf("%s still mounted after the test", m.Dir())
 		}
 	})
@@ -243,7 +243,7 @@ func TestUnmountOnCancel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve loop still running 20s after cancel")
 	}
-	if mounted, _ := isMountPoint(m.Dir()); mounted {
+	if mounted, _ := IsMountPoint(m.Dir()); mounted {
 		t.Errorf("%s still mounted after cancel", m.Dir())
 	}
 }
@@ -337,7 +337,7 @@ func TestDeadMount(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		m.Unmount()
-		if mounted, _ := isMountPoint(dir); mounted {
+		if mounted, _ := IsMountPoint(dir); mounted {
 			t.Errorf("%s still mounted", dir)
 			syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
@@ -357,7 +357,7 @@ func TestDeadMount(t *testing.T) {
 	if err := m.Unmount(); err != nil {
 		t.Fatalf("Unmount of a dead mount: %v", err)
 	}
-	if mounted, _ := isMountPoint(m.Dir()); mounted {
+	if mounted, _ := IsMountPoint(m.Dir()); mounted {
 		t.Errorf("dead mount %s not removed", m.Dir())
 	}
 }

@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -226,7 +225,7 @@ func CheckMountpoint(mountpoint string) (string, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	mounted, err := isMountPoint(abs)
+	mounted, err := IsMountPoint(abs)
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: reading /proc/self/mountinfo: %w", abs, err)
 	}
@@ -237,52 +236,6 @@ func CheckMountpoint(mountpoint string) (string, error) {
 		return "", fmt.Errorf("mountpoint %s is already a mount point: unmount it first (umount %s)", abs, abs)
 	}
 	return abs, nil
-}
-
-// mountInfo returns the major:minor of the mount at dir, if there is one.
-func mountInfo(dir string) (dev string, ok bool, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		if unescapeMountinfo(fields[4]) == dir {
-			dev, ok = fields[2], true // the last (topmost) mount wins
-		}
-	}
-	return dev, ok, sc.Err()
-}
-
-func isMountPoint(dir string) (bool, error) {
-	_, ok, err := mountInfo(dir)
-	return ok, err
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // checkFuse says in one line what to install when FUSE cannot work here.

@@ -159,8 +159,4 @@ func TestIsUnder(t *testing.T) {
 	}
 }
 
-func TestUnescape(t *testing.T) {
-	if got := unescape(`/tmp/a\040b`); got != "/tmp/a b" {
-		t.Errorf("got %q", got)
-	}
-}
+

@@ -1,89 +1,26 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
 )
 
-// mounts returns the mount points listed in /proc/self/mountinfo.
-func mounts() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 {
-			out = append(out, unescape(fields[4]))
-		}
-	}
-	return out, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // IsMounted reports whether a file system is mounted at dir (an absolute,
 // symlink-free path).
-func IsMounted(dir string) (bool, error) {
-	ms, err := mounts()
-	if err != nil {
-		return false, err
-	}
-	for _, m := range ms {
-		if m == dir {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+func IsMounted(dir string) (bool, error) { return fusefs.IsMountPoint(dir) }
 
 // MountsUnder lists the mount points at or below dir.
-func MountsUnder(dir string) ([]string, error) {
-	ms, err := mounts()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range ms {
-		if m == dir || strings.HasPrefix(m, dir+"/") {
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
+func MountsUnder(dir string) ([]string, error) { return fusefs.MountsUnder(dir) }
 
 // LazyUnmount detaches the mount at dir: fusermount3 -u -z, or umount2
 // with MNT_DETACH when that is missing or fails (as root).

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/fusefs"
 )
 
 // netnsDir is where `ip netns` keeps the bind mounts that name namespaces.
@@ -170,17 +172,13 @@ func alive(pid int) bool {
 // unmountPrefix lazily detaches every mount with a path component starting
 // with prefix, deepest first, except the namespace bind mounts themselves.
 func unmountPrefix(prefix string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := fusefs.Mounts()
 	if err != nil {
 		return fmt.Errorf("testbed: read mounts: %w", err)
 	}
 	var mps []string
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
+	for _, m := range mounts {
+		mp := m.Dir
 		if strings.HasPrefix(mp, netnsDir+"/") || !strings.Contains(mp, "/"+prefix) {
 			continue
 		}
@@ -198,23 +196,4 @@ func unmountPrefix(prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
