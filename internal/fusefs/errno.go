@@ -3,34 +3,25 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"syscall"
+
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
-// ToErrno is the one place where an error becomes an errno: nil → 0, an
-// error wrapping a syscall.Errno → that errno, context.Canceled (an
-// interrupted request) → EINTR, the io/fs sentinels ErrNotExist, ErrExist,
-// ErrPermission → ENOENT, EEXIST, EACCES, and anything else → EIO.
+// ToErrno is the one place where an error becomes an errno: nil → 0,
+// context.Canceled (an interrupted read) → EINTR, and otherwise the errno
+// the wire layer finds for it (a wrapped syscall.Errno, the io/fs sentinels
+// ErrNotExist, ErrExist, ErrPermission → ENOENT, EEXIST, EACCES, anything
+// else → EIO).
 func ToErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		if errno == 0 {
-			return syscall.EIO
-		}
-		return errno
-	}
 	switch {
+	case err == nil:
+		return 0
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
-	case errors.Is(err, fs.ErrNotExist):
-		return syscall.ENOENT
-	case errors.Is(err, fs.ErrExist):
-		return syscall.EEXIST
-	case errors.Is(err, fs.ErrPermission):
-		return syscall.EACCES
+	}
+	if errno := wire.ErrnoOf(err); errno != 0 {
+		return errno
 	}
 	return syscall.EIO
 }
