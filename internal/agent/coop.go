@@ -38,7 +38,7 @@ type coop struct {
 	tokens    map[uint64]chan wire.Msg // requests waiting for PeerData or PeerNack
 
 	peerMu sync.Mutex
-	peers  map[string]*wire.Conn // connections to requesters, by address
+	peers  map[string]*peerConn // connections to requesters, by address
 
 	stats coopStats
 }
@@ -82,7 +82,7 @@ func newCoop(a *Agent, ln net.Listener) (*coop, error) {
 	}
 	c := &coop{a: a, ln: ln, timeout: a.cfg.ForwardTimeout, holder: h,
 		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]chan wire.Msg),
-		peers: make(map[string]*wire.Conn)}
+		peers: make(map[string]*peerConn)}
 	go c.accept()
 	return c, nil
 }
@@ -94,11 +94,16 @@ func (c *coop) close() {
 	c.holderMu.Unlock()
 	c.sendDiscard(batch, false)
 	c.peerMu.Lock()
-	for _, p := range c.peers {
-		p.Close()
-	}
-	c.peers = map[string]*wire.Conn{}
+	peers := c.peers
+	c.peers = map[string]*peerConn{}
 	c.peerMu.Unlock()
+	for _, p := range peers {
+		p.mu.Lock()
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		p.mu.Unlock()
+	}
 }
 
 // accept serves peers that bring forwarded blocks.
@@ -250,11 +255,21 @@ func (c *coop) toPeer(addr string, m wire.Msg) {
 	}
 }
 
+// peer returns the connection to a requester, dialing it if needed. Dials
+// to different requesters proceed in parallel: a dead requester costs only
+// the forwards meant for it a timeout.
 func (c *coop) peer(addr string) (*wire.Conn, error) {
 	c.peerMu.Lock()
-	defer c.peerMu.Unlock()
-	if p := c.peers[addr]; p != nil && p.Err() == nil {
-		return p, nil
+	p := c.peers[addr]
+	if p == nil {
+		p = &peerConn{}
+		c.peers[addr] = p
+	}
+	c.peerMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil && p.conn.Err() == nil {
+		return p.conn, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -270,12 +285,17 @@ func (c *coop) peer(addr string) (*wire.Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	p := wire.NewConn(nc, br, wire.ConnConfig{
+	p.conn = wire.NewConn(nc, br, wire.ConnConfig{
 		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
 		Name:     "requester " + addr,
 	})
-	c.peers[addr] = p
-	return p, nil
+	return p.conn, nil
+}
+
+// peerConn is the connection to one requester; mu serialises its dialing.
+type peerConn struct {
+	mu   sync.Mutex
+	conn *wire.Conn
 }
 
 // startFetch marks a block as on its way (a forward for it waits), and
