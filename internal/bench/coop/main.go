@@ -28,6 +28,7 @@ Subcommands:
   discard   forward miss rate with and without discard notifications (tables 4, 5)
   andrew    Andrew-style phases through one client, none vs directory (table 1)
   fault     SIGKILL one serving client during a concurrent copy
+  replot    redraw the plots of a saved report: replot FILE.json [OUTDIR]
   worker    (internal) a workload process run inside a host
 
 Run 'coopfs bench coop SUBCOMMAND -h' for the flags.
@@ -43,8 +44,11 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 		return nil
 	}
 	sub, args := args[0], args[1:]
-	if sub == "worker" {
+	switch sub {
+	case "worker":
 		return RunWorker(ctx, args, stderr)
+	case "replot":
+		return replot(args, stdout)
 	}
 	fs := flag.NewFlagSet("bench coop "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -267,4 +271,38 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q: want e.g. 100MB, 64MiB or 4096", s)
 	}
 	return int64(f * m), nil
+}
+
+// replot redraws the plots of a report saved as coop-NAME.json.
+func replot(args []string, stdout io.Writer) error {
+	if len(args) < 1 || len(args) > 2 {
+		return fmt.Errorf("replot FILE.json [OUTDIR]: %w", ErrUsage)
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(args[0])
+	if len(args) == 2 {
+		dir = args[1]
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(args[0]), "coop-"), ".json")
+	var r report
+	switch name {
+	case "copy":
+		r = &CopyReport{}
+	case "patterns", "discard":
+		r = &PatternsReport{}
+	case "andrew":
+		r = &AndrewReport{}
+	case "fault":
+		r = &FaultReport{}
+	default:
+		return fmt.Errorf("replot: %s is not a coop-{copy,patterns,discard,andrew,fault}.json report", args[0])
+	}
+	if err := json.Unmarshal(b, r); err != nil {
+		return fmt.Errorf("replot %s: %w", args[0], err)
+	}
+	r.Table(stdout)
+	return writeReport(dir, name, r)
 }

@@ -232,8 +232,9 @@ func (r *PatternsReport) Plots() []Plot {
 			variants = append(variants, row.Variant)
 		}
 	}
+	short := map[string]string{PatSequential: "seq", PatRandom: "random", PatHotcoldLocal: "hc-local", PatHotcoldGlobal: "hc-global"}
 	for _, p := range pats {
-		cats = append(cats, p+"\n"+runCold, p+"\n"+runWarm)
+		cats = append(cats, short[p]+"\n"+runCold, short[p]+"\n"+runWarm)
 	}
 	lat := Plot{Name: "coop-" + r.Name + "-readtime", Bars: true, Categories: cats,
 		Title:  fmt.Sprintf("Average 4 KiB block read time, %d clients", r.Clients),

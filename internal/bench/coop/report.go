@@ -44,7 +44,9 @@ func (p Plot) Save(path string) error {
 	pl.Y.Min = 0
 	if p.Bars {
 		n := len(p.Series)
-		w := vg.Points(60 / float64(max(n, 1)))
+		// Groups fill about 80 % of a 6-inch plot area.
+		w := vg.Points(min(60, 350/float64(max(len(p.Categories), 1))) / float64(max(n, 1)))
+		pl.Legend.Left = false
 		for i, s := range p.Series {
 			b, err := plotter.NewBarChart(plotter.Values(s.Y), w)
 			if err != nil {
