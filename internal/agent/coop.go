@@ -189,10 +189,15 @@ func (c *coop) onForward(fw *wire.Forward) {
 		c.pendMu.Lock()
 		p := c.pending[id]
 		c.pendMu.Unlock()
+		// Wait for the block for at most half the requester's timeout: the
+		// requester's timer started first, and our own fetch may itself be
+		// a forward waiting on another holder. Past that, a negative reply
+		// sends the requester to the server at once instead of letting it
+		// time out.
 		if p != nil {
 			select {
 			case <-p.done:
-			case <-time.After(c.timeout):
+			case <-time.After(c.timeout / 2):
 			}
 		}
 		reply = c.answer(id, v, c.localState(id))

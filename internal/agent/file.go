@@ -171,14 +171,16 @@ func (f *file) readAhead(off int64, n, bs int) {
 		f.mu.Unlock()
 		return
 	}
-	f.ahead = last
 	f.mu.Unlock()
 	for idx := first; idx < last; idx++ {
 		select {
 		case f.a.prefetch <- struct{}{}:
 		default:
-			return // enough in flight already
+			return // enough in flight already: a later read asks again
 		}
+		f.mu.Lock()
+		f.ahead = max(f.ahead, idx+1) // only blocks actually started count as read ahead
+		f.mu.Unlock()
 		go func(idx uint64) {
 			defer func() { <-f.a.prefetch }()
 			f.block(context.Background(), idx, false)
