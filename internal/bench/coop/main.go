@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/bench/testbed"
 )
 
 // ErrUsage marks an error the flag package already explained.
@@ -148,6 +150,9 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 	cm.Exec.Coopfs, cm.Exec.Worker, cm.Progress = *coopfsBin, ex.Worker, stderr
 	if cm.Exec.Coopfs == "" {
 		return errors.New("--coopfs: no coopfs binary")
+	}
+	if err := checkPrereqs(); err != nil {
+		return err
 	}
 	tmp := cm.Dir == ""
 	if tmp {
@@ -305,4 +310,16 @@ func replot(args []string, stdout io.Writer) error {
 	}
 	r.Table(stdout)
 	return writeReport(dir, name, r)
+}
+
+// checkPrereqs fails early, before any data set is written, when the
+// testbed or FUSE cannot work here.
+func checkPrereqs() error {
+	if err := testbed.CheckPrereqs(); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("the coop benchmarks mount FUSE file systems: %w (modprobe fuse)", err)
+	}
+	return nil
 }
