@@ -62,6 +62,9 @@ type CopyConfig struct {
 	Size      int64    // bytes of the file
 	BlockSize string
 	ReadAhead int
+	// Stagger delays client i's start by i × Stagger (0: all at once, the
+	// seed's benchmark); for diagnosing lock-step effects.
+	Stagger time.Duration
 }
 
 // CopyRow is one (policy, N) run.
@@ -108,7 +111,7 @@ func RunCopy(ctx context.Context, cfg CopyConfig) (*CopyReport, error) {
 				BlockSize: cfg.BlockSize, ReadAhead: cfg.ReadAhead,
 				ServerCache: serverCacheFor(cfg.Size), Export: export,
 				Dir: filepath.Join(cfg.Dir, fmt.Sprintf("copy-%s-%d", pol, n)),
-			}, digest, -1, 0)
+			}, digest, -1, 0, cfg.Stagger)
 			if err != nil {
 				return rep, fmt.Errorf("copy %s N=%d: %w", pol, n, err)
 			}
@@ -138,7 +141,7 @@ func copyLayers(r *CopyRow) string {
 // copyOnce starts a cluster, preloads the file into the server's memory,
 // runs N readers at once and tears down. With victim ≥ 0 the victim's mount
 // is SIGKILLed killAfter into the run (the fault benchmark).
-func copyOnce(ctx context.Context, cm *Common, cc clusterConfig, digest string, victim int, killAfter time.Duration) (*CopyRow, error) {
+func copyOnce(ctx context.Context, cm *Common, cc clusterConfig, digest string, victim int, killAfter, stagger time.Duration) (*CopyRow, error) {
 	cm.progress("copy %s N=%d: starting testbed", cc.Policy, cc.Clients)
 	c, err := startCluster(ctx, cm.Exec, cc)
 	if err != nil {
@@ -151,7 +154,7 @@ func copyOnce(ctx context.Context, cm *Common, cc clusterConfig, digest string, 
 	startAt := time.Now().Add(500 * time.Millisecond)
 	args := func(i int, m *mount) []string {
 		return []string{"--mode", "copy", "--file", filepath.Join(m.dir, "big"), "--digest", digest,
-			"--start-at", strconv.FormatInt(startAt.UnixNano(), 10)}
+			"--start-at", strconv.FormatInt(startAt.Add(time.Duration(i)*stagger).UnixNano(), 10)}
 	}
 	var during func()
 	mayFail := map[int]bool{}

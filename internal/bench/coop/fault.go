@@ -59,7 +59,7 @@ func RunFault(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 		Clients: cfg.Clients, Policy: "directory", ServerLink: cfg.ServerLink, ClientLink: cfg.ClientLink,
 		ServerCache: serverCacheFor(cfg.Size), Export: export, ForwardTO: ft,
 		Dir: filepath.Join(cfg.Dir, "fault"),
-	}, digest, cfg.Victim-1, kill)
+	}, digest, cfg.Victim-1, kill, 0)
 	if err != nil {
 		return nil, err
 	}

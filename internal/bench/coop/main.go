@@ -71,6 +71,7 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 		size := sizeFlag(fs, "size", 100e6, "bytes of the file (100MB, 64MiB...)")
 		fs.StringVar(&cfg.BlockSize, "block-size", "", "serve --block-size (default: the server's, 1MiB)")
 		fs.IntVar(&cfg.ReadAhead, "read-ahead", 0, "mount --read-ahead in blocks (default: the mount's)")
+		fs.DurationVar(&cfg.Stagger, "stagger", 0, "start client i i×stagger after the first (diagnosis; the seed starts all at once)")
 		run = func() (report, error) {
 			var err error
 			if cfg.Clients, err = parseInts(*clients); err != nil {
