@@ -14,6 +14,7 @@
 //	          (seed tables 4-5)
 //	andrew    an Andrew-style run through one client (seed table 1)
 //	fault     SIGKILL one serving client during a concurrent copy
+//	replot    redraw the plots of a saved JSON report
 //
 // Workloads run as separate processes inside the client hosts: the driver
 // re-executes itself with the worker subcommand (RunWorker), which prints
@@ -21,6 +22,7 @@
 // checks what it read against the export (SHA-256 for whole files, a
 // byte comparison with the export for block reads).
 //
-// The driver needs root, iproute2, nsenter and FUSE; without them Main
+// The results, the commands and an analysis of the live system's limits
+// are in docs/benchmarks-coop.md. The driver needs root, iproute2, nsenter and FUSE; without them Main
 // fails with the testbed's explanation.
 package coop
