@@ -37,6 +37,43 @@ type AndrewReport struct {
 	Runs       []AndrewRun `json:"runs"`
 	// Medians per policy and phase, in ms; "Total" is the sum of phases.
 	Median map[string]map[string]float64 `json:"median_ms"`
+	// Paired is, per phase, the median over repeats of directory/none − 1
+	// within the same repeat (the two runs of a repeat are back to back,
+	// so slow drifts of the shared machine cancel).
+	Paired map[string]float64 `json:"paired_overhead"`
+}
+
+// paired computes Paired from the runs.
+func (r *AndrewReport) paired() map[string]float64 {
+	out := map[string]float64{}
+	for _, ph := range andrewPhases {
+		var xs []float64
+		for i := 1; i <= r.Repeats; i++ {
+			a, b := r.phaseMS("none", i, ph), r.phaseMS("directory", i, ph)
+			if a > 0 && b > 0 {
+				xs = append(xs, b/a-1)
+			}
+		}
+		out[ph] = median(xs)
+	}
+	return out
+}
+
+func (r *AndrewReport) phaseMS(pol string, repeat int, ph string) float64 {
+	for _, run := range r.Runs {
+		if run.Policy != pol || run.Repeat != repeat {
+			continue
+		}
+		if ph == "Total" {
+			return run.TotalMS
+		}
+		for _, p := range run.Phases {
+			if p.Name == ph {
+				return p.MS
+			}
+		}
+	}
+	return 0
 }
 
 var andrewPhases = []string{"MakeDir", "Copy", "ScanDir", "ReadAll", "Make", "Total"}
@@ -91,6 +128,7 @@ func RunAndrew(ctx context.Context, cfg AndrewConfig) (*AndrewReport, error) {
 			rep.Median[pol][ph] = median(xs)
 		}
 	}
+	rep.Paired = rep.paired()
 	return rep, nil
 }
 
@@ -159,7 +197,13 @@ func (r *AndrewReport) Table(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(t)
+	fmt.Fprint(t, "paired overhead")
+	for _, ph := range andrewPhases {
+		fmt.Fprintf(t, "\t%+.1f%%", 100*r.paired()[ph])
+	}
+	fmt.Fprintln(t)
 	t.Flush()
+	fmt.Fprintln(w, "(overhead: of the medians; paired: median over repeats of directory/none − 1 within a repeat)")
 }
 
 // Plots: the median phase times side by side.
