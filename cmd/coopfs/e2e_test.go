@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +113,21 @@ func e2eIsMounted(dir string) bool {
 	return ok
 }
 
+// e2eStarter runs every cmd.Start on one OS thread that never ends.
+// Pdeathsig fires when the *thread* that forked a child ends, and a test that
+// locks its thread and drops it (posixtest's AccessDenied, for setfsuid)
+// would otherwise SIGTERM whatever mount happened to be forked from it.
+var e2eStarter = func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread lives as long as the test binary
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+}()
+
 // needBinary skips under -short and fails when the build failed.
 func needBinary(t *testing.T) {
 	t.Helper()
@@ -194,7 +210,9 @@ func startProcAs(t *testing.T, name string, cred *syscall.Credential, args ...st
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGTERM}
-	if err := p.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	e2eStarter <- func() { started <- p.cmd.Start() }
+	if err := <-started; err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
