@@ -9,7 +9,10 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Handler serves the requests that arrive on a connection. It returns the
@@ -50,8 +53,8 @@ type Conn struct {
 	br   *bufio.Reader
 	cfg  ConnConfig
 	sem  chan struct{}
-	wmu  sync.Mutex
-	wbuf []byte
+	prio chan *frameReq // frames without data, written first
+	bulk chan *frameReq // frames with a data section
 
 	nextID  atomic.Uint64
 	mu      sync.Mutex
@@ -77,9 +80,12 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 		cfg.Name = nc.RemoteAddr().String()
 	}
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
-		pending: make(map[uint64]chan Msg), done: make(chan struct{})}
+		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
+		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	limitUnsent(nc)
 	go c.readLoop()
+	go c.writeLoop()
 	return c
 }
 
@@ -163,32 +169,93 @@ func (c *Conn) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-// write sends one frame; header and metadata go in one buffer and the data
-// section is handed to writev unchanged.
+// write sends one frame and waits until it is written. Frames without a
+// data section (requests, small replies, forwards, negative replies) go
+// ahead of queued data frames: a control message never waits behind
+// megabytes of blocks for the same peer.
 func (c *Conn) write(m Msg, flags uint8, id uint64) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if err := c.Err(); err != nil {
 		return err
 	}
-	head, data := appendFrame(c.wbuf, m, flags, id)
-	c.wbuf = head[:0]
+	head, data := appendFrame(nil, m, flags, id)
 	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
 		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
 	}
-	bufs := net.Buffers{head}
-	if len(data) > 0 {
-		bufs = append(bufs, data)
+	req := &frameReq{head: head, data: data, done: make(chan error, 1)}
+	q := c.bulk
+	if len(data) == 0 {
+		q = c.prio
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := bufs.WriteTo(c.nc); err != nil {
-		c.fail(err)
+	select {
+	case q <- req:
+	case <-c.done:
+		return c.Err()
+	}
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return err
+		}
+	case <-c.done:
 		return c.Err()
 	}
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Message("out", m.Type(), len(head)+len(data))
 	}
 	return nil
+}
+
+// frameReq is one frame waiting for the writer.
+type frameReq struct {
+	head, data []byte
+	done       chan error
+}
+
+// writeLoop writes queued frames, control frames first.
+func (c *Conn) writeLoop() {
+	for {
+		var r *frameReq
+		select {
+		case r = <-c.prio:
+		default:
+			select {
+			case r = <-c.prio:
+			case r = <-c.bulk:
+			case <-c.done:
+				return
+			}
+		}
+		bufs := net.Buffers{r.head}
+		if len(r.data) > 0 {
+			bufs = append(bufs, r.data)
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err := bufs.WriteTo(c.nc)
+		if err != nil {
+			c.fail(err)
+			err = c.Err()
+		}
+		r.done <- err
+	}
+}
+
+// notSentLowat bounds the bytes a socket holds unsent, so that queued data
+// waits in writeLoop, where control frames can overtake it, rather than in
+// the kernel's send buffer (seconds of it on a slow link).
+const notSentLowat = 128 << 10
+
+func limitUnsent(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Control(func(fd uintptr) {
+		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSentLowat)
+	})
 }
 
 // writeTimeout bounds one frame's write: a peer that stops reading for this
