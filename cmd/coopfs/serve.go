@@ -24,6 +24,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "none", "coordination policy: none, or directory (clients serve each other's misses)")
 	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")
 	missThreshold := fs.Int("miss-threshold", directory.DefaultMissThreshold, "directory policy: forward misses in a row before the server pings a client")
+	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
+	forwardChoice := fs.String("forward-choice", "round-robin", "directory policy: how the server picks the holder a miss is forwarded to: round-robin (the seed's) or balanced (the holder with the fewest recent forwards; the server serves only blocks no client holds)")
 	pingTimeout := fs.Duration("ping-timeout", directory.DefaultPingTimeout, "directory policy: how long a pinged client has to answer before it is marked failed")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -34,6 +36,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "coopfs serve: --export DIR is required and no other arguments are taken")
 		fs.Usage()
 		return errUsage
+	}
+	if *forwardChoice != "round-robin" && *forwardChoice != "balanced" {
+		return fmt.Errorf("--forward-choice %q: want round-robin or balanced", *forwardChoice)
 	}
 	log := obs.NewLogger(stderr, *logLevel)
 	secret, err := readSecret(*secretFile)
@@ -48,7 +53,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m,
-		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout},
+		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout})
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ type Exec struct {
 // clusterConfig is one testbed with a server and N mounts.
 type clusterConfig struct {
 	Clients     int
-	Policy      string // none | directory
+	Policy      string // none | directory | directory-serverlast (serve --server-rotation=false)
 	ServerLink  string
 	ClientLink  string
 	BlockSize   string // serve --block-size, "" = default
@@ -105,9 +105,19 @@ func startCluster(ctx context.Context, ex Exec, cfg clusterConfig) (c *cluster, 
 		return nil, fmt.Errorf("secret file: %w", err)
 	}
 	srv := tb.Server()
+	policy, serverLast := strings.CutSuffix(cfg.Policy, "-serverlast")
+	policy, balanced := strings.CutSuffix(policy, "-balanced")
 	argv := []string{ex.Coopfs, "serve", "--export", cfg.Export,
-		"--listen", srv.AddrPort(portServe).String(), "--policy", cfg.Policy,
+		"--listen", srv.AddrPort(portServe).String(), "--policy", policy,
 		"--metrics", srv.AddrPort(portServerMetrics).String(), "--secret-file", c.secret}
+	if serverLast {
+		// directory-serverlast: the server serves only blocks no client holds.
+		argv = append(argv, "--server-rotation=false")
+	}
+	if balanced {
+		// directory-balanced: forward to the least-loaded holder.
+		argv = append(argv, "--forward-choice", "balanced")
+	}
 	if cfg.BlockSize != "" {
 		argv = append(argv, "--block-size", cfg.BlockSize)
 	}

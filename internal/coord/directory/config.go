@@ -17,6 +17,7 @@ const (
 	DefaultForwardMemory = 1 << 14
 	DefaultForwardTTL    = time.Minute
 	DefaultQueueLen      = 400 // seed 000's page discard queue length
+	DefaultLoadHalfLife  = 5 * time.Second
 )
 
 // Config is the server-side directory's configuration. Zero fields take the
@@ -39,6 +40,20 @@ type Config struct {
 	ForwardMemory int
 	// ForwardTTL is how long a remembered forward stays valid for that.
 	ForwardTTL time.Duration
+	// ServerLast takes the server out of the round robin: it serves a block
+	// from its memory only when no client can be forwarded to. The seed puts
+	// the server in the rotation while it holds the block (false, the
+	// default); when the server's link is the bottleneck — many clients
+	// reading the same data at once — every block it sends again is
+	// bandwidth the clients' links could have carried instead.
+	ServerLast bool
+	// Balanced replaces the round robin with the least-loaded holder: the
+	// one with the fewest forwards in the last LoadHalfLife or so (ties in
+	// rotation order); the server serves only blocks no client holds, as
+	// with ServerLast.
+	Balanced bool
+	// LoadHalfLife is the half-life of a client's forward count (Balanced).
+	LoadHalfLife time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ForwardTTL == 0 {
 		c.ForwardTTL = DefaultForwardTTL
+	}
+	if c.LoadHalfLife == 0 {
+		c.LoadHalfLife = DefaultLoadHalfLife
 	}
 	return c
 }

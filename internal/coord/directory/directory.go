@@ -2,6 +2,7 @@ package directory
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -96,6 +97,18 @@ type ClientStats struct {
 type clientState struct {
 	ClientStats
 	pingDeadline time.Duration
+	// load is the client's recent forwards, decayed with Config.LoadHalfLife
+	// (Balanced forwarding); loadAt is when it was last brought up to date.
+	load   float64
+	loadAt time.Duration
+}
+
+// recentLoad returns cl's decayed forward count at now.
+func (d *Directory) recentLoad(cl *clientState, now time.Duration) float64 {
+	if cl.load == 0 {
+		return 0
+	}
+	return cl.load * math.Exp2(-float64(now-cl.loadAt)/float64(d.cfg.LoadHalfLife))
 }
 
 type fwdKey struct {
@@ -158,7 +171,11 @@ func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.
 	to := NoClient
 	if e != nil {
 		d.tab.touch(e)
-		to = d.pick(e, c)
+		if d.cfg.Balanced {
+			to = d.pickBalanced(now, e, c)
+		} else {
+			to = d.pick(e, c)
+		}
 	} else if _, ok := d.mem[id]; ok {
 		to = Server
 	}
@@ -172,6 +189,10 @@ func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.
 		e.last = to
 		d.stats.Forwards++
 		d.clients[to].Forwards++
+		if d.cfg.Balanced {
+			h := d.clients[to]
+			h.load, h.loadAt = d.recentLoad(h, now)+1, now
+		}
 		d.remember(now, c, id, to)
 	}
 	e = d.record(e, id, v, c)
@@ -374,7 +395,9 @@ func (d *Directory) current(id block.ID, v block.Version) *entry {
 
 // pick chooses the next node in e's rotation after e.last: the server when
 // it holds the block in memory, then the holders in increasing id order,
-// skipping the requester and clients being pinged. NoClient if none.
+// skipping the requester and clients being pinged. With Config.ServerLast
+// the server is left out of the rotation and chosen only when no holder
+// can be. NoClient if none.
 func (d *Directory) pick(e *entry, requester ClientID) ClientID {
 	first, next := NoClient, NoClient
 	consider := func(c ClientID) bool {
@@ -387,7 +410,8 @@ func (d *Directory) pick(e *entry, requester ClientID) ClientID {
 		}
 		return false
 	}
-	if _, ok := d.mem[e.id]; ok && consider(Server) {
+	_, inMem := d.mem[e.id]
+	if inMem && !d.cfg.ServerLast && consider(Server) {
 		return next
 	}
 	for _, c := range e.holders {
@@ -398,7 +422,36 @@ func (d *Directory) pick(e *entry, requester ClientID) ClientID {
 			return next
 		}
 	}
+	if first == NoClient && inMem {
+		return Server
+	}
 	return first
+}
+
+// pickBalanced chooses, among the holders other than the requester and
+// clients being pinged, the one with the fewest recent forwards (ties go to
+// the next in the rotation after e.last), so that no holder's link carries
+// several copies of a block while another's is idle. The server serves only
+// when no holder can (it holds the block in memory). NoClient if none.
+func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID) ClientID {
+	best, bestLoad, bestAfter := NoClient, math.Inf(1), false
+	for _, c := range e.holders {
+		cl := d.clients[c]
+		if c == requester || cl.Pinging {
+			continue
+		}
+		l := d.recentLoad(cl, now)
+		after := e.last == NoClient || c > e.last
+		if l < bestLoad || l == bestLoad && after && !bestAfter {
+			best, bestLoad, bestAfter = c, l, after
+		}
+	}
+	if best == NoClient {
+		if _, ok := d.mem[e.id]; ok {
+			return Server
+		}
+	}
+	return best
 }
 
 // record adds c as a holder of id (version v), creating the entry if needed,
