@@ -37,18 +37,19 @@ type Exec struct {
 
 // clusterConfig is one testbed with a server and N mounts.
 type clusterConfig struct {
-	Clients     int
-	Policy      string // none | directory | directory-serverlast (serve --server-rotation=false)
-	ServerLink  string
-	ClientLink  string
-	BlockSize   string // serve --block-size, "" = default
-	ServerCache string // serve --cache-size
-	ClientCache string // mount --cache-size
-	ReadAhead   int    // mount --read-ahead, 0 = default
-	NoDiscard   bool
-	ForwardTO   time.Duration // mount --forward-timeout, 0 = default
-	Export      string        // exported directory (shared file system)
-	Dir         string        // run directory (logs, mountpoints, secret)
+	Clients      int
+	Policy       string // none | directory | directory-serverlast (serve --server-rotation=false)
+	ServerLink   string
+	ClientLink   string
+	BlockSize    string // serve --block-size, "" = default
+	ServerCache  string // serve --cache-size
+	ClientCache  string // mount --cache-size
+	ReadAhead    int    // mount --read-ahead, 0 = default
+	NoDiscard    bool
+	DiscardQueue int           // mount --discard-queue (0: the default)
+	ForwardTO    time.Duration // mount --forward-timeout, 0 = default
+	Export       string        // exported directory (shared file system)
+	Dir          string        // run directory (logs, mountpoints, secret)
 }
 
 // cluster is a running testbed with serve and the mounts.
@@ -163,6 +164,9 @@ func (c *cluster) startMount(ctx context.Context, h *testbed.Host, name string, 
 	}
 	if c.cfg.ReadAhead > 0 {
 		argv = append(argv, "--read-ahead", strconv.Itoa(c.cfg.ReadAhead))
+	}
+	if c.cfg.DiscardQueue > 0 {
+		argv = append(argv, "--discard-queue", strconv.Itoa(c.cfg.DiscardQueue))
 	}
 	if c.cfg.NoDiscard {
 		argv = append(argv, "--no-discard")

@@ -18,6 +18,7 @@ const (
 	VarNone        = "none"
 	VarDirectory   = "directory"
 	VarNoDiscard   = "directory-nodiscard"
+	VarBalanced    = "directory-balanced" // serve --forward-choice balanced
 	runCold        = "cold"
 	runWarm        = "warm"
 	patternsSeed   = 1
@@ -36,6 +37,8 @@ type PatternsConfig struct {
 	Reads       int
 	BlockSize   string // serve --block-size; also the read size
 	ClientCache string
+	// DiscardQueue is the mounts' --discard-queue (0: the mount's default).
+	DiscardQueue int
 }
 
 // PatternRow is one (pattern, variant, run).
@@ -110,9 +113,12 @@ func patternOnce(ctx context.Context, cfg *PatternsConfig, export, pat, variant 
 		cc.Policy = "directory"
 	case VarNoDiscard:
 		cc.Policy, cc.NoDiscard = "directory", true
+	case VarBalanced:
+		cc.Policy = VarBalanced
 	default:
-		return nil, fmt.Errorf("unknown variant %q: want none, directory or directory-nodiscard", variant)
+		return nil, fmt.Errorf("unknown variant %q: want none, directory, directory-nodiscard or directory-balanced", variant)
 	}
+	cc.DiscardQueue = cfg.DiscardQueue
 	cfg.progress("%s %s %s: starting testbed with %d clients", cfg.Name, pat, variant, cfg.Clients)
 	c, err := startCluster(ctx, cfg.Exec, cc)
 	if err != nil {
