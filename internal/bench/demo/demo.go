@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	total := cfg.FileSize * int64(cfg.Files)
 	ccfg := cluster.Config{Binary: cfg.Binary, Env: cfg.Env, Export: export, Dir: filepath.Join(dir, "run"),
-		Keep: cfg.Keep, Logger: cfg.Logger, ServerArgs: []string{"--policy", cfg.Policy},
+		Keep: cfg.Keep, Logger: cfg.Logger, ServerArgs: serverArgs(cfg.Policy),
 		// Every client caches the whole data set.
 		MountArgs: []string{"--cache-size", fmt.Sprint(total + total/8 + 64<<20)}}
 	if r.Mode == ModeFUSE {
@@ -164,6 +164,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r, fmt.Errorf("demo: teardown: %w", err)
 	}
 	return r, nil
+}
+
+// serverArgs are the demo server's policy flags: under directory, balanced
+// forwarding, the setting for many clients reading the same data at once.
+func serverArgs(policy string) []string {
+	if policy == "directory" {
+		return []string{"--policy", "directory", "--forward-choice", "balanced"}
+	}
+	return []string{"--policy", policy}
 }
 
 // dataFile is one file of the data set.

@@ -147,8 +147,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString(").\n")
 	if r.Policy == "directory" {
-		b.WriteString("Under the directory policy the server forwards a miss to a client that holds the block, and\n" +
-			"that client sends it directly: the peer reads above did not cross the server's link.\n")
+		b.WriteString("Under the directory policy (balanced forwarding) the server forwards a miss to a client that\n" +
+			"holds the block, and that client sends it directly: the peer reads did not cross the server's link.\n")
 	}
 	if r.LogDir != "" {
 		fmt.Fprintf(&b, "Logs: %s\n", r.LogDir)
