@@ -20,20 +20,10 @@ func NewBaseline(p sim.Params) (*Baseline, error) {
 // Access implements sim.Algorithm.
 func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := b.c
-	if c.consistency(a, cnt, true) {
-		if a.Op == sim.OpWrite {
-			b.place(a.Client, a.Key())
-		}
-		return sim.Outcome{}
-	}
-	if a.Op != sim.OpRead {
-		return sim.Outcome{}
+	if out, done := c.front(a, cnt, true, b.place); done {
+		return out
 	}
 	k := a.Key()
-	if e := c.lookup(a.Client, k); e != nil {
-		c.touch(e)
-		return sim.Outcome{Layer: sim.LayerLocal}
-	}
 	cnt.Lookup(2)
 	cnt.Msg(a.Client, sim.NodeServer, false)
 	cnt.Msg(sim.NodeServer, a.Client, true)

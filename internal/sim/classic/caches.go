@@ -342,6 +342,28 @@ func (c *caches) deleteFile(file, n uint64) int {
 	return cnt
 }
 
+// front is what every classic algorithm does first with an access: the
+// consistency actions of writes and deletes (a written block is then placed
+// at the writer with place), nothing more for other non-reads, and a local
+// hit. done reports that the access is finished, with out its outcome; else
+// it is a read that missed locally.
+func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool, place func(n int, k sim.Key)) (out sim.Outcome, done bool) {
+	if c.consistency(a, cnt, manager) {
+		if a.Op == sim.OpWrite {
+			place(a.Client, a.Key())
+		}
+		return sim.Outcome{}, true
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}, true
+	}
+	if e := c.lookup(a.Client, a.Key()); e != nil {
+		c.touch(e)
+		return sim.Outcome{Layer: sim.LayerLocal}, true
+	}
+	return sim.Outcome{}, false
+}
+
 // consistency handles writes and deletes the same way for every classic
 // algorithm (write-through, block-based write-invalidate through the
 // manager: one message to the manager, one per invalidated copy). It

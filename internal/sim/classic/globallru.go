@@ -25,20 +25,10 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	if c.consistency(a, cnt, false) {
-		if a.Op == sim.OpWrite {
-			g.place(a.Client, a.Key())
-		}
-		return sim.Outcome{}
-	}
-	if a.Op != sim.OpRead {
-		return sim.Outcome{}
+	if out, done := c.front(a, cnt, false, g.place); done {
+		return out
 	}
 	k := a.Key()
-	if e := c.lookup(a.Client, k); e != nil {
-		c.touch(e)
-		return sim.Outcome{Layer: sim.LayerLocal}
-	}
 	layer := sim.LayerRemote
 	if c.holder(k, a.Client) != nil {
 		// served by another client; its copy keeps its age (it was not

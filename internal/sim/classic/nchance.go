@@ -45,20 +45,11 @@ func (x *NChance) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int, *sim.Counters)) sim.Outcome {
-	if c.consistency(a, cnt, true) {
-		if a.Op == sim.OpWrite {
-			managerPlace(c, a.Client, a.Key(), cnt, makeRoom)
-		}
-		return sim.Outcome{}
-	}
-	if a.Op != sim.OpRead {
-		return sim.Outcome{}
+	place := func(n int, k sim.Key) { managerPlace(c, n, k, cnt, makeRoom) }
+	if out, done := c.front(a, cnt, true, place); done {
+		return out
 	}
 	k := a.Key()
-	if e := c.lookup(a.Client, k); e != nil {
-		c.touch(e)
-		return sim.Outcome{Layer: sim.LayerLocal}
-	}
 	cnt.Lookup(3)
 	cnt.Manager(sim.CauseLookup, 2)
 	cnt.Msg(a.Client, sim.NodeManager, false)
