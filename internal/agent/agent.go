@@ -172,6 +172,12 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		}
 		a.coop.onForward(m)
 		return nil, nil
+	case *wire.PeerNack:
+		// The server's word that a holder we wait for disconnected.
+		if a.coop != nil {
+			return a.coop.servePeer(ctx, nil, m)
+		}
+		return nil, nil
 	}
 	return nil, fmt.Errorf("a client does not serve %v: %w", m.Type(), syscall.ENOSYS)
 }

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,13 +12,19 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 func startDirServer(t *testing.T, export string, m *obs.Metrics) string {
+	return startDirServerWith(t, export, m, directory.Config{})
+}
+
+func startDirServerWith(t *testing.T, export string, m *obs.Metrics, dc directory.Config) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m})
+	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m, Directory: dc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,5 +133,69 @@ func TestPolicyMismatchIsAClearError(t *testing.T) {
 	_, err := agent.New(context.Background(), agent.Config{Server: c.addr, Policy: "directory"})
 	if err == nil {
 		t.Fatal("a directory mount of a none server was accepted")
+	}
+}
+
+// A holder that disconnects while a forward to it is outstanding: the
+// server tells the requester at once (a negative reply on its own
+// connection), so the read completes without waiting out the forward
+// timeout — the counters say nack, not timeout.
+func TestDirectoryHolderDisconnectNacksItsForwards(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(4096, 5)
+	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
+	// The server leaves itself out of the rotation, so the reader's miss is
+	// forwarded to the mute holder.
+	addr := startDirServerWith(t, export, obs.NewMetrics(), directory.Config{ServerLast: true})
+	ctx := context.Background()
+
+	// A raw client that becomes a holder of block 0 and then never answers.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0") // its peer listener: accepts, never serves
+	defer ln.Close()
+	br, _, _, err := wire.ClientHandshake(ctx, nc, nil, wire.Hello{Role: wire.RoleClient, Name: "mute", Listen: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forwarded := make(chan struct{}, 1)
+	mute := wire.NewConn(nc, br, wire.ConnConfig{Handler: wire.HandlerFunc(
+		func(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+			if _, ok := m.(*wire.Forward); ok {
+				select {
+				case forwarded <- struct{}{}:
+				default:
+				}
+			}
+			return nil, nil
+		})})
+	r, err := mute.Call(ctx, &wire.Open{Path: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	or := r.(*wire.OpenReply)
+	if _, err := mute.Call(ctx, &wire.ReadBlock{Handle: or.Handle, File: or.Attr.Ino, Index: 0, Version: or.Attr.Version}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { <-forwarded; mute.Close() }()
+
+	m := obs.NewMetrics()
+	reader, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory", Metrics: m, ForwardTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	got, err := readAll(ctx, reader, "f")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after the holder vanished: %d bytes, %v", len(got), err)
+	}
+	ss := scrape(t, m)
+	if n := ss.Sum("coopfs_forwarded_timeouts_total", nil); n != 0 {
+		t.Errorf("the requester timed out %v times; the server should have told it", n)
+	}
+	if n := ss.Sum("coopfs_forwarded_nacks_total", nil); n < 1 {
+		t.Errorf("no negative reply reached the requester (nacks %v)", n)
 	}
 }

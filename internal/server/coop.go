@@ -21,6 +21,37 @@ type coop struct {
 	dir   *directory.Directory
 	start time.Time
 	conns map[directory.ClientID]*peerInfo
+	// inFlight remembers, per holder, the recent forwards sent to it, so
+	// that when the holder's connection drops its requesters are told at
+	// once instead of waiting out their forward timeout.
+	inFlight map[directory.ClientID][]sentForward
+}
+
+// sentForward is a forward the server sent: who waits for it, and how to
+// tell them it will not come.
+type sentForward struct {
+	requester *wire.Conn
+	nack      wire.PeerNack
+	at        time.Time
+}
+
+// Bounds of the in-flight record per holder: forwards older than
+// inFlightAge have been answered or timed out at the requester.
+const (
+	inFlightAge = 30 * time.Second
+	inFlightMax = 4096
+)
+
+// sent records a forward to holder for the requester on conn.
+func (c *coop) sent(holder uint32, requester *wire.Conn, nack wire.PeerNack) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs := c.inFlight[directory.ClientID(holder)]
+	for len(fs) > 0 && (now.Sub(fs[0].at) > inFlightAge || len(fs) >= inFlightMax) {
+		fs = fs[1:]
+	}
+	c.inFlight[directory.ClientID(holder)] = append(fs, sentForward{requester: requester, nack: nack, at: now})
 }
 
 // peerInfo is how the server reaches a client under the policy.
@@ -34,7 +65,8 @@ func newCoop(cfg directory.Config) (*coop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &coop{dir: d, start: time.Now(), conns: make(map[directory.ClientID]*peerInfo)}, nil
+	return &coop{dir: d, start: time.Now(), conns: make(map[directory.ClientID]*peerInfo),
+		inFlight: make(map[directory.ClientID][]sentForward)}, nil
 }
 
 func (c *coop) now() time.Duration { return time.Since(c.start) }
@@ -51,9 +83,19 @@ func (c *coop) joined(id uint32, conn *wire.Conn, listen string) {
 // left marks a disconnected client failed: never forwarded to again.
 func (c *coop) left(id uint32) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.dir.ClientFailed(directory.ClientID(id))
 	delete(c.conns, directory.ClientID(id))
+	lost := c.inFlight[directory.ClientID(id)]
+	delete(c.inFlight, directory.ClientID(id))
+	c.mu.Unlock()
+	// Forwards the holder may not have served: their requesters get a
+	// negative reply now and ask the server again. A requester that already
+	// has its block ignores it (the token is no longer awaited).
+	for _, f := range lost {
+		if time.Since(f.at) < inFlightAge && f.requester.Err() == nil {
+			f.requester.Send(&f.nack)
+		}
+	}
 }
 
 func (c *coop) fileChanged(ino uint64) {

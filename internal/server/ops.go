@@ -605,5 +605,7 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, id block.ID, v uint64,
 		return false
 	}
 	reply.Forwarded, reply.Holder = true, uint32(act.To)
+	s.coop.sent(uint32(act.To), c, wire.PeerNack{Token: m.Token, File: id.File, Index: id.Index,
+		Holder: uint32(act.To), Reason: "holder disconnected"})
 	return true
 }
