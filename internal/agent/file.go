@@ -52,11 +52,10 @@ func (f *file) setAttr(a wire.Attr) {
 // connection was re-established since (the server may have restarted and
 // forgotten it). A file replaced in the meantime fails with EIO.
 func (f *file) handle(ctx context.Context) (uint64, error) {
-	c, gen, err := f.a.sess.current(ctx)
+	_, gen, err := f.a.sess.current(ctx)
 	if err != nil {
 		return 0, err
 	}
-	_ = c
 	f.mu.Lock()
 	if f.gen == gen {
 		h := f.h
@@ -70,7 +69,10 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reopen %s after reconnecting: %v: %w", f.path, err, syscall.EIO)
 	}
-	or := r.(*wire.OpenReply)
+	or, ok := r.(*wire.OpenReply)
+	if !ok {
+		return 0, fmt.Errorf("reopen %s: unexpected reply %v: %w", f.path, r.Type(), syscall.EIO)
+	}
 	if or.Attr.Ino != ino {
 		f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
 		return 0, fmt.Errorf("reopen %s after reconnecting: the file was replaced: %w", f.path, syscall.EIO)
