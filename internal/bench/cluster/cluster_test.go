@@ -158,5 +158,3 @@ func TestIsUnder(t *testing.T) {
 		}
 	}
 }
-
-
