@@ -18,6 +18,7 @@ const (
 	OptEntries    = "entries"          // directory entries (default 1048576)
 	OptServerLink = "server_link_mbps" // server link bandwidth in Mbit/s (default 100; 0: no contention)
 	OptClientLink = "client_link_mbps" // each client's link bandwidth in Mbit/s (default 100; 0: none)
+	OptForward    = "forward_choice"   // "round-robin" (default, the seed's) or "balanced" (coopfs serve --forward-choice)
 )
 
 // Sim is the directory (NFS-cc) algorithm in the simulator: client LRU
@@ -56,7 +57,8 @@ var _ sim.Algorithm = (*Sim)(nil)
 var _ sim.Checker = (*Sim)(nil)
 
 // New returns the algorithm for p. Options: policy, notify, queue_len,
-// entries, server_link_mbps, client_link_mbps (see the Opt constants).
+// entries, server_link_mbps, client_link_mbps, forward_choice (see the Opt
+// constants).
 func New(p sim.Params) (*Sim, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -93,7 +95,15 @@ func New(p sim.Params) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.dir, err = directory.New(directory.Config{Entries: entries}); err != nil {
+	dc := directory.Config{Entries: entries}
+	switch fc := p.Option(OptForward, "round-robin"); fc {
+	case "round-robin":
+	case "balanced":
+		dc.Balanced = true
+	default:
+		return nil, fmt.Errorf("%w: %s = %q, want round-robin or balanced", sim.ErrConfig, OptForward, fc)
+	}
+	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
