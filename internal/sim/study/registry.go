@@ -41,14 +41,14 @@ func Algorithms() []Algo {
 			New: func(p sim.Params) (sim.Algorithm, error) { return classic.NewGlobalLRU(p) }},
 		{Name: "optimal", Summary: "ideal: Belady over the client memories, with future knowledge (seed 002 3.3.1)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return classic.NewOptimal(p) }},
-		// HINTS: hint-based algorithm and its server-memory variants go here.
+		// Hint-based (seed 002 chapter 4) and its server-memory variants.
 		{Name: hintsim.Name, Summary: "hint-based: master copies, hints on open, best-guess replacement, discard cache (seed 002 ch. 4)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }},
 		{Name: "hints-disk", Summary: "hint-based with server memory as a traditional disk cache (seed 002 table 5.7)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }, Options: map[string]string{"server_memory": "disk"}},
 		{Name: "hints-coop", Summary: "hint-based with server memory as part of the cooperative cache (seed 002 table 5.7)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return hintsim.New(p) }, Options: map[string]string{"server_memory": "coop"}},
-		// DIRECTORY: directory (NFS-cc) goes here.
+		// directory (NFS-cc, seed 000).
 		{Name: "directory", Summary: "NFS-cc: server cache directory, round-robin forwarding, discard notifications (seed 000)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) }},
 		{Name: "directory-nonotify", Summary: "NFS-cc with discard notifications off (seed 000 table 5)",
@@ -60,7 +60,7 @@ func Algorithms() []Algo {
 		{Name: "nfs", Summary: "NFS: every miss to the server, on the directory's cost model with link queueing (seed 000's baseline)",
 			New:     func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) },
 			Options: map[string]string{dirsim.OptPolicy: "none"}},
-		// NASD: nasd schemes go here.
+		// NASD (seed 004).
 		{Name: "nasd", Summary: "seed 004: S servers x C clients, server and client schemes from options (default 1-Chance servers, noncoop clients)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) }},
 		{Name: "nasd-N-N", Summary: "seed 004: noncoop servers and clients",
@@ -129,12 +129,11 @@ type Study struct {
 	Run     func(ctx context.Context, env *Env) (*Report, error)
 }
 
-// Studies returns the registered studies. Owners add their lines here.
+// Studies returns the registered studies.
 func Studies() []Study {
 	return []Study{
 		{Name: "sarkar", Summary: "seed 002: figures 5.1, 5.2, 5.8-5.11, tables 5.3 and 5.7", Run: Sarkar},
 		{Name: "nfscc", Summary: "seed 000: figure 6, tables 2-5 (forward misses with and without discard notifications), queue sweep", Run: NFSCCStudy},
-		// NASD: {Name: "nasd", ...}
 		{Name: "nasd", Summary: "seed 004: figures 3-7 (server schemes, 1-Chance variants, nine combinations, client cache and hops sweeps)", Run: NASDStudy},
 	}
 }

@@ -10,7 +10,7 @@ import (
 // Sarkar algorithms, in the seed's order (N, G, H, L, O) plus the baseline.
 var sarkarAlgs = []string{"nchance", "gms", "hints", "globallru", "optimal", "baseline"}
 
-// Hook points for the hint-based parts (HINTS): the algorithm registered as
+// The hint-based parts: the algorithm registered as
 // "hints" is run in every configuration; table 5.7 runs it with option
 // server_memory set to each of these uses.
 const sarkarHints = "hints"
@@ -178,7 +178,7 @@ func sarkarTables(r *Report, sc sarkarScale) {
 			fmt.Sprintf("%.3f", m.ReplMsgsPerLocalMiss), pct(m.HintCorrectness), pct(m.UnnecessaryForwards)})
 	}
 	r.Tables = append(r.Tables, o)
-	sarkarHintAccuracy(r, sc) // HINTS: table 5.4 and table 5.6
+	sarkarHintAccuracy(r, sc) // tables 5.4 and 5.6
 
 	if _, ok := find(r.Rows, sarkarHints, "mem-disk"); ok {
 		t7 := Table{Name: "table5_7", Title: fmt.Sprintf("Table 5.7: uses of server memory (hint-based, %d MB client caches, %d MB server memory), ours | seed 002 average", sc.memClientMB, sc.memServerMB),
@@ -272,7 +272,7 @@ func sarkarPlots(r *Report, sc sarkarScale) {
 
 // sarkarHintAccuracy adds seed 002 table 5.4 (block location hint accuracy)
 // and table 5.6 (unnecessary forwards) for the hint-based algorithm across
-// the client cache sweep (HINTS).
+// the client cache sweep.
 func sarkarHintAccuracy(r *Report, sc sarkarScale) {
 	t := Table{Name: "table5_4", Title: "Table 5.4/5.6: hint-based accuracy by client cache size, ours | seed 002 average at 16 MB (correctness 99.94, absolute 99.93, false negatives 0.010, unnecessary forwards 1.97)",
 		Header: []string{"config", "hint correct %", "absolute %", "false neg %", "unnecessary fwd %", "lookup msgs/miss"}}
