@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -471,7 +472,18 @@ func TestE2EUnmount(t *testing.T) {
 	})
 	t.Run("FusermountFromOutside", func(t *testing.T) {
 		m := startMount(t, srv.addr)
-		runCmd(t, 10*time.Second, "fusermount3", "-u", m.dir)
+		// Right after mounting, go-fuse's poll probe file may still be
+		// being released, and the kernel answers EBUSY; a user retries.
+		for i := 0; ; i++ {
+			out, err := exec.Command("fusermount3", "-u", m.dir).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if i == 20 || !strings.Contains(string(out), "busy") {
+				t.Fatalf("fusermount3 -u %s: %v\n%s", m.dir, err, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		code := m.mustExit(t, 10*time.Second)
 		if code != 0 {
 			t.Errorf("exit code %d after fusermount3 -u, want 0; stderr:\n%s", code, m.stderr.String())
