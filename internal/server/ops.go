@@ -157,12 +157,18 @@ func (s *Server) fstat(f *os.File) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.fattr(f, fi), nil
+}
+
+// fattr is the attributes of open file f, whose stat is fi, with its
+// generation.
+func (s *Server) fattr(f *os.File, fi os.FileInfo) *wire.AttrReply {
 	a := s.attrOf(fi)
 	var stx unix.Statx_t
 	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) == nil {
 		a.Gen = genOf(&stx)
 	}
-	return &wire.AttrReply{Attr: a}, nil
+	return &wire.AttrReply{Attr: a}
 }
 
 // genOf folds a file's birth time into a generation number, 0 if the file
@@ -250,20 +256,21 @@ func (s *Server) truncate(p string, of *openFile, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		return err
 	}
-	return s.changed(f)
+	_, err := s.changed(f)
+	return err
 }
 
 // changed starts a new version of an open file after a change through the
-// server and drops its cached blocks.
-func (s *Server) changed(f *os.File) error {
+// server and drops its cached blocks. It returns the file's new stat.
+func (s *Server) changed(f *os.File) (os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	s.versions.bump(st)
 	s.cache.RemoveFile(st.Ino)
-	return nil
+	return fi, nil
 }
 
 func (s *Server) chtimes(p string, m *wire.SetAttr) error {
@@ -397,17 +404,19 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 			return nil, err
 		}
 	}
-	if flags&syscall.O_TRUNC != 0 {
-		if err := s.changed(f); err != nil {
+	if flags&syscall.O_TRUNC != 0 || created {
+		// The stat above may predate the truncation or the chmod/chown.
+		if flags&syscall.O_TRUNC != 0 {
+			fi, err = s.changed(f)
+		} else {
+			fi, err = f.Stat()
+		}
+		if err != nil {
 			f.Close()
 			return nil, err
 		}
 	}
-	r, err := s.fstat(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
+	r := s.fattr(f, fi)
 	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c})
 	return &wire.OpenReply{Handle: h, Attr: r.Attr}, nil
 }
@@ -515,11 +524,12 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	if of == nil {
 		return nil, fmt.Errorf("read of unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
-	r, err := s.fstat(of.f)
+	// No generation here (a block reply carries none): a plain fstat.
+	fi, err := of.f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	a := r.Attr
+	a := s.attrOf(fi)
 	id := block.ID{File: a.Ino, Index: m.Index}
 	reply := &wire.BlockReply{Version: a.Version, Size: a.Size}
 	off := int64(m.Index) * int64(s.cfg.BlockSize)
@@ -562,10 +572,11 @@ func (s *Server) write(c *wire.Conn, m *wire.Write) (*wire.AttrReply, error) {
 		}
 		return nil, err
 	}
-	if err := s.changed(of.f); err != nil {
+	fi, err := s.changed(of.f)
+	if err != nil {
 		return nil, err
 	}
-	return s.fstat(of.f)
+	return s.fattr(of.f, fi), nil
 }
 
 func pwriteAll(f *os.File, p []byte, off int64) error {
