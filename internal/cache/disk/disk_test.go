@@ -1,0 +1,265 @@
+package disk
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache"
+	"github.com/coopfs/coopfs/internal/cache/cachetest"
+)
+
+const testBS = 4096
+
+// suiteTier makes a tier of exactly capacity bytes: one bank of 2-way sets,
+// or two banks when the frames divide evenly.
+func suiteTier(t testing.TB) func(int64) cache.Tier {
+	return func(capacity int64) cache.Tier {
+		frames := int(capacity / testBS)
+		banks := 1
+		if frames%4 == 0 {
+			banks = 2
+		}
+		c, err := Open(Config{Dir: t.TempDir(), Size: capacity, BlockSize: testBS, Banks: banks, Assoc: 2, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+func TestSuite(t *testing.T) {
+	cachetest.Run(t, suiteTier(t), cachetest.WithBlockSize(testBS))
+}
+
+func open(t testing.TB, dir string, mod ...func(*Config)) *Cache {
+	t.Helper()
+	cfg := Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 4, Assoc: 4, Seed: 7}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func data(id block.ID, v block.Version) []byte { return cachetest.Data(id, v, testBS) }
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, cfg := range []Config{
+		{BlockSize: testBS},
+		{Dir: dir},
+		{Dir: dir, BlockSize: testBS, Size: -1},
+		{Dir: dir, BlockSize: testBS, Assoc: 1},
+		{Dir: dir, BlockSize: testBS, Banks: -2},
+		{Dir: dir, BlockSize: testBS, Size: 8 * testBS, Banks: 4, Assoc: 4},
+	} {
+		if _, err := Open(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("Open(%+v) = %v; want ErrConfig", cfg, err)
+		}
+	}
+	// Defaults shrink to fit a small cache; the size rounds down.
+	c, err := Open(Config{Dir: dir, BlockSize: testBS, Size: 10*testBS + 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Capacity; got != 8*testBS {
+		t.Fatalf("capacity %d; want %d", got, 8*testBS)
+	}
+	c.Close()
+}
+
+func TestReopenGeometryAndLock(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir)
+	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 4, Assoc: 4}); err == nil {
+		t.Fatal("a second Open of a cache in use succeeded")
+	}
+	c.Close()
+	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 2, Assoc: 4}); err == nil {
+		t.Fatal("Open with another geometry succeeded")
+	}
+	open(t, dir).Close()
+}
+
+func TestPersistence(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir)
+	clean, dirty, gone := block.ID{File: 1, Index: 0}, block.ID{File: 1, Index: 1}, block.ID{File: 2, Index: 0}
+	c.Put(clean, 3, data(clean, 3))
+	if err := c.PutDirty(dirty, 3, data(dirty, 3)); err != nil {
+		t.Fatal(err)
+	}
+	c.Put(gone, 1, data(gone, 1))
+	c.Remove(gone)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir)
+	defer c.Close()
+	for _, id := range []block.ID{clean, dirty} {
+		if got, ok := c.Get(id, 3); !ok || !bytes.Equal(got, data(id, 3)) {
+			t.Fatalf("after reopen, Get(%v) = %v", id, ok)
+		}
+	}
+	if _, ok := c.Get(gone, 1); ok {
+		t.Fatal("a removed block came back after reopen")
+	}
+	if d := c.Dirty(); len(d) != 1 || d[0].ID != dirty || d[0].Version != 3 {
+		t.Fatalf("Dirty() = %v", d)
+	}
+}
+
+func TestCorruptFrameIsMiss(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir)
+	id := block.ID{File: 5, Index: 9}
+	c.Put(id, 1, data(id, 1))
+	bn, _ := c.place(id)
+	fr, _ := c.banks[bn].b.lookup(id)
+	off := c.g.frameOff(fr)
+	c.Close()
+	path := filepath.Join(dir, "bank-000"+string(rune('0'+bn)))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xFF, 0x00, 0xFF}, off+100)
+	f.Close()
+	c = open(t, dir)
+	defer c.Close()
+	if _, ok := c.Get(id, 1); ok {
+		t.Fatal("a corrupt frame was served")
+	}
+	if s := c.Stats(); s.Entries != 0 {
+		t.Fatalf("the corrupt frame was not invalidated: %+v", s)
+	}
+}
+
+func TestDirtyEvictionAndFull(t *testing.T) {
+	var wrote []block.ID
+	fail := false
+	wb := func(id block.ID, v block.Version, d []byte) error {
+		if fail {
+			return errors.New("server down")
+		}
+		if !bytes.Equal(d, data(id, v)) {
+			t.Errorf("write-back of %v with wrong data", id)
+		}
+		wrote = append(wrote, id)
+		return nil
+	}
+	dir := t.TempDir()
+	// One bank, one set of 4 ways: every block competes for the same frames.
+	c := open(t, dir, func(c *Config) { c.Size, c.Banks, c.Assoc, c.WriteBack = 4*testBS, 1, 4, wb })
+	defer c.Close()
+	ids := make([]block.ID, 6)
+	for i := range ids {
+		ids[i] = block.ID{File: 1, Index: uint64(i)}
+	}
+	c.Put(ids[0], 1, data(ids[0], 1)) // clean: reused before any dirty frame
+	for _, id := range ids[1:4] {
+		if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.PutDirty(ids[4], 1, data(ids[4], 1)); err != nil || len(wrote) != 0 {
+		t.Fatalf("PutDirty over a clean frame: err %v, wrote back %v", err, wrote)
+	}
+	if _, ok := c.Get(ids[0], 1); ok {
+		t.Fatal("the clean block was not the one evicted")
+	}
+	if err := c.PutDirty(ids[5], 1, data(ids[5], 1)); err != nil || len(wrote) != 1 {
+		t.Fatalf("PutDirty into a dirty set: err %v, wrote back %v", err, wrote)
+	}
+	fail = true
+	err := c.PutDirty(block.ID{File: 9}, 1, data(block.ID{File: 9}, 1))
+	var full *FullError
+	if !errors.As(err, &full) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("PutDirty into a full dirty set = %v; want *FullError wrapping ENOSPC", err)
+	}
+	fail = false
+	n, err := c.WriteBackAll()
+	if err != nil || n != 4 || len(c.Dirty()) != 0 {
+		t.Fatalf("WriteBackAll = %d, %v; dirty left %v", n, err, c.Dirty())
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	c := open(t, t.TempDir())
+	defer c.Close()
+	for i := range uint64(4) {
+		id := block.ID{File: 3, Index: i}
+		if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Truncate(3, testBS+100); err != nil {
+		t.Fatal(err)
+	}
+	b0, b1 := block.ID{File: 3, Index: 0}, block.ID{File: 3, Index: 1}
+	if got, ok := c.Get(b0, 1); !ok || !bytes.Equal(got, data(b0, 1)) {
+		t.Fatal("block 0 lost by a truncation past it")
+	}
+	if got, ok := c.Get(b1, 1); !ok || !bytes.Equal(got, data(b1, 1)[:100]) {
+		t.Fatalf("block 1 not cut to 100 bytes: ok %v len %d", ok, len(got))
+	}
+	for i := uint64(2); i < 4; i++ {
+		if _, ok := c.Get(block.ID{File: 3, Index: i}, 1); ok {
+			t.Fatalf("block %d survived truncation", i)
+		}
+	}
+	if d := c.Dirty(); len(d) != 2 {
+		t.Fatalf("dirty after truncation: %v", d)
+	}
+}
+
+func TestStale(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, func(c *Config) { c.Size, c.Banks, c.Assoc = 4*testBS, 1, 4 })
+	a := block.ID{File: 1, Index: 0}
+	if err := c.PutDirty(a, 1, data(a, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i < 4; i++ {
+		id := block.ID{File: 2, Index: i}
+		if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.MarkStale(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get(a, 1); ok {
+		t.Fatal("a stale file's block was served")
+	}
+	c.Close()
+	c = open(t, dir, func(c *Config) { c.Size, c.Banks, c.Assoc = 4*testBS, 1, 4 })
+	defer c.Close()
+	if d := c.Dirty(); len(d) != 3 {
+		t.Fatalf("a stale file's dirty block is listed for write-back after reopen: %v", d)
+	}
+	// The set is all dirty, but the stale frame is reused first: no
+	// write-back function is needed.
+	n := block.ID{File: 3, Index: 0}
+	if err := c.PutDirty(n, 1, data(n, 1)); err != nil {
+		t.Fatalf("PutDirty did not reuse the stale frame: %v", err)
+	}
+	if c.stale.len() != 1 {
+		t.Fatalf("stale list %d entries", c.stale.len())
+	}
+	// A file id that comes back is fresh: its old frames are purged.
+	c.Remove(block.ID{File: 2, Index: 1}) // room for a clean block
+	c.Put(a, 2, data(a, 2))
+	if _, ok := c.Get(a, 2); !ok || c.stale.has(1) {
+		t.Fatal("a reused file id is still stale")
+	}
+}
