@@ -263,3 +263,55 @@ func TestStale(t *testing.T) {
 		t.Fatal("a reused file id is still stale")
 	}
 }
+
+// TestDuplicateTagsResolveBySeq: a crash between writing a block's new copy
+// and invalidating its old one leaves two valid tags; reopening keeps the
+// copy with the higher sequence number and invalidates the other.
+func TestDuplicateTagsResolveBySeq(t *testing.T) {
+	for _, newerFirst := range []bool{false, true} {
+		dir := t.TempDir()
+		c := open(t, dir)
+		id := block.ID{File: 4, Index: 2}
+		if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutDirty(id, 2, data(id, 2)); err != nil {
+			t.Fatal(err)
+		}
+		bn, set := c.place(id)
+		b := c.banks[bn].b
+		cur, _ := b.lookup(id)
+		// Resurrect the old copy in another way of the set, with a lower
+		// (or, swapped, higher) sequence number.
+		other := b.frame(set, 0)
+		if other == cur {
+			other = b.frame(set, 1)
+		}
+		old := b.tags[cur]
+		old.v, old.seq = 1, old.seq-1
+		if newerFirst {
+			old.seq += 2
+		}
+		d1 := data(id, 1)
+		old.n, old.dataCRC = uint32(len(d1)), checksum(d1)
+		if err := b.writeData(other, d1); err != nil {
+			t.Fatal(err)
+		}
+		var raw [tagSize]byte
+		old.encode(raw[:])
+		b.f.WriteAt(raw[:], int64(other)*tagSize)
+		c.Close()
+		c = open(t, dir)
+		want := block.Version(2)
+		if newerFirst {
+			want = 1
+		}
+		if d := c.Dirty(); len(d) != 1 || d[0].Version != want {
+			t.Fatalf("newerFirst=%v: Dirty() = %v; want only v%d", newerFirst, d, want)
+		}
+		if s := c.Stats(); s.Entries != 1 {
+			t.Fatalf("duplicate not invalidated: %+v", s)
+		}
+		c.Close()
+	}
+}
