@@ -74,13 +74,18 @@ func (b *bank) setMem(fr int, t tag) {
 	}
 }
 
-// readData reads frame fr's data and checks it against its tag.
-func (b *bank) readData(fr int) ([]byte, error) {
+// readData reads frame fr's data into buf (a new slice if buf is too
+// small) and checks it against its tag.
+func (b *bank) readData(fr int, buf []byte) ([]byte, error) {
 	if b.f == nil {
 		return nil, os.ErrClosed
 	}
 	t := b.tags[fr]
-	data := make([]byte, t.n)
+	data := buf[:0]
+	if cap(buf) < int(t.n) {
+		data = make([]byte, t.n)
+	}
+	data = data[:t.n]
 	if _, err := b.f.ReadAt(data, b.g.frameOff(fr)); err != nil {
 		return nil, fmt.Errorf("disk cache: read bank %d frame %d: %w", b.num, fr, err)
 	}

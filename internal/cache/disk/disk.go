@@ -105,8 +105,14 @@ func (c *Cache) BlockSize() int { return c.g.BlockSize }
 // Get returns block id if it is held, clean or dirty, at exactly version v
 // and its data matches its checksum. A corrupt frame is invalidated.
 func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
+	return c.GetInto(id, v, nil)
+}
+
+// GetInto is Get reading into buf when it is large enough (a pooled reply
+// buffer), sparing an allocation per block.
+func (c *Cache) GetInto(id block.ID, v block.Version, buf []byte) ([]byte, bool) {
 	lb, _ := c.lock(id)
-	data, ok := c.get(lb.b, id, v)
+	data, ok := c.get(lb.b, id, v, buf)
 	lb.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
@@ -116,12 +122,12 @@ func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
 	return data, ok
 }
 
-func (c *Cache) get(b *bank, id block.ID, v block.Version) ([]byte, bool) {
+func (c *Cache) get(b *bank, id block.ID, v block.Version, buf []byte) ([]byte, bool) {
 	fr, ok := b.lookup(id)
 	if !ok || b.tags[fr].v != v || c.isStale(id.File) {
 		return nil, false
 	}
-	data, err := b.readData(fr)
+	data, err := b.readData(fr, buf)
 	if err != nil {
 		c.log.Warn("disk cache: dropping unreadable frame", "block", id, "err", err)
 		c.invalidate(b, fr)
@@ -244,7 +250,7 @@ func (c *Cache) makeRoom(b *bank, id block.ID, s, skip int) (int, error) {
 	b.rng.Shuffle(len(dirty), func(i, j int) { dirty[i], dirty[j] = dirty[j], dirty[i] })
 	for _, fr := range dirty {
 		t := b.tags[fr]
-		data, err := b.readData(fr)
+		data, err := b.readData(fr, nil)
 		if errors.Is(err, errCorrupt) {
 			c.log.Warn("disk cache: a dirty frame is corrupt; its data is lost", "block", t.id, "err", err)
 			return fr, nil
@@ -329,7 +335,7 @@ func (c *Cache) trimBank(lb *lockedBank, file uint64, size int64) error {
 
 // shorten cuts frame fr's data to n bytes by rewriting its tag.
 func (c *Cache) shorten(b *bank, fr, n int) error {
-	data, err := b.readData(fr)
+	data, err := b.readData(fr, nil)
 	if err != nil {
 		b.setMem(fr, tag{})
 		return errors.Join(err, b.setTag(fr, tag{}))
@@ -403,7 +409,7 @@ func (c *Cache) writeBackOne(d DirtyBlock) (bool, error) {
 	if !ok || b.tags[fr].state != stateDirty || b.tags[fr].v != d.Version || c.isStale(d.ID.File) {
 		return false, nil
 	}
-	data, err := b.readData(fr)
+	data, err := b.readData(fr, nil)
 	if err != nil {
 		c.log.Warn("disk cache: dropping an unreadable dirty frame", "block", d.ID, "err", err)
 		c.invalidate(b, fr)
