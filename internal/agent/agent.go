@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -36,6 +37,7 @@ type Config struct {
 	ForwardTimeout time.Duration // directory policy: how long to wait for a forwarded block; default 5s
 	DiscardQueue   int           // directory policy: discard notification batch; default 400
 	NoDiscard      bool          // directory policy: send no discard notifications (for comparisons)
+	Disk           DiskConfig    // the disk tier under memory (tiers.go); none when Disk.Dir is ""
 	Logger         *slog.Logger
 	Metrics        *obs.Metrics
 }
@@ -88,6 +90,7 @@ type Agent struct {
 	metrics  *obs.Metrics
 	sess     *session
 	cache    *mem.Cache
+	disk     *disk.Cache // nil without --disk-cache
 	flights  singleflight.Group
 	prefetch chan struct{} // bounds read-ahead fetches in flight
 	coop     *coop         // the directory policy's client side; nil under "none"
@@ -137,6 +140,13 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			ln.Close()
 		}
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Server, err)
+	}
+	if err := a.openDisk(); err != nil {
+		a.sess.close()
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
 	}
 	policy := a.sess.serverPolicy()
 	switch {
@@ -188,7 +198,7 @@ func (a *Agent) Close() error {
 		a.coop.close()
 	}
 	a.sess.close()
-	return nil
+	return a.closeDisk()
 }
 
 // BlockSize is the export's block size.
@@ -369,6 +379,7 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.mu.Unlock()
 	if known && old != v {
 		a.cache.RemoveFile(ino)
+		a.dropDiskFile(ino)
 	}
 	return known && old == v
 }

@@ -215,6 +215,9 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 		if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
 			return data, nil
 		}
+		if data, ok := f.a.fromDisk(id, block.Version(v)); ok {
+			return data, nil
+		}
 		return f.fetch(context.WithoutCancel(ctx), id, v)
 	})
 	select {
@@ -255,6 +258,7 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 		f.mu.Unlock()
 	}
 	f.a.cache.Put(id, block.Version(br.Version), br.Data)
+	f.a.toDisk(id, block.Version(br.Version), br.Data)
 	return br.Data, nil
 }
 

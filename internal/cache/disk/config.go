@@ -84,15 +84,15 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
-		return errors.New("disk cache: no directory given; pass --disk-cache DIR")
+		return errors.New("no directory given; pass --disk-cache DIR")
 	case c.BlockSize <= 0:
-		return fmt.Errorf("disk cache: block size %d must be positive", c.BlockSize)
+		return fmt.Errorf("block size %d must be positive", c.BlockSize)
 	case c.Size < 0:
-		return fmt.Errorf("disk cache: size %d is negative; give a size like 20GiB", c.Size)
+		return fmt.Errorf("size %d is negative; give a size like 20GiB", c.Size)
 	case c.Banks < 0:
-		return fmt.Errorf("disk cache: %d banks; give a positive number (or 0 for the default %d)", c.Banks, DefaultBanks)
+		return fmt.Errorf("%d banks; give a positive number (or 0 for the default %d)", c.Banks, DefaultBanks)
 	case c.Assoc == 1 || c.Assoc < 0:
-		return fmt.Errorf("disk cache: associativity %d; give at least 2 (a dirty block's new copy needs another way)", c.Assoc)
+		return fmt.Errorf("associativity %d; give at least 2 (a dirty block's new copy needs another way)", c.Assoc)
 	}
 	return nil
 }
@@ -115,11 +115,11 @@ func (c Config) geometry() (geometry, error) {
 	}
 	perSet := int64(g.Banks * g.Assoc)
 	if frames < perSet {
-		return g, fmt.Errorf("disk cache: size %v holds %d blocks of %v, fewer than banks × assoc = %d; give a larger --disk-cache-size or fewer --disk-banks/--disk-assoc",
+		return g, fmt.Errorf("size %v holds %d blocks of %v, fewer than banks × assoc = %d; give a larger --disk-cache-size or fewer --disk-banks/--disk-assoc",
 			block.Size(c.Size), frames, block.Size(c.BlockSize), perSet)
 	}
 	if frames/perSet > 1<<30 {
-		return g, fmt.Errorf("disk cache: %d sets per bank is too many; give more --disk-banks", frames/perSet)
+		return g, fmt.Errorf("%d sets per bank is too many; give more --disk-banks", frames/perSet)
 	}
 	g.Sets = int(frames / perSet)
 	return g, nil
