@@ -91,6 +91,8 @@ type Agent struct {
 	sess     *session
 	cache    *mem.Cache
 	disk     *disk.Cache // nil without --disk-cache
+	diskSem  chan struct{}
+	diskWG   sync.WaitGroup
 	flights  singleflight.Group
 	prefetch chan struct{} // bounds read-ahead fetches in flight
 	coop     *coop         // the directory policy's client side; nil under "none"
@@ -118,12 +120,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) {
-		a.fresh.Delete(id)
-		if a.coop != nil {
-			a.coop.evicted(id)
-		}
-	}}
+	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) { a.memEvicted(id) }}
 	var err error
 	if a.cache, err = mem.New(memCfg); err != nil {
 		return nil, err
@@ -378,8 +375,7 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.versions[ino] = v
 	a.mu.Unlock()
 	if known && old != v {
-		a.cache.RemoveFile(ino)
-		a.dropDiskFile(ino)
+		a.dropFile(ino)
 	}
 	return known && old == v
 }

@@ -172,9 +172,13 @@ func (c *coop) localState(id block.ID) directory.Local {
 		return directory.Local{State: directory.Present, Version: v}
 	}
 	c.pendMu.Lock()
-	defer c.pendMu.Unlock()
-	if p := c.pending[id]; p != nil {
+	p := c.pending[id]
+	c.pendMu.Unlock()
+	if p != nil {
 		return directory.Local{State: directory.Pending, Version: block.Version(p.version)}
+	}
+	if v, ok := c.a.diskPeek(id); ok {
+		return directory.Local{State: directory.Present, Version: v}
 	}
 	return directory.Local{State: directory.Absent}
 }
@@ -203,7 +207,7 @@ func (c *coop) onForward(fw *wire.Forward) {
 		reply = c.answer(id, v, c.localState(id))
 	}
 	if reply.Answer == directory.Send {
-		if data, ok := c.a.cache.Get(id, v); ok {
+		if data, ok := c.a.forPeer(id, v); ok {
 			_, me := c.a.sess.params()
 			c.toPeer(fw.RequesterAddr, &wire.PeerData{Token: fw.Token, File: fw.File, Index: fw.Index,
 				Version: fw.Version, Holder: me, Data: data})
@@ -221,7 +225,7 @@ func (c *coop) answer(id block.ID, v block.Version, local directory.Local) direc
 	r := c.holder.Forward(id, v, local)
 	c.holderMu.Unlock()
 	if r.DropFile {
-		c.a.cache.RemoveFile(id.File)
+		c.a.dropFile(id.File)
 	}
 	c.sendDiscard(r.Notify, true)
 	return r

@@ -31,7 +31,7 @@ func (a *Agent) openDisk() error {
 	if err != nil {
 		return fmt.Errorf("open --disk-cache: %w", err)
 	}
-	a.disk = c
+	a.disk, a.diskSem = c, make(chan struct{}, diskWriters)
 	a.metrics.Register(obs.NewTierCollector(obs.LayerLocalDisk, c.Stats))
 	s := c.Stats()
 	a.log.Info("disk cache open", "dir", dc.Dir, "capacity", block.Size(s.Capacity).String(), "blocks_held", s.Entries)
@@ -53,17 +53,30 @@ func (a *Agent) fromDisk(id block.ID, v block.Version) ([]byte, bool) {
 	return data, true
 }
 
-// toDisk stores a fetched block in the disk tier.
+// diskWriters bounds the disk tier writes in flight behind fetches.
+const diskWriters = 4
+
+// toDisk stores a fetched block in the disk tier, in the background so the
+// reader does not wait for the write and its checksum; at most diskWriters
+// run at once, and a fetch waits for a free one rather than drop the block
+// (blocks are shared read-only, so the write may outlive the fetch).
 func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
-	if a.disk != nil {
-		a.disk.Put(id, v, data)
+	if a.disk == nil {
+		return
 	}
+	a.diskSem <- struct{}{}
+	a.diskWG.Add(1)
+	go func() {
+		defer func() { <-a.diskSem; a.diskWG.Done() }()
+		a.disk.Put(id, v, data)
+	}()
 }
 
-// dropDiskFile drops the disk tier's blocks of a file whose version
-// changed: they can never hit again (lookups match versions exactly), so
-// their frames are freed at once.
-func (a *Agent) dropDiskFile(ino uint64) {
+// dropFile drops a file's blocks from both tiers when its version changed:
+// they can never hit again (lookups match versions exactly), so their room
+// is freed at once.
+func (a *Agent) dropFile(ino uint64) {
+	a.cache.RemoveFile(ino)
 	if a.disk != nil {
 		a.disk.RemoveFile(ino)
 	}
@@ -73,5 +86,42 @@ func (a *Agent) closeDisk() error {
 	if a.disk == nil {
 		return nil
 	}
+	a.diskWG.Wait()
 	return a.disk.Close()
+}
+
+// diskPeek returns the version the disk tier holds for id.
+func (a *Agent) diskPeek(id block.ID) (block.Version, bool) {
+	if a.disk == nil {
+		return 0, false
+	}
+	return a.disk.Peek(id)
+}
+
+// forPeer returns block id at version v for a peer the server forwarded a
+// request to us for: from memory, else from the disk tier (peers serve
+// from their disk too).
+func (a *Agent) forPeer(id block.ID, v block.Version) ([]byte, bool) {
+	if data, ok := a.cache.Get(id, v); ok {
+		return data, true
+	}
+	if a.disk == nil {
+		return nil, false
+	}
+	return a.disk.Get(id, v)
+}
+
+// memEvicted is the memory tier's eviction callback. Under the directory
+// policy the block joins the discard queue unless the disk tier still
+// holds it: the server keeps forwarding to us what our disk can serve. A
+// block the disk tier drops later is discarded on demand, when a forward
+// finds it absent.
+func (a *Agent) memEvicted(id block.ID) {
+	a.fresh.Delete(id)
+	if a.coop == nil {
+		return
+	}
+	if _, onDisk := a.diskPeek(id); !onDisk {
+		a.coop.evicted(id)
+	}
 }

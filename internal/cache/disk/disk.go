@@ -149,6 +149,18 @@ func (c *Cache) invalidate(b *bank, fr int) {
 	}
 }
 
+// Peek returns the version held for id (clean or dirty) without reading
+// the data or touching the counters; a stale file's blocks are not held.
+func (c *Cache) Peek(id block.ID) (block.Version, bool) {
+	lb, _ := c.lock(id)
+	defer lb.mu.Unlock()
+	fr, ok := lb.b.lookup(id)
+	if !ok || c.isStale(id.File) {
+		return 0, false
+	}
+	return lb.b.tags[fr].v, true
+}
+
 // Put stores data as a clean copy of block id at version v, replacing any
 // copy held. Data longer than a block is not stored (and any older copy is
 // dropped). Errors are logged; the block is then simply not cached.
