@@ -1,7 +1,9 @@
 // Package agent is the coopfs client: the part of `coopfs mount` below the
 // FUSE adapter. It keeps one multiplexed, authenticated connection to the
 // server (reconnecting when it breaks), a memory block cache with sequential
-// read-ahead and single-flight merging of identical misses, and it
+// read-ahead and single-flight merging of identical misses, optionally a
+// persistent disk tier under it (tiers.go: reads go memory → disk → peer →
+// server, and peers serve forwarded misses from their disk too), and it
 // implements close-to-open consistency: every open revalidates the file's
 // version with the server, cached blocks are tagged with the version they
 // belong to, and writes reach the server before write(2) returns

@@ -13,8 +13,9 @@ type Tier interface {
 	// exactly version v. A block held under any other version is a miss.
 	Get(id block.ID, v block.Version) ([]byte, bool)
 	// Put stores data as block id at version v, replacing whatever the tier
-	// held for id (any version). Data larger than the tier's capacity is not
-	// stored (and any older copy of id is dropped). The tier may evict other
+	// held for id (any version). Data larger than the tier can hold (its
+	// capacity; for a tier of fixed-size frames, one frame) is not stored
+	// (and any older copy of id is dropped). The tier may evict other
 	// blocks to make room.
 	Put(id block.ID, v block.Version, data []byte)
 	// Remove drops block id (any version); it is a no-op if absent.
