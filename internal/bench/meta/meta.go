@@ -92,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if r.dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--dir: %w", err)
+	}
 	if err := r.prepare(ctx, pass); err != nil {
 		return nil, err
 	}
@@ -152,6 +155,13 @@ func (r *run) prepare(ctx context.Context, pass string) error {
 		rep.Row(RowKey(st.key, TargetExt4), st.name+", export directly", UnitSeconds)
 		rep.Row(RowKey(st.key, TargetPass), st.name+", "+pass, UnitSeconds).Compare(RowKey(st.key, TargetExt4), 0)
 		rep.Row(RowKey(st.key, TargetCoopfs), st.name+", coopfs", UnitSeconds).Compare(RowKey(st.key, TargetPass), 0)
+	}
+	for _, q := range []struct{ key, name string }{{StepRTT, "median"}, {StepRTT + "-p90", "90th percentile"}} {
+		name := fmt.Sprintf("lstat of a name whose entry expired, %s of %d calls", q.name, RTTFiles)
+		rep := r.res.Report
+		rep.Row(RowKey(q.key, TargetExt4), name+", export directly", UnitMicros)
+		rep.Row(RowKey(q.key, TargetPass), name+", "+pass, UnitMicros).Compare(RowKey(q.key, TargetExt4), 0)
+		rep.Row(RowKey(q.key, TargetCoopfs), name+", coopfs", UnitMicros).Compare(RowKey(q.key, TargetPass), 0)
 	}
 	return nil
 }
@@ -268,6 +278,19 @@ func (r *run) repetition(ctx context.Context, t target) error {
 			}
 		}
 	}
+	return r.rtt(ctx, t)
+}
+
+// rtt runs the round-trip probe on t and counts the client's messages.
+func (r *run) rtt(ctx context.Context, t target) error {
+	lat, msgs, err := probeRTT(ctx, t)
+	if err != nil {
+		return err
+	}
+	r.addRTT(t.name(), lat)
+	if msgs != nil {
+		r.addMessages(StepRTT, msgs)
+	}
 	return nil
 }
 
@@ -300,9 +323,13 @@ func (r *run) addMessages(step string, m map[string]float64) {
 // rows are times: a target is met when the ratio is at most the target).
 func (r *run) finish() {
 	rep := r.res.Report
+	keys := []string{}
 	for _, st := range r.steps {
-		total := rep.Row("msgs/"+st.key, "messages sent by the coopfs client, "+st.name, "messages")
-		byType := r.res.Messages[st.key]
+		keys = append(keys, st.key)
+	}
+	for _, key := range append(keys, StepRTT) {
+		total := rep.Row("msgs/"+key, "messages sent by the coopfs client, "+key, "messages")
+		byType := r.res.Messages[key]
 		for i := range r.cfg.Repeat {
 			var sum float64
 			for _, v := range byType {

@@ -111,7 +111,8 @@ func TestRun(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil || back["rows"] == nil || back["messages"] == nil || back["tree"] == nil {
 				t.Errorf("JSON: %v, keys %v", err, len(back))
 			}
-			if !strings.Contains(stdout.String(), StepGrepWarm) || !strings.Contains(stdout.String(), "messages per directory") {
+			if !strings.Contains(stdout.String(), StepGrepWarm) || !strings.Contains(stdout.String(), "messages per directory") ||
+				!strings.Contains(stdout.String(), "metadata round trip") {
 				t.Errorf("table:\n%s", stdout.String())
 			}
 		})
@@ -144,6 +145,16 @@ func checkShape(t *testing.T, res *Result, cfg Config) {
 		if m := res.Get("msgs/" + st.Key); m == nil || len(m.Samples) != cfg.Repeat || m.Median <= 0 {
 			t.Errorf("%s: messages row %+v", st.Key, m)
 		}
+	}
+	for _, key := range []string{StepRTT, StepRTT + "-p90"} {
+		for _, tg := range []string{TargetExt4, TargetPass, TargetCoopfs} {
+			if row := res.Get(RowKey(key, tg)); row == nil || len(row.Samples) != cfg.Repeat || row.Median <= 0 {
+				t.Errorf("%s: row %+v", RowKey(key, tg), row)
+			}
+		}
+	}
+	if m := res.Messages[StepRTT]; len(m["Lookup"]) != cfg.Repeat || m["Lookup"][0] < RTTFiles/2 {
+		t.Errorf("round-trip probe: the coopfs client sent %v", m)
 	}
 	if r := res.Get("msgs-per-dir/" + StepGrepWarm); r == nil || r.Median <= 0 {
 		t.Errorf("per-directory messages %+v", r)

@@ -53,6 +53,16 @@ func (res *Result) WriteText(w io.Writer) error {
 			p.Ratio, c.Ratio, verdict, msgs, res.topTypes(st.Key, 4))
 	}
 	tw.Flush()
+	if c := r.Get(RowKey(StepRTT, TargetCoopfs)); c != nil && len(c.Samples) > 0 {
+		verdict := "MISSED"
+		if c.Median <= TargetRTTMus {
+			verdict = "met"
+		}
+		e, p := r.Get(RowKey(StepRTT, TargetExt4)), r.Get(RowKey(StepRTT, TargetPass))
+		p90 := func(t string) float64 { return r.Get(RowKey(StepRTT+"-p90", t)).Median }
+		fmt.Fprintf(&b, "\nmetadata round trip (lstat of %d names whose entries expired; median / p90 µs): ext4 %.1f / %.1f, passthrough %.1f / %.1f, coopfs %.1f / %.1f (target <= %.0f µs median: %s; coopfs sent %s)\n",
+			RTTFiles, e.Median, p90(TargetExt4), p.Median, p90(TargetPass), c.Median, p90(TargetCoopfs), TargetRTTMus, verdict, res.topTypes(StepRTT, 4))
+	}
 	if pd, pf := r.Get("msgs-per-dir/"+StepGrepWarm), r.Get("msgs-per-file/"+StepGrepWarm); pd != nil {
 		verdict := "MISSED"
 		if m := r.Get("msgs/" + StepGrepWarm); m != nil && m.Median <= float64(res.Tree.Dirs) {
