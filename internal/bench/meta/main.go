@@ -1,0 +1,149 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/coopfs/coopfs/internal/obs"
+)
+
+// ErrUsage marks an error the flag package already explained.
+var ErrUsage = errors.New("usage")
+
+const synopsis = `Usage: coopfs bench meta [flags]
+
+Metadata and small-file workloads (tar x, find+stat, grep -r cold and warm,
+du -s, a Python import, rm -rf) side by side against the export directory,
+a FUSE passthrough of it (bindfs) and a coopfs mount (policy none), then
+close-to-open across two coopfs mounts. Needs FUSE; the cold steps drop the
+machine's caches (root). See docs/benchmarks-meta.md.
+
+Flags:
+`
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, " ") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// Output says where the result goes besides the table on stdout.
+type Output struct {
+	JSON string // a JSON file
+	Out  string // a directory for meta.json, meta.txt, meta.png, meta.svg
+}
+
+// ParseFlags parses the flags of `coopfs bench meta` into a Config.
+func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
+	fs := flag.NewFlagSet("coopfs bench meta", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, synopsis)
+		fs.PrintDefaults()
+	}
+	var cfg Config
+	var out Output
+	var mountArgs stringsFlag
+	fs.IntVar(&cfg.Repeat, "repeat", DefaultRepeat, "repetitions of every workload on every target (the report gives medians)")
+	fs.StringVar(&cfg.Tree, "tree", "", "directory whose tarball is extracted (default: the src directory of the Go installation, go env GOROOT)")
+	fs.IntVar(&cfg.GenFiles, "gen-files", 0, "extract a generated tree of this many small files instead of --tree")
+	fs.IntVar(&cfg.PyModules, "py-modules", DefaultPyModules, "modules of the generated Python package tree (-1: no Python import)")
+	fs.IntVar(&cfg.C2OFiles, "c2o-files", DefaultC2OFiles, "files of the close-to-open check across two mounts (-1: skipped)")
+	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse, in this process) or auto (bindfs if installed)")
+	fs.Var(&mountArgs, "mount-arg", "extra flag for coopfs mount, repeatable (e.g. --mount-arg=--attr-timeout=10s)")
+	fs.StringVar(&cfg.Dir, "dir", "", "run directory: export, tarball, logs (default: a new temporary directory)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (logs) afterwards")
+	fs.StringVar(&out.JSON, "json", "", "also write the result as JSON to FILE")
+	fs.StringVar(&out.Out, "out", "", "write meta.json, meta.txt (the table) and the plot meta.png/.svg to DIR")
+	logLevel := fs.String("log-level", "warn", "launcher log level")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, out, err
+		}
+		return cfg, out, ErrUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "coopfs bench meta: takes no arguments, only flags")
+		fs.Usage()
+		return cfg, out, ErrUsage
+	}
+	if cfg.Repeat < 1 {
+		return cfg, out, fmt.Errorf("--repeat %d: want at least 1", cfg.Repeat)
+	}
+	if cfg.PyModules == 0 {
+		cfg.PyModules = -1
+	}
+	if cfg.C2OFiles == 0 {
+		cfg.C2OFiles = -1
+	}
+	cfg.MountArgs = mountArgs
+	cfg.Command = strings.TrimSpace("coopfs bench meta " + strings.Join(args, " "))
+	cfg.Progress = stderr
+	cfg.Logger = obs.NewLogger(stderr, *logLevel)
+	return cfg, out, cfg.Validate()
+}
+
+// Main runs `coopfs bench meta [flags]`.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, out, err := ParseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted; everything started was stopped")
+		}
+		return err
+	}
+	return res.Write(out, stdout)
+}
+
+// Write prints the table and writes the files out asks for.
+func (res *Result) Write(out Output, stdout io.Writer) error {
+	if err := res.WriteText(stdout); err != nil {
+		return err
+	}
+	writeJSON := func(path string) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := res.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if out.JSON != "" {
+		if err := writeJSON(out.JSON); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if out.Out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(out.Out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	base := filepath.Join(out.Out, "meta")
+	if err := writeJSON(base + ".json"); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	var table strings.Builder
+	_ = res.WriteText(&table)
+	if err := os.WriteFile(base+".txt", []byte(table.String()), 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if err := res.Plot(base+".png", base+".svg"); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
+	return nil
+}
