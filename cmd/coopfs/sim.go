@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -210,10 +211,23 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asJSON := fs.Bool("json", false, "print one JSON object per (algorithm, configuration)")
 	asCSV := fs.Bool("csv", false, "print CSV")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
 	pf := addParamFlags(fs)
 	gf := addGenFlags(fs)
+	hideFlags(fs, stderr, "(--trace F[,F...] --format F | --gen PATTERN) --algo A,B [flags]", "cpuprofile")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags go before it?)", fs.Arg(0))
@@ -302,7 +316,7 @@ func simStudy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the rows as JSON instead of text")
 	asCSV := fs.Bool("csv", false, "print the rows as CSV instead of text")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	workers := fs.Int("workers", 0, "runs in parallel (0: up to 2)")
+	workers := fs.Int("workers", 0, "runs in parallel (0: one per core)")
 	pf := addParamFlags(fs)
 	// Accept the study name before or after the flags.
 	var name string
