@@ -49,13 +49,17 @@ func ParseOp(s string) (Op, error) {
 
 // Access is one trace record: client Client does Op on block Block of file
 // File at virtual time Time (since the start of the trace). For OpOpen and
-// OpDelete, Block is the file's length in blocks (0 if unknown).
+// OpDelete, Block is the file's length in blocks (0 if unknown). Size is
+// the object's size in bytes when the trace carries one (object traces:
+// File is the object id, Block 0), else 0; readers turn sizes into blocks
+// or drop them before the algorithms see them (ReadOptions.Sizes).
 type Access struct {
 	Time   time.Duration
 	Client int
 	File   uint64
 	Block  uint64
 	Op     Op
+	Size   uint32
 }
 
 // Key is the block an access names, usable as a map key.
