@@ -19,6 +19,7 @@ type prefetcher struct {
 	quit chan struct{}
 	done chan struct{}
 	cur  []Access
+	src  Source // in step: no goroutine, one access at a time
 }
 
 type prefetched struct {
@@ -26,7 +27,24 @@ type prefetched struct {
 	err   error // io.EOF at the end
 }
 
+// ReadAheader is implemented by sources that may be read ahead of the
+// simulation (trace files, generators, merges of them): their accesses do
+// not depend on what the algorithm did. Other sources (closed-loop
+// workloads whose times follow the simulated completions) are read one
+// access at a time, in step with the algorithm.
+type ReadAheader interface {
+	ReadAhead() bool
+}
+
+func canReadAhead(src Source) bool {
+	r, ok := src.(ReadAheader)
+	return ok && r.ReadAhead()
+}
+
 func newPrefetcher(src Source) *prefetcher {
+	if !canReadAhead(src) {
+		return &prefetcher{src: src, cur: make([]Access, 0, 1)}
+	}
 	p := &prefetcher{out: make(chan prefetched, 4), free: make(chan []Access, 6),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	for range 6 {
@@ -74,6 +92,17 @@ func (p *prefetcher) run(src Source) {
 // next returns the next batch (valid until the following call), nil at the
 // end of the source.
 func (p *prefetcher) next() ([]Access, error) {
+	if p.src != nil {
+		a, err := p.src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.cur = append(p.cur[:0], a)
+		return p.cur, nil
+	}
 	if p.cur != nil {
 		p.free <- p.cur
 		p.cur = nil
@@ -94,6 +123,9 @@ func (p *prefetcher) next() ([]Access, error) {
 // stop ends the reading goroutine and waits for it (the source may be
 // closed afterwards).
 func (p *prefetcher) stop() {
+	if p.src != nil {
+		return
+	}
 	close(p.quit)
 	<-p.done
 }

@@ -352,6 +352,9 @@ func (s *fileSource) Next() (Access, error) {
 	return a, err
 }
 
+// ReadAhead implements ReadAheader: a file does not depend on the run.
+func (s *fileSource) ReadAhead() bool { return true }
+
 func (s *fileSource) Close() error {
 	err := CloseSource(s.Source)
 	if e := s.f.Close(); err == nil {
