@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/sim"
@@ -22,12 +26,16 @@ const simUsage = `Usage: coopfs sim SUBCOMMAND [flags]
 
 Subcommands:
   run    run algorithms on a trace or a generated workload
-         coopfs sim run --trace F[,F2...] --format lirs|coopfs --algo A,B [--json]
+         coopfs sim run --trace F[,F2...] --format FMT --algo A,B [--json]
          coopfs sim run --gen PATTERN --algo A,B [--json]
   study  run a whole study and write its tables and plots
          coopfs sim study sarkar|nfscc|nasd [--quick] [--out DIR]
   gen    write a generated workload in the coopfs trace format
          coopfs sim gen PATTERN [--clients N --accesses N --seed S ...] > file
+  convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, csv)
+         coopfs sim convert --trace IN --format FMT --to FMT --out OUT[.gz|.zst]
+  bench  accesses/s and peak memory per algorithm on one trace (and libCacheSim's)
+         coopfs sim bench --trace F --format FMT [--algo A,B] [--clients 1,42]
   list   list the algorithms, studies and generator patterns
 
 Run 'coopfs sim SUBCOMMAND -h' for its flags; see docs/sim.md.
@@ -45,6 +53,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return simStudy(ctx, args[1:], stdout, stderr)
 	case "gen":
 		return simGen(args[1:], stdout, stderr)
+	case "convert":
+		return simConvert(args[1:], stdout, stderr)
+	case "bench":
+		return simBench(ctx, args[1:], stdout, stderr)
 	case "list":
 		return simList(stdout)
 	case "-h", "--help", "help":
@@ -52,7 +64,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	fmt.Fprint(stderr, simUsage)
-	return fmt.Errorf("unknown subcommand %q: want run, study, gen or list", args[0])
+	return fmt.Errorf("unknown subcommand %q: want run, study, gen, convert, bench or list", args[0])
 }
 
 // paramFlags binds every sim.Params field to a flag; apply builds the
@@ -202,18 +214,31 @@ func addGenFlags(fs *flag.FlagSet) *genFlags {
 }
 
 func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim run", "(--trace F[,F...] --format lirs|coopfs | --gen PATTERN) --algo A,B [flags]", stderr)
-	trace := fs.String("trace", "", "trace file(s), comma-separated; several are lottery-merged, one client each (gzip is detected)")
-	format := fs.String("format", "coopfs", "trace format: coopfs or lirs")
+	fs := newFlagSet("sim run", "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", stderr)
+	trace := fs.String("trace", "", "trace file(s), comma-separated; several are lottery-merged, one client each (gzip and zstd are detected)")
+	tf := addTraceFlags(fs)
 	gen := fs.String("gen", "", "run on a generated workload instead: "+strings.Join(sim.Patterns(), ", "))
 	algos := fs.String("algo", "baseline,nchance,gms,globallru,optimal", "algorithms, comma-separated (see 'coopfs sim list')")
 	asJSON := fs.Bool("json", false, "print one JSON object per (algorithm, configuration)")
 	asCSV := fs.Bool("csv", false, "print CSV")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
 	pf := addParamFlags(fs)
 	gf := addGenFlags(fs)
+	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags go before it?)", fs.Arg(0))
@@ -227,7 +252,7 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *trace != "" && *gen != "":
 		return errors.New("give --trace or --gen, not both")
 	case *trace != "":
-		f, err := sim.ParseFormat(*format)
+		o, err := tf.options(p.BlockSize)
 		if err != nil {
 			return err
 		}
@@ -236,7 +261,7 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if _, err := os.Stat(path); err != nil {
 				return fmt.Errorf("trace: %w", err)
 			}
-			ws = append(ws, &sim.File{Path: path, Format: f})
+			ws = append(ws, &sim.File{Path: path, Format: o.Format, Options: o})
 		}
 		w = ws[0]
 		if len(ws) > 1 {
@@ -302,7 +327,7 @@ func simStudy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the rows as JSON instead of text")
 	asCSV := fs.Bool("csv", false, "print the rows as CSV instead of text")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	workers := fs.Int("workers", 0, "runs in parallel (0: up to 2)")
+	workers := fs.Int("workers", 0, "runs in parallel (0: one per core)")
 	pf := addParamFlags(fs)
 	// Accept the study name before or after the flags.
 	var name string
@@ -405,4 +430,123 @@ func simList(stdout io.Writer) error {
 	fmt.Fprintln(stdout, "\nGenerator patterns:")
 	fmt.Fprintf(stdout, "  %s\n", strings.Join(sim.Patterns(), ", "))
 	return nil
+}
+
+// traceFlags are how a trace is read.
+type traceFlags struct {
+	format, csvSpec, sizes *string
+}
+
+func addTraceFlags(fs *flag.FlagSet) *traceFlags {
+	var names []string
+	for _, f := range sim.Formats() {
+		names = append(names, string(f))
+	}
+	return &traceFlags{
+		format: fs.String("format", "coopfs", "trace format: "+strings.Join(names, ", ")),
+		csvSpec: fs.String("csv-spec", "", "csv columns, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,client-col=5,\n"+
+			"delimiter=comma,has-header=true,obj-id-is-num=true,time-scale=1 (default: the layout 'sim convert' writes)"),
+		sizes: fs.String("sizes", "blocks", "object sizes (oracleGeneral, csv): blocks (an object of S bytes is ceil(S/block-size) blocks)\n"+
+			"or ignore (one block per object, libCacheSim's --ignore-obj-size)"),
+	}
+}
+
+// options builds the read options; keep is for converters (sizes pass on).
+func (t *traceFlags) options(blockSize int64) (sim.ReadOptions, error) {
+	f, err := sim.ParseFormat(*t.format)
+	if err != nil {
+		return sim.ReadOptions{}, err
+	}
+	o := sim.ReadOptions{Format: f, BlockSize: blockSize}
+	if *t.csvSpec != "" {
+		if f != sim.FormatCSV {
+			return o, fmt.Errorf("--csv-spec is for --format csv, not %s", f)
+		}
+		if o.CSV, err = sim.ParseCSVSpec(*t.csvSpec); err != nil {
+			return o, err
+		}
+	}
+	if t.sizes != nil {
+		if o.Sizes, err = sim.ParseSizeMode(*t.sizes); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func simConvert(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sim convert", "--trace IN --format FMT --to FMT --out OUT[.gz|.zst]", stderr)
+	trace := fs.String("trace", "", "input trace (gzip and zstd are detected)")
+	to := fs.String("to", "", "output format: coopfs, lirs, txt, oracleGeneral, csv")
+	out := fs.String("out", "", "output file ('-': stdout); a .gz or .zst name compresses it")
+	bs := block.Size(8 << 10)
+	fs.Var(&bs, "block-size", "size written for accesses without one (block traces)")
+	tf := addTraceFlags(fs)
+	tf.sizes = nil // sizes pass through to the output
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags go before it?)", fs.Arg(0))
+	}
+	if *trace == "" || *to == "" || *out == "" {
+		fs.Usage()
+		return errors.New("give --trace, --to and --out")
+	}
+	o, err := tf.options(int64(bs))
+	if err != nil {
+		return err
+	}
+	toF, err := sim.ParseFormat(*to)
+	if err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	if _, err := os.Stat(*trace); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	w := &sim.File{Path: *trace, Format: o.Format, Options: o}
+	var dst io.Writer = stdout
+	var fh *os.File
+	if *out != "-" {
+		if fh, err = os.Create(*out); err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+		defer fh.Close()
+		dst = fh
+	}
+	cw, err := compressWriter(dst, *out)
+	if err != nil {
+		return err
+	}
+	if err := sim.Convert(cw, w, toF, int64(bs)); err != nil {
+		return err
+	}
+	if err := cw.Close(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	if fh != nil {
+		if err := fh.Close(); err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// compressWriter compresses by the output name's extension (.gz, .zst).
+func compressWriter(w io.Writer, name string) (io.WriteCloser, error) {
+	switch {
+	case strings.HasSuffix(name, ".gz"):
+		return gzip.NewWriter(w), nil
+	case strings.HasSuffix(name, ".zst"):
+		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	}
+	return nopWriteCloser{w}, nil
+}
+
+func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return errors.New("sim bench: not yet")
 }

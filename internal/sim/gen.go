@@ -347,3 +347,6 @@ type renamed struct {
 func (r *renamed) Name() string { return r.name }
 
 type named = renamed
+
+// ReadAhead implements ReadAheader: a generator does not depend on the run.
+func (s *genSource) ReadAhead() bool { return true }

@@ -144,6 +144,16 @@ func (s *mergeSource) Next() (Access, error) {
 	return a, nil
 }
 
+// ReadAhead implements ReadAheader when every merged source allows it.
+func (s *mergeSource) ReadAhead() bool {
+	for _, src := range s.srcs {
+		if !canReadAhead(src) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *mergeSource) Close() error {
 	for _, src := range s.srcs {
 		CloseSource(src)

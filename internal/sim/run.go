@@ -7,6 +7,129 @@ import (
 	"io"
 )
 
+// prefetchBatch is the number of accesses a prefetcher hands over at once.
+const prefetchBatch = 8192
+
+// prefetcher reads a source ahead in its own goroutine (the trace is parsed
+// on one core while the algorithm runs on another) and hands the accesses
+// over in batches, in order.
+type prefetcher struct {
+	out  chan prefetched
+	free chan []Access
+	quit chan struct{}
+	done chan struct{}
+	cur  []Access
+	src  Source // in step: no goroutine, one access at a time
+}
+
+type prefetched struct {
+	batch []Access
+	err   error // io.EOF at the end
+}
+
+// ReadAheader is implemented by sources that may be read ahead of the
+// simulation (trace files, generators, merges of them): their accesses do
+// not depend on what the algorithm did. Other sources (closed-loop
+// workloads whose times follow the simulated completions) are read one
+// access at a time, in step with the algorithm.
+type ReadAheader interface {
+	ReadAhead() bool
+}
+
+func canReadAhead(src Source) bool {
+	r, ok := src.(ReadAheader)
+	return ok && r.ReadAhead()
+}
+
+func newPrefetcher(src Source) *prefetcher {
+	if !canReadAhead(src) {
+		return &prefetcher{src: src, cur: make([]Access, 0, 1)}
+	}
+	p := &prefetcher{out: make(chan prefetched, 4), free: make(chan []Access, 6),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	for range 6 {
+		p.free <- make([]Access, 0, prefetchBatch)
+	}
+	go p.run(src)
+	return p
+}
+
+func (p *prefetcher) run(src Source) {
+	defer close(p.done)
+	for {
+		var b []Access
+		select {
+		case b = <-p.free:
+		case <-p.quit:
+			return
+		}
+		b = b[:0]
+		var err error
+		for len(b) < prefetchBatch {
+			var a Access
+			if a, err = src.Next(); err != nil {
+				break
+			}
+			b = append(b, a)
+		}
+		if len(b) > 0 {
+			select {
+			case p.out <- prefetched{batch: b}:
+			case <-p.quit:
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case p.out <- prefetched{err: err}:
+			case <-p.quit:
+			}
+			return
+		}
+	}
+}
+
+// next returns the next batch (valid until the following call), nil at the
+// end of the source.
+func (p *prefetcher) next() ([]Access, error) {
+	if p.src != nil {
+		a, err := p.src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.cur = append(p.cur[:0], a)
+		return p.cur, nil
+	}
+	if p.cur != nil {
+		p.free <- p.cur
+		p.cur = nil
+	}
+	r := <-p.out
+	if r.err != nil {
+		if errors.Is(r.err, io.EOF) {
+			p.out <- r // later calls see the end again
+			return nil, nil
+		}
+		p.out <- r
+		return nil, r.err
+	}
+	p.cur = r.batch
+	return r.batch, nil
+}
+
+// stop ends the reading goroutine and waits for it (the source may be
+// closed afterwards).
+func (p *prefetcher) stop() {
+	if p.src != nil {
+		return
+	}
+	close(p.quit)
+	<-p.done
+}
+
 // RunOptions control one run.
 type RunOptions struct {
 	// Algorithm and Config label the Metrics ("default" if Config is empty).
@@ -47,31 +170,33 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 	defer CloseSource(src)
 	rec := NewRecorder(p)
 	var n, warm int64
+	pf := newPrefetcher(src)
+	defer pf.stop()
 	for {
-		a, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+		batch, err := pf.next()
 		if err != nil {
 			return Metrics{}, fmt.Errorf("read %s: %w", w.Name(), err)
 		}
-		if a.Client < 0 || a.Client >= p.Clients {
-			return Metrics{}, fmt.Errorf("%s: access %d names client %d, but there are %d clients (set --clients)", w.Name(), n+1, a.Client, p.Clients)
+		if batch == nil {
+			break
 		}
-		if n == int64(p.WarmUp) && n > 0 {
-			rec.Reset()
-			warm = n
-		}
-		rec.Begin(a)
-		rec.Record(a, alg.Access(a, rec.Counters()))
-		n++
-		if n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return Metrics{}, err
+		for _, a := range batch {
+			if uint(a.Client) >= uint(p.Clients) {
+				return Metrics{}, fmt.Errorf("%s: access %d names client %d, but there are %d clients (set --clients)", w.Name(), n+1, a.Client, p.Clients)
+			}
+			if n == int64(p.WarmUp) && n > 0 {
+				rec.Reset()
+				warm = n
+			}
+			rec.Begin(a)
+			rec.Record(a, alg.Access(a, rec.Counters()))
+			n++
+			if o.Progress != nil && o.ProgressEvery > 0 && n%o.ProgressEvery == 0 {
+				o.Progress(n)
 			}
 		}
-		if o.Progress != nil && o.ProgressEvery > 0 && n%o.ProgressEvery == 0 {
-			o.Progress(n)
+		if err := ctx.Err(); err != nil {
+			return Metrics{}, err
 		}
 	}
 	return rec.Metrics(o.Algorithm, o.Config, w.Name(), warm), nil

@@ -49,13 +49,17 @@ func ParseOp(s string) (Op, error) {
 
 // Access is one trace record: client Client does Op on block Block of file
 // File at virtual time Time (since the start of the trace). For OpOpen and
-// OpDelete, Block is the file's length in blocks (0 if unknown).
+// OpDelete, Block is the file's length in blocks (0 if unknown). Size is
+// the object's size in bytes when the trace carries one (object traces:
+// File is the object id, Block 0), else 0; readers turn sizes into blocks
+// or drop them before the algorithms see them (ReadOptions.Sizes).
 type Access struct {
 	Time   time.Duration
 	Client int
 	File   uint64
 	Block  uint64
 	Op     Op
+	Size   uint32
 }
 
 // Key is the block an access names, usable as a map key.
@@ -312,7 +316,7 @@ type Counters struct {
 	clientBytes []int64
 	winStart    time.Duration
 	winNet      int64
-	winClient   map[int]int64
+	winClient   []int64 // bytes per client in the current window
 	maxWinNet   int64
 	maxWinCli   int64
 }
@@ -324,7 +328,7 @@ func NewCounters(p Params) *Counters {
 		msgBytes:    p.MessageBytes,
 		blockBytes:  p.BlockSize,
 		clientBytes: make([]int64, p.Clients),
-		winClient:   make(map[int]int64),
+		winClient:   make([]int64, p.Clients),
 	}
 }
 
@@ -347,11 +351,13 @@ func (c *Counters) Msg(from, to int, carriesBlock bool) {
 	}
 	c.netBytes += n
 	c.winNet += n
-	for _, node := range [2]int{from, to} {
-		if node >= 0 && node < len(c.clientBytes) {
-			c.clientBytes[node] += n
-			c.winClient[node] += n
-		}
+	if uint(from) < uint(len(c.clientBytes)) {
+		c.clientBytes[from] += n
+		c.winClient[from] += n
+	}
+	if uint(to) < uint(len(c.clientBytes)) {
+		c.clientBytes[to] += n
+		c.winClient[to] += n
 	}
 }
 
@@ -374,7 +380,7 @@ func (c *Counters) closeWindow() {
 	c.maxWinNet = max(c.maxWinNet, c.winNet)
 	for k, v := range c.winClient {
 		c.maxWinCli = max(c.maxWinCli, v)
-		delete(c.winClient, k)
+		c.winClient[k] = 0
 	}
 	c.winNet = 0
 }

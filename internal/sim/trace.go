@@ -2,15 +2,15 @@ package sim
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Format names a trace file format.
@@ -27,126 +27,262 @@ const (
 	// line, '*' lines (checkpoints) skipped. Every access is a read by
 	// client 0 of file 0; access i happens at virtual time i × LIRSInterval.
 	FormatLIRS Format = "lirs"
+	// FormatTxt is libCacheSim's txt format: one numeric object id a line,
+	// read like FormatLIRS.
+	FormatTxt Format = "txt"
+	// FormatOracle is libCacheSim's oracleGeneral binary format: 24-byte
+	// little-endian records (uint32 time in seconds, uint64 object id,
+	// uint32 object size in bytes, int64 next access vtime). An object is
+	// file ObjectID, block 0, of Size bytes, read by client 0.
+	FormatOracle Format = "oracleGeneral"
+	// FormatCSV is libCacheSim's csv format: delimited text with the
+	// columns a CSVSpec names (time, object id, size, op, client).
+	FormatCSV Format = "csv"
 )
+
+// Formats lists the trace formats by name.
+func Formats() []Format {
+	return []Format{FormatCoopfs, FormatLIRS, FormatTxt, FormatOracle, FormatCSV}
+}
 
 // LIRSInterval is the virtual time between two accesses of a LIRS trace.
 const LIRSInterval = time.Millisecond
 
-// ParseFormat checks a format name.
+// ParseFormat checks a format name (case does not matter; "oracle" is
+// short for oracleGeneral).
 func ParseFormat(s string) (Format, error) {
-	switch Format(s) {
-	case FormatCoopfs, FormatLIRS:
-		return Format(s), nil
+	switch strings.ToLower(s) {
+	case "coopfs":
+		return FormatCoopfs, nil
+	case "lirs":
+		return FormatLIRS, nil
+	case "txt":
+		return FormatTxt, nil
+	case "oraclegeneral", "oracle":
+		return FormatOracle, nil
+	case "csv":
+		return FormatCSV, nil
 	}
-	return "", fmt.Errorf("unknown trace format %q: want coopfs or lirs", s)
+	return "", fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", s)
 }
 
 // maxLine bounds a trace line; longer lines are an error, not a crash.
 const maxLine = 4096
 
-// NewReader returns a Source reading a trace in format f from r. Gzip input
-// is detected by its magic number and decompressed transparently.
+// ReadOptions say how to read a trace.
+type ReadOptions struct {
+	Format Format
+	// CSV gives the columns of a FormatCSV trace (zero: DefaultCSVSpec).
+	CSV CSVSpec
+	// Sizes says what to do with object sizes (FormatOracle, FormatCSV
+	// with a size column); the zero value is SizesKeep.
+	Sizes SizeMode
+	// BlockSize is the block size for SizesBlocks.
+	BlockSize int64
+}
+
+// SizeMode is what a reader does with the object sizes a trace carries.
+type SizeMode string
+
+const (
+	// SizesKeep passes sizes on in Access.Size (converters).
+	SizesKeep SizeMode = ""
+	// SizesBlocks honours sizes: an access to an object of S bytes becomes
+	// accesses to its ceil(S/BlockSize) blocks (at least one), in order,
+	// so caches sized in bytes hold objects by their size.
+	SizesBlocks SizeMode = "blocks"
+	// SizesIgnore treats every object as one block (libCacheSim's
+	// --ignore-obj-size): caches are sized in objects.
+	SizesIgnore SizeMode = "ignore"
+)
+
+// ParseSizeMode checks a --sizes value.
+func ParseSizeMode(s string) (SizeMode, error) {
+	switch SizeMode(s) {
+	case SizesBlocks, SizesIgnore:
+		return SizeMode(s), nil
+	}
+	return "", fmt.Errorf("unknown --sizes %q: want blocks or ignore", s)
+}
+
+// NewReader returns a Source reading a trace in format f from r. Gzip and
+// zstd input are detected by their magic numbers and decompressed
+// transparently. Object sizes are kept in Access.Size.
 func NewReader(r io.Reader, f Format) (Source, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	return NewReaderOptions(r, ReadOptions{Format: f})
+}
+
+// NewReaderOptions is NewReader with every option.
+func NewReaderOptions(r io.Reader, o ReadOptions) (Source, error) {
+	br, closer, err := decompress(r)
+	if err != nil {
+		return nil, err
+	}
+	var src Source
+	switch o.Format {
+	case FormatCoopfs:
+		src = &coopfsReader{lr: newLineReader(br)}
+	case FormatLIRS, FormatTxt:
+		src = &lirsReader{lr: newLineReader(br)}
+	case FormatOracle:
+		src = &oracleReader{r: br}
+	case FormatCSV:
+		spec := o.CSV
+		if spec == (CSVSpec{}) {
+			spec = DefaultCSVSpec()
+		}
+		if err := spec.validate(); err != nil {
+			return nil, err
+		}
+		src = &csvReader{lr: newLineReader(br), spec: spec, header: spec.Header}
+	default:
+		return nil, fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", o.Format)
+	}
+	switch o.Sizes {
+	case SizesKeep:
+	case SizesIgnore:
+		src = &sizeDropper{Source: src}
+	case SizesBlocks:
+		if o.BlockSize < 1 {
+			return nil, fmt.Errorf("block size %d: want at least 1 byte", o.BlockSize)
+		}
+		src = &blockExpander{Source: src, bs: uint64(o.BlockSize)}
+	default:
+		return nil, fmt.Errorf("unknown size mode %q: want blocks or ignore", o.Sizes)
+	}
+	if closer != nil {
+		src = &closingSource{Source: src, c: closer}
+	}
+	return src, nil
+}
+
+// decompress detects gzip and zstd input by their magic numbers.
+func decompress(r io.Reader) (*bufio.Reader, io.Closer, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("gzip trace: %w", err)
+			return nil, nil, fmt.Errorf("gzip trace: %w", err)
 		}
-		br = bufio.NewReaderSize(zr, 64<<10)
+		return bufio.NewReaderSize(zr, 256<<10), zr, nil
+	case len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd:
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+		if err != nil {
+			return nil, nil, fmt.Errorf("zstd trace: %w", err)
+		}
+		return bufio.NewReaderSize(zr, 256<<10), zstdCloser{zr}, nil
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 0, 512), maxLine)
-	switch f {
-	case FormatCoopfs:
-		return &coopfsReader{sc: sc}, nil
-	case FormatLIRS:
-		return &lirsReader{sc: sc}, nil
+	return br, nil, nil
+}
+
+type zstdCloser struct{ d *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.d.Close(); return nil }
+
+type closingSource struct {
+	Source
+	c io.Closer
+}
+
+func (s *closingSource) Close() error {
+	err := s.c.Close()
+	if e := CloseSource(s.Source); err == nil {
+		err = e
 	}
-	return nil, fmt.Errorf("unknown trace format %q: want coopfs or lirs", f)
+	return err
 }
 
 type lirsReader struct {
-	sc   *bufio.Scanner
-	line int
-	n    int64
+	lr *lineReader
+	n  int64
 }
 
 func (l *lirsReader) Next() (Access, error) {
-	for l.sc.Scan() {
-		l.line++
-		s := bytes.TrimSpace(l.sc.Bytes())
+	for {
+		s, err := l.lr.next()
+		if err != nil {
+			return Access{}, err
+		}
 		if len(s) == 0 || s[0] == '*' {
 			continue
 		}
-		b, err := strconv.ParseUint(string(s), 10, 63)
-		if err != nil {
-			return Access{}, fmt.Errorf("line %d: %q is not a block number", l.line, s)
+		b, ok := parseUint(s, 63)
+		if !ok {
+			return Access{}, fmt.Errorf("line %d: %q is not a block number", l.lr.line, s)
 		}
 		a := Access{Time: time.Duration(l.n) * LIRSInterval, Block: b, Op: OpRead}
 		l.n++
 		return a, nil
 	}
-	return Access{}, scanErr(l.sc, l.line)
-}
-
-func scanErr(sc *bufio.Scanner, line int) error {
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("line %d: longer than %d bytes", line+1, maxLine)
-		}
-		return err
-	}
-	return io.EOF
 }
 
 type coopfsReader struct {
-	sc   *bufio.Scanner
-	line int
+	lr *lineReader
+	f  [5][]byte
 }
 
 func (c *coopfsReader) Next() (Access, error) {
-	for c.sc.Scan() {
-		c.line++
-		s := strings.TrimSpace(c.sc.Text())
-		if s == "" || s[0] == '#' {
+	for {
+		s, err := c.lr.next()
+		if err != nil {
+			return Access{}, err
+		}
+		if len(s) == 0 || s[0] == '#' {
 			continue
 		}
-		a, err := parseCoopfsLine(s)
+		a, err := c.parse(s)
 		if err != nil {
-			return Access{}, fmt.Errorf("line %d: %w", c.line, err)
+			return Access{}, fmt.Errorf("line %d: %w", c.lr.line, err)
 		}
 		return a, nil
 	}
-	return Access{}, scanErr(c.sc, c.line)
 }
 
-func parseCoopfsLine(s string) (Access, error) {
-	f := strings.Fields(s)
-	if len(f) != 5 {
-		return Access{}, fmt.Errorf("want 5 fields \"time client file block op\", got %d", len(f))
+func (c *coopfsReader) parse(s []byte) (Access, error) {
+	f, n := fields(s, c.f[:0])
+	if n != 5 {
+		return Access{}, fmt.Errorf("want 5 fields \"time client file block op\", got %d", n)
 	}
-	sec, err := strconv.ParseFloat(f[0], 64)
-	if err != nil || sec < 0 || sec > 1e9 || sec != sec {
+	sec, ok := parseSeconds(f[0])
+	if !ok || sec < 0 || sec > 1e9 || sec != sec {
 		return Access{}, fmt.Errorf("bad time %q: want seconds >= 0", f[0])
 	}
-	cl, err := strconv.ParseUint(f[1], 10, 31)
-	if err != nil {
+	cl, ok := parseUint(f[1], 31)
+	if !ok {
 		return Access{}, fmt.Errorf("bad client %q: want an integer >= 0", f[1])
 	}
-	file, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
+	file, ok := parseUint(f[2], 64)
+	if !ok {
 		return Access{}, fmt.Errorf("bad file %q: want an integer >= 0", f[2])
 	}
-	blk, err := strconv.ParseUint(f[3], 10, 64)
-	if err != nil {
+	blk, ok := parseUint(f[3], 64)
+	if !ok {
 		return Access{}, fmt.Errorf("bad block %q: want an integer >= 0", f[3])
 	}
-	op, err := ParseOp(f[4])
+	op, err := parseOpBytes(f[4])
 	if err != nil {
 		return Access{}, err
 	}
-	return Access{Time: time.Duration(sec * 1e9), Client: int(cl), File: file, Block: blk, Op: op}, nil
+	return Access{Time: secondsToDuration(sec), Client: int(cl), File: file, Block: blk, Op: op}, nil
+}
+
+// parseOpBytes is ParseOp without allocating for the usual names.
+func parseOpBytes(b []byte) (Op, error) {
+	switch string(b) { // no allocation: the compiler compares in place
+	case "read", "r", "R":
+		return OpRead, nil
+	case "write", "w", "W":
+		return OpWrite, nil
+	case "open", "o":
+		return OpOpen, nil
+	case "close", "c":
+		return OpClose, nil
+	case "delete", "d":
+		return OpDelete, nil
+	}
+	return ParseOp(string(b))
 }
 
 // FormatAccess writes a in the coopfs text format (without newline).
@@ -178,6 +314,9 @@ func WriteTrace(out io.Writer, w Workload) error {
 type File struct {
 	Path   string
 	Format Format
+	// Options are the other read options (Options.Format is ignored:
+	// Format wins).
+	Options ReadOptions
 }
 
 // Name implements Workload.
@@ -189,7 +328,9 @@ func (f *File) Open() (Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := NewReader(fh, f.Format)
+	o := f.Options
+	o.Format = f.Format
+	src, err := NewReaderOptions(fh, o)
 	if err != nil {
 		fh.Close()
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -211,4 +352,13 @@ func (s *fileSource) Next() (Access, error) {
 	return a, err
 }
 
-func (s *fileSource) Close() error { return s.f.Close() }
+// ReadAhead implements ReadAheader: a file does not depend on the run.
+func (s *fileSource) ReadAhead() bool { return true }
+
+func (s *fileSource) Close() error {
+	err := CloseSource(s.Source)
+	if e := s.f.Close(); err == nil {
+		err = e
+	}
+	return err
+}

@@ -20,7 +20,10 @@ func NewBaseline(p sim.Params) (*Baseline, error) {
 // Access implements sim.Algorithm.
 func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := b.c
-	if out, done := c.front(a, cnt, true, b.place); done {
+	if out, done, place := c.front(a, cnt, true); done {
+		if place {
+			b.place(a.Client, a.Key(), false)
+		}
 		return out
 	}
 	k := a.Key()
@@ -32,15 +35,19 @@ func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		layer = sim.LayerDisk
 		c.server.put(k)
 	}
-	b.place(a.Client, k)
+	b.place(a.Client, k, true)
 	return sim.Outcome{Layer: layer}
 }
 
-func (b *Baseline) place(n int, k sim.Key) {
+// place puts k at client n as most recent; missed says n is known not to
+// cache it (a local read miss).
+func (b *Baseline) place(n int, k sim.Key, missed bool) {
 	c := b.c
-	if e := c.lookup(n, k); e != nil {
-		c.touch(e)
-		return
+	if !missed {
+		if e := c.lookup(n, k); e != nil {
+			c.touch(e)
+			return
+		}
 	}
 	if c.k == 0 {
 		return

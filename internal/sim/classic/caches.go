@@ -12,6 +12,11 @@ type ckey struct {
 	c int
 }
 
+// Hash implements sim.Hasher.
+func (k ckey) Hash() uint64 {
+	return sim.Mix((k.k.File*0x9e3779b97f4a7c15 ^ k.k.Block) + uint64(k.c)*0xbf58476d1ce4e5b9)
+}
+
 // caches is the state every classic algorithm shares: per client an LRU
 // list of the blocks it referenced and a FIFO list of the blocks forwarded
 // to it and not referenced since (GMS's local and global pages), a global
@@ -30,8 +35,9 @@ type caches struct {
 	cl     []list
 	gl     []list
 	glob   list
-	at     map[ckey]*entry
-	blocks map[sim.Key]*list
+	ages   bool // the global age list is kept (Global LRU, GMS)
+	at     sim.Table[ckey, *entry]
+	blocks sim.Table[sim.Key, *list]
 	server *lruSet
 	pool   []*entry
 	lpool  []*list
@@ -46,7 +52,6 @@ func newCaches(p sim.Params) (*caches, error) {
 		return nil, err
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]list, p.Clients), gl: make([]list, p.Clients),
-		at: make(map[ckey]*entry), blocks: make(map[sim.Key]*list),
 		rng:    rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)),
 		freeAt: make([]int, p.Clients)}
 	c.server = newLRUSet(p.ServerCacheBlocks, &c.pool)
@@ -108,10 +113,19 @@ func (c *caches) freeClient(not int) int {
 	return -1
 }
 
-func (c *caches) lookup(n int, k sim.Key) *entry { return c.at[ckey{k, n}] }
+func (c *caches) lookup(n int, k sim.Key) *entry {
+	e, _ := c.at.Get(ckey{k, n})
+	return e
+}
+
+// holders returns k's holder list, nil if no client caches k.
+func (c *caches) holders(k sim.Key) *list {
+	h, _ := c.blocks.Get(k)
+	return h
+}
 
 func (c *caches) copies(k sim.Key) int {
-	if h := c.blocks[k]; h != nil {
+	if h := c.holders(k); h != nil {
 		return h.len()
 	}
 	return 0
@@ -119,7 +133,7 @@ func (c *caches) copies(k sim.Key) int {
 
 // holder returns a client other than n holding k, or nil.
 func (c *caches) holder(k sim.Key, n int) *entry {
-	h := c.blocks[k]
+	h := c.holders(k)
 	if h == nil {
 		return nil
 	}
@@ -134,7 +148,7 @@ func (c *caches) holder(k sim.Key, n int) *entry {
 // other returns the copy of e's block other than e when there are exactly
 // two (the one that becomes a singlet when e goes), else nil.
 func (c *caches) other(e *entry) *entry {
-	h := c.blocks[e.key]
+	h := c.holders(e.key)
 	if h == nil || h.len() != 2 {
 		return nil
 	}
@@ -155,7 +169,9 @@ func (c *caches) touch(e *entry) {
 		c.cl[e.node].moveToFront(e)
 	}
 	e.age, e.recirc = c.tick, 0
-	c.glob.moveToFront(e)
+	if c.ages {
+		c.glob.moveToFront(e)
+	}
 }
 
 // add puts k in client n's cache as most recent; the caller made room.
@@ -166,10 +182,12 @@ func (c *caches) add(n int, k sim.Key) *entry {
 	c.tick++
 	e := newEntry(&c.pool)
 	e.key, e.node, e.age = k, n, c.tick
-	c.at[ckey{k, n}] = e
+	c.at.Put(ckey{k, n}, e)
 	c.cl[n].pushFront(e)
-	c.glob.pushFront(e)
-	h := c.blocks[k]
+	if c.ages {
+		c.glob.pushFront(e)
+	}
+	h := c.holders(k)
 	if h == nil {
 		if m := len(c.lpool); m > 0 {
 			h = c.lpool[m-1]
@@ -178,9 +196,10 @@ func (c *caches) add(n int, k sim.Key) *entry {
 			h = &list{}
 		}
 		h.init(lBlock)
-		c.blocks[k] = h
+		c.blocks.Put(k, h)
 	}
 	h.pushBack(e)
+	e.hl = h
 	c.updateFree(n)
 	return e
 }
@@ -189,14 +208,16 @@ func (c *caches) add(n int, k sim.Key) *entry {
 func (c *caches) drop(e *entry) {
 	n := e.node
 	c.listOf(e).remove(e)
-	c.glob.remove(e)
-	h := c.blocks[e.key]
+	if c.ages {
+		c.glob.remove(e)
+	}
+	h := e.hl
 	h.remove(e)
 	if h.len() == 0 {
-		delete(c.blocks, e.key)
+		c.blocks.Delete(e.key)
 		c.lpool = append(c.lpool, h)
 	}
-	delete(c.at, ckey{e.key, n})
+	c.at.Delete(ckey{e.key, n})
 	c.pool = append(c.pool, e)
 	c.updateFree(n)
 }
@@ -210,14 +231,16 @@ func (c *caches) move(e *entry, t int, refresh bool) {
 	}
 	from := e.node
 	c.listOf(e).remove(e)
-	delete(c.at, ckey{e.key, from})
+	c.at.Delete(ckey{e.key, from})
 	e.node, e.global = t, true
-	c.at[ckey{e.key, t}] = e
+	c.at.Put(ckey{e.key, t}, e)
 	c.gl[t].pushFront(e)
 	if refresh {
 		c.tick++
 		e.age = c.tick
-		c.glob.moveToFront(e)
+		if c.ages {
+			c.glob.moveToFront(e)
+		}
 	}
 	c.updateFree(from)
 	c.updateFree(t)
@@ -225,7 +248,7 @@ func (c *caches) move(e *entry, t int, refresh bool) {
 
 // invalidate drops every copy of k except client n's and returns how many.
 func (c *caches) invalidate(k sim.Key, n int) int {
-	h := c.blocks[k]
+	h := c.holders(k)
 	if h == nil {
 		return 0
 	}
@@ -271,7 +294,7 @@ func (c *caches) check() error {
 			cnt := 0
 			for e := l.front(); e != nil; e = l.next(e) {
 				cnt++
-				if e.node != n || c.at[ckey{e.key, n}] != e || e.global != (i == 1) {
+				if e.node != n || c.lookup(n, e.key) != e || e.global != (i == 1) {
 					return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
 				}
 			}
@@ -281,8 +304,8 @@ func (c *caches) check() error {
 			total += cnt
 		}
 	}
-	if total != c.glob.len() || total != len(c.at) {
-		return fmt.Errorf("%d entries on client lists, %d on the global list, %d in the map", total, c.glob.len(), len(c.at))
+	if c.ages && total != c.glob.len() || total != c.at.Len() {
+		return fmt.Errorf("%d entries on client lists, %d on the global list, %d in the map", total, c.glob.len(), c.at.Len())
 	}
 	var last int64 = 1 << 62
 	for e := c.glob.front(); e != nil; e = c.glob.next(e) {
@@ -292,15 +315,21 @@ func (c *caches) check() error {
 		last = e.age
 	}
 	held := 0
-	for k, h := range c.blocks {
+	var bad error
+	c.blocks.Range(func(k sim.Key, h *list) bool {
 		seen := map[int]bool{}
 		for e := h.front(); e != nil; e = h.next(e) {
 			if e.key != k || seen[e.node] {
-				return fmt.Errorf("block %v: bad holder list", k)
+				bad = fmt.Errorf("block %v: bad holder list", k)
+				return false
 			}
 			seen[e.node] = true
 			held++
 		}
+		return true
+	})
+	if bad != nil {
+		return bad
 	}
 	if held != total {
 		return fmt.Errorf("%d holders, %d entries", held, total)
@@ -316,7 +345,8 @@ func (c *caches) check() error {
 // check the stronger condition that holds at all times: at most one copy
 // of any block is a global (forwarded, unreferenced) copy.
 func (c *caches) checkNoGlobalDuplicates() error {
-	for k, h := range c.blocks {
+	var bad error
+	c.blocks.Range(func(k sim.Key, h *list) bool {
 		g := 0
 		for e := h.front(); e != nil; e = h.next(e) {
 			if e.global {
@@ -324,10 +354,11 @@ func (c *caches) checkNoGlobalDuplicates() error {
 			}
 		}
 		if g > 1 {
-			return fmt.Errorf("block %v has %d global copies", k, g)
+			bad = fmt.Errorf("block %v has %d global copies", k, g)
 		}
-	}
-	return nil
+		return bad == nil
+	})
+	return bad
 }
 
 // deleteFile drops every cached block of a file of n blocks; it returns the
@@ -343,25 +374,22 @@ func (c *caches) deleteFile(file, n uint64) int {
 }
 
 // front is what every classic algorithm does first with an access: the
-// consistency actions of writes and deletes (a written block is then placed
-// at the writer with place), nothing more for other non-reads, and a local
-// hit. done reports that the access is finished, with out its outcome; else
-// it is a read that missed locally.
-func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool, place func(n int, k sim.Key)) (out sim.Outcome, done bool) {
+// consistency actions of writes and deletes, nothing more for other
+// non-reads, and a local hit. done reports that the access is finished,
+// with out its outcome (place is then set for a write: the caller places the
+// written block at the writer); else it is a read that missed locally.
+func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, done, place bool) {
 	if c.consistency(a, cnt, manager) {
-		if a.Op == sim.OpWrite {
-			place(a.Client, a.Key())
-		}
-		return sim.Outcome{}, true
+		return sim.Outcome{}, true, a.Op == sim.OpWrite
 	}
 	if a.Op != sim.OpRead {
-		return sim.Outcome{}, true
+		return sim.Outcome{}, true, false
 	}
 	if e := c.lookup(a.Client, a.Key()); e != nil {
 		c.touch(e)
-		return sim.Outcome{Layer: sim.LayerLocal}, true
+		return sim.Outcome{Layer: sim.LayerLocal}, true, false
 	}
-	return sim.Outcome{}, false
+	return sim.Outcome{}, false, false
 }
 
 // consistency handles writes and deletes the same way for every classic

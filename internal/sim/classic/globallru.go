@@ -19,13 +19,17 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.ages = true
 	return &GlobalLRU{c}, nil
 }
 
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	if out, done := c.front(a, cnt, false, g.place); done {
+	if out, done, place := c.front(a, cnt, false); done {
+		if place {
+			g.place(a.Client, a.Key(), false)
+		}
 		return out
 	}
 	k := a.Key()
@@ -40,15 +44,19 @@ func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		layer = sim.LayerDisk
 		c.server.put(k)
 	}
-	g.place(a.Client, k)
+	g.place(a.Client, k, true)
 	return sim.Outcome{Layer: layer}
 }
 
-func (g *GlobalLRU) place(n int, k sim.Key) {
+// place puts k at client n as most recent; missed says n is known not to
+// cache it (a local read miss).
+func (g *GlobalLRU) place(n int, k sim.Key, missed bool) {
 	c := g.c
-	if e := c.lookup(n, k); e != nil {
-		c.touch(e)
-		return
+	if !missed {
+		if e := c.lookup(n, k); e != nil {
+			c.touch(e)
+			return
+		}
 	}
 	if c.k == 0 {
 		return

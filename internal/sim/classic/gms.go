@@ -45,6 +45,7 @@ func NewGMS(p sim.Params) (*GMS, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.ages = true
 	m := p.GMSEpochReplacements
 	if m == 0 {
 		m = max(1, p.Clients*p.ClientCacheBlocks/10)

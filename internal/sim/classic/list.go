@@ -16,6 +16,7 @@ type link struct{ prev, next *entry }
 type entry struct {
 	l      [nLinks]link
 	key    sim.Key
+	hl     *list // the holders of its block (client entries)
 	node   int   // client id, or sim.NodeServer
 	age    int64 // tick of the last access (global age order)
 	recirc int   // N-chance: times forwarded since last referenced
@@ -99,20 +100,20 @@ func (l *list) prev(e *entry) *entry {
 // lruSet is an LRU cache of block keys (the server's memory).
 type lruSet struct {
 	cap  int
-	m    map[sim.Key]*entry
+	m    sim.Table[sim.Key, *entry]
 	lst  list
 	pool *[]*entry
 }
 
 func newLRUSet(capacity int, pool *[]*entry) *lruSet {
-	s := &lruSet{cap: capacity, m: make(map[sim.Key]*entry), pool: pool}
+	s := &lruSet{cap: capacity, pool: pool}
 	s.lst.init(lLocal)
 	return s
 }
 
 // get reports whether k is cached, making it most recent.
 func (s *lruSet) get(k sim.Key) bool {
-	e, ok := s.m[k]
+	e, ok := s.m.Get(k)
 	if ok {
 		s.lst.moveToFront(e)
 	}
@@ -124,26 +125,25 @@ func (s *lruSet) put(k sim.Key) {
 	if s.cap == 0 {
 		return
 	}
-	if e, ok := s.m[k]; ok {
+	if e, ok := s.m.Get(k); ok {
 		s.lst.moveToFront(e)
 		return
 	}
 	if s.lst.len() >= s.cap {
 		old := s.lst.back()
 		s.lst.remove(old)
-		delete(s.m, old.key)
+		s.m.Delete(old.key)
 		*s.pool = append(*s.pool, old)
 	}
 	e := newEntry(s.pool)
 	e.key, e.node = k, sim.NodeServer
-	s.m[k] = e
+	s.m.Put(k, e)
 	s.lst.pushFront(e)
 }
 
 func (s *lruSet) del(k sim.Key) {
-	if e, ok := s.m[k]; ok {
+	if e, ok := s.m.Delete(k); ok {
 		s.lst.remove(e)
-		delete(s.m, k)
 		*s.pool = append(*s.pool, e)
 	}
 }

@@ -45,8 +45,10 @@ func (x *NChance) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int, *sim.Counters)) sim.Outcome {
-	place := func(n int, k sim.Key) { managerPlace(c, n, k, cnt, makeRoom) }
-	if out, done := c.front(a, cnt, true, place); done {
+	if out, done, place := c.front(a, cnt, true); done {
+		if place {
+			managerPlace(c, a.Client, a.Key(), cnt, makeRoom, false)
+		}
 		return out
 	}
 	k := a.Key()
@@ -66,14 +68,18 @@ func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int
 			c.server.put(k)
 		}
 	}
-	managerPlace(c, a.Client, k, cnt, makeRoom)
+	managerPlace(c, a.Client, k, cnt, makeRoom, true)
 	return sim.Outcome{Layer: layer}
 }
 
-func managerPlace(c *caches, n int, k sim.Key, cnt *sim.Counters, makeRoom func(int, *sim.Counters)) {
-	if e := c.lookup(n, k); e != nil {
-		c.touch(e)
-		return
+// managerPlace puts k at client n as most recent; missed says n is known
+// not to cache it (a local read miss).
+func managerPlace(c *caches, n int, k sim.Key, cnt *sim.Counters, makeRoom func(int, *sim.Counters), missed bool) {
+	if !missed {
+		if e := c.lookup(n, k); e != nil {
+			c.touch(e)
+			return
+		}
 	}
 	if c.k == 0 {
 		return

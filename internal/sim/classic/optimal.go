@@ -29,7 +29,7 @@ type Optimal struct {
 	k      int
 	next   []int32 // next use of access i's block, math.MaxInt32 if none
 	pos    int
-	blocks map[sim.Key]*optEntry
+	blocks sim.Table[sim.Key, *optEntry]
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
@@ -50,7 +50,7 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	o := &Optimal{p: p, k: p.ClientCacheBlocks, blocks: make(map[sim.Key]*optEntry),
+	o := &Optimal{p: p, k: p.ClientCacheBlocks,
 		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients)}
 	o.glob.w = 0
 	for i := range o.cl {
@@ -64,7 +64,7 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 
 // Prescan implements sim.Prescanner: it builds the next-use index.
 func (o *Optimal) Prescan(src sim.Source) error {
-	last := make(map[sim.Key]int32)
+	var last sim.Table[sim.Key, int32]
 	o.next = o.next[:0]
 	var err error
 	for {
@@ -81,10 +81,10 @@ func (o *Optimal) Prescan(src sim.Source) error {
 		}
 		o.next = append(o.next, math.MaxInt32)
 		if a.Op == sim.OpRead || a.Op == sim.OpWrite {
-			if j, ok := last[a.Key()]; ok {
+			if j, ok := last.Get(a.Key()); ok {
 				o.next[j] = int32(i)
 			}
-			last[a.Key()] = int32(i)
+			last.Put(a.Key(), int32(i))
 		}
 	}
 	o.pos = 0
@@ -118,7 +118,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	case sim.OpDelete:
 		for b := range a.Block {
 			k := sim.Key{File: a.File, Block: b}
-			if e := o.blocks[k]; e != nil {
+			if e, _ := o.blocks.Get(k); e != nil {
 				o.remove(e)
 				cnt.Invalidations++
 			}
@@ -134,7 +134,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if e := o.blocks[k]; e != nil {
+	if e, _ := o.blocks.Get(k); e != nil {
 		e.next = nu
 		o.glob.fix(e)
 		if e.node == n {
@@ -152,7 +152,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		if o.k > 0 {
 			o.makeRoom(n)
 			e := &optEntry{key: k, node: n, next: nu}
-			o.blocks[k] = e
+			o.blocks.Put(k, e)
 			o.glob.push(e)
 			o.cl[n].push(e)
 			o.updateFree(n)
@@ -184,7 +184,7 @@ func (o *Optimal) migrate(e *optEntry, n int) {
 func (o *Optimal) remove(e *optEntry) {
 	o.glob.remove(e)
 	o.cl[e.node].remove(e)
-	delete(o.blocks, e.key)
+	o.blocks.Delete(e.key)
 	o.updateFree(e.node)
 }
 
@@ -224,14 +224,14 @@ func (o *Optimal) Check() error {
 			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
 		}
 		for _, e := range o.cl[n].a {
-			if e.node != n || o.blocks[e.key] != e {
+			if b, _ := o.blocks.Get(e.key); e.node != n || b != e {
 				return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
 			}
 		}
 		total += o.cl[n].len()
 	}
-	if total != len(o.blocks) || total != o.glob.len() {
-		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, len(o.blocks), o.glob.len())
+	if total != o.blocks.Len() || total != o.glob.len() {
+		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.blocks.Len(), o.glob.len())
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ type Env struct {
 	Params sim.Params
 	// Progress receives progress lines; nil for silence.
 	Progress io.Writer
-	// Workers bounds the runs done in parallel (0: min(2, GOMAXPROCS)).
+	// Workers bounds the runs done in parallel (0: GOMAXPROCS, every core).
 	Workers int
 	// Trace, if set, replaces the study's generated workload where the
 	// study allows it.
@@ -82,7 +82,7 @@ func RunMatrix(ctx context.Context, env *Env, algs []string, cfgs []Config) ([]s
 	out := make([]sim.Metrics, len(jobs))
 	workers := env.Workers
 	if workers <= 0 {
-		workers = min(2, runtime.GOMAXPROCS(0))
+		workers = runtime.GOMAXPROCS(0)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)

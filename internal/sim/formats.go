@@ -1,0 +1,356 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OracleRecordSize is the size of one oracleGeneral record.
+const OracleRecordSize = 24
+
+// oracleReader reads libCacheSim's oracleGeneral records. The next-access
+// field is checked (>= -1) and otherwise not used: Optimal builds its own
+// index over the accesses coopfs simulates.
+type oracleReader struct {
+	r   *bufio.Reader
+	rec [OracleRecordSize]byte
+	n   int64
+}
+
+func (o *oracleReader) Next() (Access, error) {
+	b, err := o.r.Peek(OracleRecordSize)
+	if len(b) < OracleRecordSize {
+		if len(b) == 0 && (err == io.EOF || err == nil) {
+			return Access{}, io.EOF
+		}
+		if err != nil && err != io.EOF {
+			return Access{}, err
+		}
+		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an oracleGeneral trace?", o.n+1, len(b), OracleRecordSize)
+	}
+	t := binary.LittleEndian.Uint32(b[0:])
+	id := binary.LittleEndian.Uint64(b[4:])
+	size := binary.LittleEndian.Uint32(b[12:])
+	next := int64(binary.LittleEndian.Uint64(b[16:]))
+	o.r.Discard(OracleRecordSize)
+	o.n++
+	if next < -1 {
+		return Access{}, fmt.Errorf("record %d: next access %d: not an oracleGeneral trace?", o.n, next)
+	}
+	return Access{Time: time.Duration(t) * time.Second, File: id, Op: OpRead, Size: size}, nil
+}
+
+// CSVSpec names the columns of a csv trace, numbered from 1 (0: absent),
+// with libCacheSim's option names: "time-col=1,obj-id-col=2,
+// obj-size-col=3,op-col=4,client-col=5,delimiter=comma,has-header=true,
+// obj-id-is-num=true". Only the object id column is required.
+type CSVSpec struct {
+	TimeCol, IDCol, SizeCol, OpCol, ClientCol int
+	// Delim separates fields (one byte).
+	Delim byte
+	// Header says the first line names the columns (it is skipped).
+	Header bool
+	// HashIDs hashes object ids (FNV-1a 64) instead of parsing them as
+	// integers (libCacheSim's obj-id-is-num=false).
+	HashIDs bool
+	// TimeScale multiplies the time column to get seconds (0: 1; e.g.
+	// 1e-6 for microsecond timestamps).
+	TimeScale float64
+}
+
+// DefaultCSVSpec is the layout `coopfs sim convert --to csv` writes:
+// time,obj_id,obj_size,op,client with a header.
+func DefaultCSVSpec() CSVSpec {
+	return CSVSpec{TimeCol: 1, IDCol: 2, SizeCol: 3, OpCol: 4, ClientCol: 5, Delim: ',', Header: true}
+}
+
+// ParseCSVSpec parses the comma-separated key=value form. Delimiters are
+// named (comma, tab, space, semicolon, pipe) or given as one other byte.
+func ParseCSVSpec(s string) (CSVSpec, error) {
+	c := CSVSpec{Delim: ','}
+	if strings.TrimSpace(s) == "" {
+		return DefaultCSVSpec(), nil
+	}
+	for kv := range strings.SplitSeq(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return c, fmt.Errorf("csv spec %q: %q is not key=value", s, kv)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		col := func(dst *int) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 64 {
+				return fmt.Errorf("csv spec: %s=%q: want a column number 1..64", k, v)
+			}
+			*dst = n
+			return nil
+		}
+		var err error
+		switch k {
+		case "time-col":
+			err = col(&c.TimeCol)
+		case "obj-id-col", "id-col":
+			err = col(&c.IDCol)
+		case "obj-size-col", "size-col":
+			err = col(&c.SizeCol)
+		case "op-col":
+			err = col(&c.OpCol)
+		case "client-col":
+			err = col(&c.ClientCol)
+		case "delimiter":
+			c.Delim, err = parseDelim(v)
+		case "has-header", "header":
+			c.Header, err = strconv.ParseBool(v)
+		case "obj-id-is-num":
+			var num bool
+			num, err = strconv.ParseBool(v)
+			c.HashIDs = !num
+		case "time-scale":
+			c.TimeScale, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(c.TimeScale > 0) {
+				err = errors.New("want > 0")
+			}
+		default:
+			return c, fmt.Errorf("csv spec: unknown key %q: want time-col, obj-id-col, obj-size-col, op-col, client-col, delimiter, has-header, obj-id-is-num or time-scale", k)
+		}
+		if err != nil {
+			return c, fmt.Errorf("csv spec: %s=%q: %w", k, v, err)
+		}
+	}
+	return c, c.validate()
+}
+
+func parseDelim(v string) (byte, error) {
+	switch v {
+	case "comma", "":
+		return ',', nil
+	case "tab", `\t`:
+		return '\t', nil
+	case "space":
+		return ' ', nil
+	case "semicolon":
+		return ';', nil
+	case "pipe":
+		return '|', nil
+	}
+	if len(v) == 1 && v[0] != '\n' && v[0] != '"' {
+		return v[0], nil
+	}
+	return 0, errors.New("want comma, tab, space, semicolon, pipe or one byte")
+}
+
+func (c CSVSpec) validate() error {
+	if c.IDCol < 1 {
+		return errors.New("csv spec: obj-id-col is required")
+	}
+	if c.Delim == 0 || c.Delim == '\n' {
+		return errors.New("csv spec: bad delimiter")
+	}
+	seen := map[int]string{}
+	for _, col := range []struct {
+		n    int
+		name string
+	}{{c.TimeCol, "time-col"}, {c.IDCol, "obj-id-col"}, {c.SizeCol, "obj-size-col"}, {c.OpCol, "op-col"}, {c.ClientCol, "client-col"}} {
+		if col.n < 0 || col.n > 64 {
+			return fmt.Errorf("csv spec: %s=%d: want 1..64", col.name, col.n)
+		}
+		if col.n == 0 {
+			continue
+		}
+		if o, dup := seen[col.n]; dup {
+			return fmt.Errorf("csv spec: %s and %s are both column %d", o, col.name, col.n)
+		}
+		seen[col.n] = col.name
+	}
+	return nil
+}
+
+// csvReader reads delimited text. Fields may be wrapped in double quotes
+// (no delimiters or quotes inside them). Without a time column, access i
+// happens at i × LIRSInterval.
+type csvReader struct {
+	lr     *lineReader
+	spec   CSVSpec
+	header bool
+	n      int64
+	f      [64][]byte
+}
+
+func (c *csvReader) Next() (Access, error) {
+	for {
+		s, err := c.lr.next()
+		if err != nil {
+			return Access{}, err
+		}
+		if len(s) == 0 || s[0] == '#' {
+			continue
+		}
+		if c.header {
+			c.header = false
+			continue
+		}
+		a, err := c.parse(s)
+		if err != nil {
+			return Access{}, fmt.Errorf("line %d: %w", c.lr.line, err)
+		}
+		c.n++
+		return a, nil
+	}
+}
+
+func (c *csvReader) split(s []byte) [][]byte {
+	f := c.f[:0]
+	for len(f) < cap(f) {
+		i := 0
+		for i < len(s) && s[i] != c.spec.Delim {
+			i++
+		}
+		v := trimSpace(s[:i])
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		f = append(f, v)
+		if i == len(s) {
+			break
+		}
+		s = s[i+1:]
+	}
+	return f
+}
+
+func (c *csvReader) parse(s []byte) (Access, error) {
+	f := c.split(s)
+	col := func(n int, name string) ([]byte, error) {
+		if n > len(f) {
+			return nil, fmt.Errorf("no %s column %d (the line has %d fields)", name, n, len(f))
+		}
+		return f[n-1], nil
+	}
+	a := Access{Op: OpRead, Time: time.Duration(c.n) * LIRSInterval}
+	v, err := col(c.spec.IDCol, "object id")
+	if err != nil {
+		return a, err
+	}
+	if c.spec.HashIDs {
+		h := fnv.New64a()
+		h.Write(v)
+		a.File = h.Sum64()
+	} else if id, ok := parseUint(v, 64); ok {
+		a.File = id
+	} else {
+		return a, fmt.Errorf("object id %q is not a number (set obj-id-is-num=false to hash ids)", v)
+	}
+	if c.spec.TimeCol > 0 {
+		if v, err = col(c.spec.TimeCol, "time"); err != nil {
+			return a, err
+		}
+		sec, ok := parseSeconds(v)
+		if c.spec.TimeScale > 0 {
+			sec *= c.spec.TimeScale
+		}
+		if !ok || sec < 0 || sec > 1e9 || sec != sec {
+			return a, fmt.Errorf("bad time %q: want a number >= 0 (time-scale converts it to seconds, at most 1e9)", v)
+		}
+		a.Time = secondsToDuration(sec)
+	}
+	if c.spec.SizeCol > 0 {
+		if v, err = col(c.spec.SizeCol, "size"); err != nil {
+			return a, err
+		}
+		n, ok := parseUint(v, 32)
+		if !ok {
+			return a, fmt.Errorf("bad size %q: want bytes, 0..4294967295", v)
+		}
+		a.Size = uint32(n)
+	}
+	if c.spec.OpCol > 0 {
+		if v, err = col(c.spec.OpCol, "op"); err != nil {
+			return a, err
+		}
+		if a.Op, err = parseObjectOp(v); err != nil {
+			return a, err
+		}
+	}
+	if c.spec.ClientCol > 0 {
+		if v, err = col(c.spec.ClientCol, "client"); err != nil {
+			return a, err
+		}
+		n, ok := parseUint(v, 31)
+		if !ok {
+			return a, fmt.Errorf("bad client %q: want an integer >= 0", v)
+		}
+		a.Client = int(n)
+	}
+	return a, nil
+}
+
+// parseObjectOp maps the operations of key-value and block traces: reads
+// (read, get, gets), writes (write, set, add, replace, cas, append,
+// prepend, incr, decr) and deletes (delete, del), with coopfs's own names.
+func parseObjectOp(b []byte) (Op, error) {
+	switch strings.ToLower(string(b)) {
+	case "read", "r", "get", "gets":
+		return OpRead, nil
+	case "write", "w", "set", "add", "replace", "cas", "append", "prepend", "incr", "decr":
+		return OpWrite, nil
+	case "delete", "del", "d":
+		return OpDelete, nil
+	case "open", "o":
+		return OpOpen, nil
+	case "close", "c":
+		return OpClose, nil
+	}
+	return 0, fmt.Errorf("unknown operation %q: want read/get, write/set/add/replace/cas/append/prepend/incr/decr or delete", b)
+}
+
+// sizeDropper forgets object sizes: one block per object.
+type sizeDropper struct{ Source }
+
+func (s *sizeDropper) Next() (Access, error) {
+	a, err := s.Source.Next()
+	a.Size = 0
+	return a, err
+}
+
+// blockExpander turns an access to an object of Size bytes into accesses
+// to blocks 0..n-1 of it (n = ceil(Size/bs), at least 1). Accesses without
+// a size pass through. A delete names the object's length in blocks.
+type blockExpander struct {
+	Source
+	bs   uint64
+	cur  Access
+	left uint64
+}
+
+func (e *blockExpander) Next() (Access, error) {
+	if e.left > 0 {
+		e.cur.Block++
+		e.left--
+		return e.cur, nil
+	}
+	a, err := e.Source.Next()
+	if err != nil || a.Size == 0 {
+		a.Size = 0
+		return a, err
+	}
+	n := max(1, (uint64(a.Size)+e.bs-1)/e.bs)
+	a.Size = 0
+	if a.Op == OpDelete || a.Op == OpOpen {
+		a.Block = n
+		return a, nil
+	}
+	a.Block = 0
+	e.cur, e.left = a, n-1
+	return a, nil
+}

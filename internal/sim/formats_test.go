@@ -1,0 +1,264 @@
+package sim
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+func oracleRec(t uint32, id uint64, size uint32, next int64) []byte {
+	var b [OracleRecordSize]byte
+	binary.LittleEndian.PutUint32(b[0:], t)
+	binary.LittleEndian.PutUint64(b[4:], id)
+	binary.LittleEndian.PutUint32(b[12:], size)
+	binary.LittleEndian.PutUint64(b[16:], uint64(next))
+	return b[:]
+}
+
+func TestOracleFormat(t *testing.T) {
+	var in []byte
+	in = append(in, oracleRec(5, 42, 10000, 3)...)
+	in = append(in, oracleRec(6, 7, 100, -1)...)
+	in = append(in, oracleRec(6, 42, 10000, -1)...)
+	src, err := NewReader(bytes.NewReader(in), FormatOracle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, src)
+	want := []Access{{Time: 5 * time.Second, File: 42, Size: 10000}, {Time: 6 * time.Second, File: 7, Size: 100},
+		{Time: 6 * time.Second, File: 42, Size: 10000}}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// Sizes as blocks: 10000 bytes are 3 blocks of 4096, 100 bytes one.
+	src, _ = NewReaderOptions(bytes.NewReader(in), ReadOptions{Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 4096})
+	got, err = readAll(t, src)
+	if err != nil || len(got) != 7 || got[2].Block != 2 || got[3].File != 7 || got[3].Block != 0 || got[6].Block != 2 || got[0].Size != 0 {
+		t.Errorf("blocks: %v, %v", got, err)
+	}
+	src, _ = NewReaderOptions(bytes.NewReader(in), ReadOptions{Format: FormatOracle, Sizes: SizesIgnore})
+	if got, err = readAll(t, src); err != nil || len(got) != 3 || got[0].Size != 0 {
+		t.Errorf("ignore: %v, %v", got, err)
+	}
+	// A truncated record and a bad next access are one clear error each.
+	for name, bad := range map[string][]byte{"truncated": in[:30], "next": oracleRec(1, 2, 3, -7)} {
+		src, _ := NewReader(bytes.NewReader(bad), FormatOracle)
+		if _, err := readAll(t, src); err == nil || !strings.Contains(err.Error(), "oracleGeneral") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func TestCSVSpec(t *testing.T) {
+	c, err := ParseCSVSpec("time-col=1, obj-id-col=2, obj-size-col=3, delimiter=tab, has-header=true, obj-id-is-num=false")
+	want := CSVSpec{TimeCol: 1, IDCol: 2, SizeCol: 3, Delim: '\t', Header: true, HashIDs: true}
+	if err != nil || c != want {
+		t.Errorf("got %+v, %v", c, err)
+	}
+	for _, bad := range []string{"time-col=1", "obj-id-col=0", "obj-id-col=2,op-col=2", "nope=1", "obj-id-col", "obj-id-col=1,delimiter=ab", "obj-id-col=1,time-scale=-1"} {
+		if _, err := ParseCSVSpec(bad); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+}
+
+func TestCSVFormat(t *testing.T) {
+	in := "ts,key,size,op,client\n100,5,4096,get,0\n\n# note\n101,\"6\",10,set,3\n102,5,4096,delete,1\n"
+	spec, _ := ParseCSVSpec("time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,client-col=5,has-header=true,time-scale=0.001")
+	src, err := NewReaderOptions(strings.NewReader(in), ReadOptions{Format: FormatCSV, CSV: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, src)
+	want := []Access{{Time: 100 * time.Millisecond, File: 5, Size: 4096}, {Time: 101 * time.Millisecond, Client: 3, File: 6, Size: 10, Op: OpWrite},
+		{Time: 102 * time.Millisecond, Client: 1, File: 5, Size: 4096, Op: OpDelete}}
+	if err != nil || len(got) != 3 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"1,abc,3,get,0", "1,2", "x,2,3,get,0", "1,2,3,jump,0", "1,2,99999999999,get,0"} {
+		src, _ := NewReaderOptions(strings.NewReader("h\n"+bad+"\n"), ReadOptions{Format: FormatCSV, CSV: spec})
+		if _, err := readAll(t, src); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+	// Hashed string ids: the same key is the same object.
+	hs, _ := ParseCSVSpec("obj-id-col=1,obj-id-is-num=false")
+	src, _ = NewReaderOptions(strings.NewReader("alpha\nbeta\nalpha\n"), ReadOptions{Format: FormatCSV, CSV: hs})
+	got, err = readAll(t, src)
+	if err != nil || len(got) != 3 || got[0].File != got[2].File || got[0].File == got[1].File || got[2].Time != 2*LIRSInterval {
+		t.Errorf("hashed: %v, %v", got, err)
+	}
+}
+
+func TestZstdInput(t *testing.T) {
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	zw.Write([]byte("0.5 3 7 2 read\n1 0 7 4 open\n"))
+	zw.Close()
+	src, err := NewReader(&buf, FormatCoopfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, src)
+	if err != nil || len(got) != 2 || got[1].Op != OpOpen {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if err := CloseSource(src); err != nil {
+		t.Error(err)
+	}
+}
+
+// convertBytes converts in-memory accesses to format f and reads them back
+// with the given read options.
+func convertBytes(t *testing.T, acc []Access, to Format, bs int64) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if err := Convert(&out, &Slice{Label: "x", Accesses: acc}, to, bs); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func TestConvertRoundTrip(t *testing.T) {
+	w, _ := Generate(GenConfig{Pattern: GenZipf, Clients: 3, Accesses: 3000, Files: 50, Seed: 4})
+	acc, _ := Collect(w)
+	// coopfs → oracleGeneral: one record per read or write, ids by
+	// ObjectID, next access the 1-based position of the next record.
+	og := convertBytes(t, acc, FormatOracle, 4096)
+	var data []Access
+	for _, a := range acc {
+		if dataAccess(a) {
+			data = append(data, a)
+		}
+	}
+	if len(og) != len(data)*OracleRecordSize {
+		t.Fatalf("%d bytes for %d data accesses", len(og), len(data))
+	}
+	for i, a := range data {
+		r := og[i*OracleRecordSize:]
+		if id := binary.LittleEndian.Uint64(r[4:]); id != ObjectID(a) {
+			t.Fatalf("record %d: id %d, want %d", i, id, ObjectID(a))
+		}
+		next := int64(binary.LittleEndian.Uint64(r[16:]))
+		want := int64(-1)
+		for j := i + 1; j < len(data); j++ {
+			if ObjectID(data[j]) == ObjectID(a) {
+				want = int64(j + 1)
+				break
+			}
+		}
+		if next != want {
+			t.Fatalf("record %d: next %d, want %d", i, next, want)
+		}
+	}
+	// oracleGeneral → csv → oracleGeneral and → txt → oracleGeneral are
+	// the identity (txt keeps ids; sizes and times are lost there).
+	back, _ := readAll(t, mustReader(t, og, ReadOptions{Format: FormatOracle}))
+	csv := convertBytes(t, back, FormatCSV, 0)
+	fromCSV, err := readAll(t, mustReader(t, csv, ReadOptions{Format: FormatCSV}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if og2 := convertBytes(t, fromCSV, FormatOracle, 0); !bytes.Equal(og, og2) {
+		t.Error("oracleGeneral → csv → oracleGeneral changed the trace")
+	}
+	txt := convertBytes(t, back, FormatTxt, 0)
+	fromTxt, _ := readAll(t, mustReader(t, txt, ReadOptions{Format: FormatTxt}))
+	if len(fromTxt) != len(back) {
+		t.Fatalf("txt: %d accesses, want %d", len(fromTxt), len(back))
+	}
+	for i := range back {
+		if fromTxt[i].Block != back[i].File {
+			t.Fatalf("txt access %d: id %d, want %d", i, fromTxt[i].Block, back[i].File)
+		}
+	}
+	// coopfs → coopfs (through gzip) is the identity.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(convertBytes(t, acc, FormatCoopfs, 0))
+	zw.Close()
+	again, err := readAll(t, mustReader(t, gz.Bytes(), ReadOptions{Format: FormatCoopfs}))
+	if err != nil || len(again) != len(acc) {
+		t.Fatalf("coopfs: %d accesses, %v", len(again), err)
+	}
+	for i := range acc {
+		if again[i] != acc[i] {
+			t.Fatalf("coopfs access %d: %+v, want %+v", i, again[i], acc[i])
+		}
+	}
+}
+
+func mustReader(t *testing.T, b []byte, o ReadOptions) Source {
+	t.Helper()
+	src, err := NewReaderOptions(bytes.NewReader(b), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func FuzzOracleReader(f *testing.F) {
+	f.Add(append(oracleRec(1, 2, 3, 4), oracleRec(5, 2, 0, -1)...))
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0})
+	f.Add(oracleRec(1, 2, 3, 4)[:20])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, o := range []ReadOptions{{Format: FormatOracle}, {Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 1 << 20}} {
+			src, err := NewReaderOptions(bytes.NewReader(data), o)
+			if err != nil {
+				continue
+			}
+			for range 10000 {
+				a, err := src.Next()
+				if err != nil {
+					break
+				}
+				if a.Op != OpRead || a.Client != 0 || a.Time < 0 || (o.Sizes == SizesBlocks && a.Size != 0) {
+					t.Fatalf("bad access %+v", a)
+				}
+			}
+		}
+	})
+}
+
+func FuzzCSVReader(f *testing.F) {
+	f.Add("time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,client-col=5,has-header=true", []byte("t,k\n1,2,3,get,4\n"))
+	f.Add("obj-id-col=1,obj-id-is-num=false,delimiter=tab", []byte("abc\t1\n\"x\"\n"))
+	f.Add("obj-id-col=2,time-col=1,time-scale=1e-6", []byte("1e9,1\n"))
+	f.Fuzz(func(t *testing.T, spec string, data []byte) {
+		c, err := ParseCSVSpec(spec)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		src, err := NewReaderOptions(bytes.NewReader(data), ReadOptions{Format: FormatCSV, CSV: c, Sizes: SizesBlocks, BlockSize: 4096})
+		if err != nil {
+			return
+		}
+		for range 10000 {
+			a, err := src.Next()
+			if err != nil {
+				return
+			}
+			if a.Client < 0 || a.Op > OpDelete || a.Time < 0 {
+				t.Fatalf("bad access %+v", a)
+			}
+		}
+	})
+}

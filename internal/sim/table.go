@@ -1,0 +1,149 @@
+package sim
+
+// Hasher is a key of a Table: comparable, with its own hash.
+type Hasher interface {
+	comparable
+	Hash() uint64
+}
+
+// Hash implements Hasher: a multiply-xorshift mix of the file and block.
+func (k Key) Hash() uint64 { return Mix(k.File*0x9e3779b97f4a7c15 ^ k.Block) }
+
+// Mix is a 64-bit finalizer (murmur3's fmix64).
+func Mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// Table is the simulator's hash map: open addressing with linear probing
+// and backward-shift deletion, so that a table under constant insert and
+// delete churn (a cache) keeps short probe sequences — Go's maps slow down
+// under that churn (their deletions leave tombstones). It grows at 3/4 load
+// and never shrinks: its size follows the peak number of keys. The zero
+// value is an empty table. Not safe for concurrent use.
+type Table[K Hasher, V any] struct {
+	slots []tslot[K, V]
+	n     int
+	mask  uint64
+}
+
+type tslot[K Hasher, V any] struct {
+	h uint64 // hash | 1; 0 marks an empty slot
+	k K
+	v V
+}
+
+// Len returns the number of keys.
+func (t *Table[K, V]) Len() int { return t.n }
+
+// Get returns k's value.
+func (t *Table[K, V]) Get(k K) (V, bool) {
+	if t.n > 0 {
+		h := k.Hash() | 1
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			s := &t.slots[i]
+			if s.h == 0 {
+				break
+			}
+			if s.h == h && s.k == k {
+				return s.v, true
+			}
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// Put sets k's value.
+func (t *Table[K, V]) Put(k K, v V) {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		t.grow()
+	}
+	h := k.Hash() | 1
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.h == 0 {
+			*s = tslot[K, V]{h, k, v}
+			t.n++
+			return
+		}
+		if s.h == h && s.k == k {
+			s.v = v
+			return
+		}
+	}
+}
+
+// Delete removes k and returns its value.
+func (t *Table[K, V]) Delete(k K) (V, bool) {
+	var zero V
+	if t.n == 0 {
+		return zero, false
+	}
+	h := k.Hash() | 1
+	i := h & t.mask
+	for ; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.h == 0 {
+			return zero, false
+		}
+		if s.h == h && s.k == k {
+			break
+		}
+	}
+	v := t.slots[i].v
+	// Backward shift: move later entries of the run into the hole when
+	// their home slot is not between the hole and them.
+	for j := (i + 1) & t.mask; ; j = (j + 1) & t.mask {
+		s := &t.slots[j]
+		if s.h == 0 {
+			break
+		}
+		home := s.h & t.mask
+		if (j-home)&t.mask >= (j-i)&t.mask {
+			t.slots[i] = *s
+			i = j
+		}
+	}
+	t.slots[i] = tslot[K, V]{}
+	t.n--
+	return v, true
+}
+
+func (t *Table[K, V]) grow() {
+	old := t.slots
+	size := max(16, 2*len(old))
+	t.slots = make([]tslot[K, V], size)
+	t.mask = uint64(size - 1)
+	for i := range old {
+		s := &old[i]
+		if s.h == 0 {
+			continue
+		}
+		j := s.h & t.mask
+		for t.slots[j].h != 0 {
+			j = (j + 1) & t.mask
+		}
+		t.slots[j] = *s
+	}
+}
+
+// Range calls f for every key until f returns false. f must not change
+// the table.
+func (t *Table[K, V]) Range(f func(K, V) bool) {
+	for i := range t.slots {
+		if s := &t.slots[i]; s.h != 0 && !f(s.k, s.v) {
+			return
+		}
+	}
+}
+
+// Clear removes every key, keeping the memory.
+func (t *Table[K, V]) Clear() {
+	clear(t.slots)
+	t.n = 0
+}

@@ -1,0 +1,48 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTable checks the table against a Go map under insert/delete churn
+// with colliding keys.
+func TestTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tb Table[Key, int]
+	ref := map[Key]int{}
+	for i := range 200000 {
+		k := Key{File: rng.Uint64N(3), Block: rng.Uint64N(500)}
+		switch rng.IntN(3) {
+		case 0, 1:
+			tb.Put(k, i)
+			ref[k] = i
+		case 2:
+			v, ok := tb.Delete(k)
+			w, wok := ref[k]
+			if ok != wok || v != w {
+				t.Fatalf("delete %v: %d %v, want %d %v", k, v, ok, w, wok)
+			}
+			delete(ref, k)
+		}
+		if tb.Len() != len(ref) {
+			t.Fatalf("len %d, want %d", tb.Len(), len(ref))
+		}
+		if i%1000 == 0 {
+			for k, w := range ref {
+				if v, ok := tb.Get(k); !ok || v != w {
+					t.Fatalf("get %v: %d %v, want %d", k, v, ok, w)
+				}
+			}
+			n := 0
+			tb.Range(func(k Key, v int) bool { n++; return ref[k] == v })
+			if n != len(ref) {
+				t.Fatalf("range saw %d keys, want %d", n, len(ref))
+			}
+		}
+	}
+	tb.Clear()
+	if _, ok := tb.Get(Key{}); ok || tb.Len() != 0 {
+		t.Fatal("clear")
+	}
+}
