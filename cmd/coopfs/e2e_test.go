@@ -355,7 +355,12 @@ func newMountpoint(t *testing.T) string {
 // flags and waits until the mount appears in /proc/self/mountinfo.
 func startMount(t *testing.T, addr string, extra ...string) *e2eMount {
 	t.Helper()
-	dir := newMountpoint(t)
+	return startMountAt(t, addr, newMountpoint(t), extra...)
+}
+
+// startMountAt is startMount on a given empty directory.
+func startMountAt(t *testing.T, addr, dir string, extra ...string) *e2eMount {
+	t.Helper()
 	args := append([]string{"mount", "--server", addr}, extra...)
 	args = append(args, dir)
 	m := &e2eMount{e2eProc: startProc(t, "mount "+filepath.Base(dir), args...), dir: dir}

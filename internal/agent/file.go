@@ -41,11 +41,22 @@ var (
 // KeepCache implements vfs.File.
 func (f *file) KeepCache() bool { return f.keep }
 
-// Attr implements vfs.File.
+// Attr implements vfs.File: the server's fstat of the open file, so that
+// an open file unlinked or changed elsewhere shows its link count and size
+// as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.attr, nil
+	path := f.path
+	f.mu.Unlock()
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {

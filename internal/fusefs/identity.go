@@ -119,7 +119,8 @@ func (a *adapter) run(ctx context.Context, op func(ctx context.Context) error) e
 	return err
 }
 
-// runRead is run for reads: interruptible (no keep), no retry needed.
+// ctxOf is ctx with the caller, for reads: they stay interruptible (no
+// keep) and go through an open handle, so there is no denial to retry.
 func (a *adapter) ctxOf(ctx context.Context) context.Context {
 	c, _ := a.ids.caller(ctx, false)
 	return vfs.WithCaller(ctx, c)
