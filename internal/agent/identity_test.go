@@ -183,3 +183,32 @@ func TestSquashAllAndNone(t *testing.T) {
 		t.Errorf("squash none: root sets trusted.x: %v", err)
 	}
 }
+
+// A user who may write to a set-id file it does not own may clear its
+// set-id bits (the chmod a mount's kernel sends before such a write), and
+// nothing else; a user who may not write to it may not.
+func TestKillPrivOnWrite(t *testing.T) {
+	a, export := identityCluster(t, server.SquashRoot)
+	for name, mode := range map[string]os.FileMode{"open/w": 0o777, "open/r": 0o755} {
+		p := filepath.Join(export, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(p, uint32(mode)|syscall.S_ISUID|syscall.S_ISGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := as(testUID, testGID)
+	if _, err := a.SetAttr(user, "open/w", nil, vfs.SetAttrIn{Valid: wire.SetMode, Mode: 0o777}); err != nil {
+		t.Errorf("writer clears set-id bits of a file it may write: %v", err)
+	}
+	if _, _, mode := owner(t, filepath.Join(export, "open/w")); mode&07777 != 0o777 {
+		t.Errorf("mode after clearing = %o, want 777", mode&07777)
+	}
+	if _, err := a.SetAttr(user, "open/w", nil, vfs.SetAttrIn{Valid: wire.SetMode, Mode: 0o700}); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("non-owner changes other mode bits: %v, want EPERM", err)
+	}
+	if _, err := a.SetAttr(user, "open/r", nil, vfs.SetAttrIn{Valid: wire.SetMode, Mode: 0o755}); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("non-writer clears set-id bits: %v, want EPERM", err)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -91,7 +92,51 @@ func (s *Server) serveRequest(ctx context.Context, c *wire.Conn, m wire.Msg) (wi
 	if !s.switchCreds {
 		return s.serveMsg(ctx, c, m)
 	}
-	return s.runAs(id, func() (wire.Msg, error) { return s.serveMsg(ctx, c, m) })
+	r, err := s.runAs(id, func() (wire.Msg, error) { return s.serveMsg(ctx, c, m) })
+	if sa, ok := m.(*wire.SetAttr); ok && errors.Is(err, syscall.EPERM) {
+		return s.killPriv(c, id, sa, r, err)
+	}
+	return r, err
+}
+
+// killPriv handles the chmod a mount's kernel sends to clear the set-id
+// bits of a file that a user who is not its owner writes to (or
+// truncates): locally the kernel clears them itself, without the chmod
+// permission check. When a mode-only setattr that was refused would only
+// clear S_ISUID/S_ISGID, and the identity may write to the file, the
+// server clears them with its own rights. Otherwise the refusal stands.
+func (s *Server) killPriv(c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
+	const setID = syscall.S_ISUID | syscall.S_ISGID
+	if m.Valid != wire.SetMode {
+		return r, err
+	}
+	p, cerr := clean(m.Path)
+	if cerr != nil {
+		return r, err
+	}
+	fi, serr := s.root.Lstat(p)
+	if serr != nil || !fi.Mode().IsRegular() {
+		return r, err
+	}
+	cur := fi.Sys().(*syscall.Stat_t).Mode & 07777
+	want := m.Mode & 07777
+	sameRest := want&^setID == cur&^setID
+	clears := want&setID&^cur == 0 && want&setID != cur&setID // a strict subset of the bits set
+	if !sameRest || !clears {
+		return r, err // not a pure clearing of set-id bits
+	}
+	_, aerr := s.runAs(id, func() (wire.Msg, error) {
+		dir, base, err := s.openParent(p)
+		if err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+		return nil, unix.Faccessat2(int(dir.Fd()), base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+	})
+	if aerr != nil {
+		return r, err
+	}
+	return s.serveMsg(context.Background(), c, m)
 }
 
 // runAs runs fn on this goroutine's OS thread with the thread's file system
