@@ -4,7 +4,12 @@ GO      ?= go
 BIN     := bin/coopfs
 TIMEOUT ?= 20m
 
-.PHONY: all build deps demo test test-short fuzz clean
+# pjdfstest (the POSIX suite, Rust edition) comes from cargo; rustup puts
+# cargo in ~/.cargo/bin, which a non-login shell may not have on its PATH.
+CARGO_BIN := $(HOME)/.cargo/bin
+export PATH := $(PATH):$(CARGO_BIN)
+
+.PHONY: all build deps pjdfstest-deps demo test test-short fuzz clean
 
 all: build
 
@@ -21,9 +26,22 @@ deps:
 demo: deps build
 	./$(BIN) demo
 
-test: deps
+# pjdfstest-deps installs pjdfstest and creates the users it switches to.
+pjdfstest-deps:
+	@if ! command -v pjdfstest >/dev/null 2>&1; then \
+		command -v cargo >/dev/null 2>&1 || { echo "pjdfstest needs cargo: install Rust (https://rustup.rs) or apt-get install cargo"; exit 1; }; \
+		echo "installing pjdfstest (cargo install, about a minute)"; \
+		cargo install --quiet pjdfstest; \
+	fi
+	@id nobody >/dev/null 2>&1 || useradd -M -U -s /usr/sbin/nologin nobody
+	@id tests >/dev/null 2>&1 || useradd -M -U -s /usr/sbin/nologin tests
+
+test: deps pjdfstest-deps
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TIMEOUT) ./...
+	@mkdir -p bin && rm -f bin/pjdfstest-summary.txt
+	COOPFS_REQUIRE_PJDFSTEST=1 COOPFS_PJDFSTEST_SUMMARY=$(CURDIR)/bin/pjdfstest-summary.txt \
+		$(GO) test -count=1 -timeout $(TIMEOUT) ./...
+	@cat bin/pjdfstest-summary.txt
 
 test-short:
 	$(GO) test -short ./...

@@ -301,7 +301,8 @@ func startServer(t *testing.T, export string, extra ...string) *e2eServer {
 // startServerAt is startServer on a given address.
 func startServerAt(t *testing.T, addr, export string, extra ...string) *e2eServer {
 	t.Helper()
-	args := append([]string{"serve", "--export", export, "--listen", addr}, extra...)
+	// The tests use their mounts as root: trust it (squash is tested on its own).
+	args := append([]string{"serve", "--export", export, "--listen", addr, "--squash", "none"}, extra...)
 	s := &e2eServer{e2eProc: startProc(t, "server "+addr, args...), addr: addr, export: export}
 	t.Cleanup(func() {
 		if !s.stop(5 * time.Second) {
@@ -354,7 +355,12 @@ func newMountpoint(t *testing.T) string {
 // flags and waits until the mount appears in /proc/self/mountinfo.
 func startMount(t *testing.T, addr string, extra ...string) *e2eMount {
 	t.Helper()
-	dir := newMountpoint(t)
+	return startMountAt(t, addr, newMountpoint(t), extra...)
+}
+
+// startMountAt is startMount on a given empty directory.
+func startMountAt(t *testing.T, addr, dir string, extra ...string) *e2eMount {
+	t.Helper()
 	args := append([]string{"mount", "--server", addr}, extra...)
 	args = append(args, dir)
 	m := &e2eMount{e2eProc: startProc(t, "mount "+filepath.Base(dir), args...), dir: dir}

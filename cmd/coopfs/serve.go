@@ -27,6 +27,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
 	forwardChoice := fs.String("forward-choice", "round-robin", "directory policy: how the server picks the holder a miss is forwarded to: round-robin (the seed's) or balanced (the holder with the fewest recent forwards; the server serves only blocks no client holds)")
 	pingTimeout := fs.Duration("ping-timeout", directory.DefaultPingTimeout, "directory policy: how long a pinged client has to answer before it is marked failed")
+	squash := fs.String("squash", server.SquashRoot, "map client users as NFS does: root (a client's root acts as the anonymous user), all (every user does) or none (client users are trusted as they are)")
+	anonUID := fs.Uint("anon-uid", server.DefaultAnonID, "uid of the anonymous user that squashed requests act as")
+	anonGID := fs.Uint("anon-gid", server.DefaultAnonID, "gid of the anonymous user that squashed requests act as")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -39,6 +42,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *forwardChoice != "round-robin" && *forwardChoice != "balanced" {
 		return fmt.Errorf("--forward-choice %q: want round-robin or balanced", *forwardChoice)
+	}
+	if *squash != server.SquashRoot && *squash != server.SquashAll && *squash != server.SquashNone {
+		return fmt.Errorf("--squash %q: want root, all or none", *squash)
+	}
+	if *anonUID == 0 || *anonUID > 1<<32-2 || *anonGID == 0 || *anonGID > 1<<32-2 {
+		return fmt.Errorf("--anon-uid %d / --anon-gid %d: want a non-root id below 4294967295 (to trust client root, use --squash none)", *anonUID, *anonGID)
 	}
 	log := obs.NewLogger(stderr, *logLevel)
 	secret, err := readSecret(*secretFile)
@@ -54,7 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m,
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
-		PingTimeout: *pingTimeout})
+		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID)})
 	if err != nil {
 		return err
 	}
@@ -70,7 +79,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return err
 	}
-	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly)
+	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly, "squash", *squash)
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}

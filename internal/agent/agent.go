@@ -15,8 +15,8 @@ import (
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
-	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -101,8 +101,6 @@ type Agent struct {
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
 	fresh    sync.Map          // block.ID → struct{}: fetched by read-ahead, not yet read
 }
-
-var _ fusefs.Backend = (*Agent)(nil)
 
 // New connects to the server, retrying for up to cfg.ReconnectTimeout with
 // a visible message, and returns the agent.
@@ -208,7 +206,7 @@ func (a *Agent) BlockSize() int {
 func (a *Agent) Metrics() *obs.Metrics { return a.metrics }
 
 func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Attr, error) {
-	r, _, err := a.sess.call(ctx, m, idempotent)
+	r, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	if err != nil {
 		return wire.Attr{}, err
 	}
@@ -220,7 +218,7 @@ func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire
 }
 
 func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
-	_, _, err := a.sess.call(ctx, m, idempotent)
+	_, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	return err
 }
 
@@ -235,7 +233,7 @@ func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 }
 
 // SetAttr implements fusefs.Backend.
-func (a *Agent) SetAttr(ctx context.Context, path string, f fusefs.File, in fusefs.SetAttrIn, c fusefs.Caller) (wire.Attr, error) {
+func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.SetAttrIn) (wire.Attr, error) {
 	m := &wire.SetAttr{Path: path, Valid: in.Valid, Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime}
 	var of *file
@@ -246,7 +244,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f fusefs.File, in fuse
 	var err error
 	if of != nil {
 		var r wire.Msg
-		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return m }, true)
+		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
 		if ar, ok := r.(*wire.AttrReply); ok {
 			attr = ar.Attr
 		}
@@ -269,7 +267,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f fusefs.File, in fuse
 func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, error) {
 	var all []wire.DirEntry
 	for {
-		r, _, err := a.sess.call(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}, true)
+		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}), true)
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +283,8 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 }
 
 // Mkdir implements fusefs.Backend.
-func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32, c fusefs.Caller) (wire.Attr, error) {
+func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
 }
 
@@ -310,13 +309,14 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 }
 
 // Symlink implements fusefs.Backend.
-func (a *Agent) Symlink(ctx context.Context, target, path string, c fusefs.Caller) (wire.Attr, error) {
+func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	return a.attrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, false)
 }
 
 // Readlink implements fusefs.Backend.
 func (a *Agent) Readlink(ctx context.Context, path string) (string, error) {
-	r, _, err := a.sess.call(ctx, &wire.Readlink{Path: path}, true)
+	r, _, err := a.sess.call(ctx, as(ctx, &wire.Readlink{Path: path}), true)
 	if err != nil {
 		return "", err
 	}
@@ -342,18 +342,19 @@ func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
 
 // Open implements fusefs.Backend: it revalidates the file's version with the
 // server (close-to-open) and drops cached blocks of an older version.
-func (a *Agent) Open(ctx context.Context, path string, flags uint32) (fusefs.File, wire.Attr, error) {
+func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
 	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
 }
 
 // Create implements fusefs.Backend.
-func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32, c fusefs.Caller) (fusefs.File, wire.Attr, error) {
+func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32) (vfs.File, wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
 }
 
 func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
 	_, create := m.(*wire.Create)
-	r, gen, err := a.sess.call(ctx, m, !create && flags&syscall.O_TRUNC == 0)
+	r, gen, err := a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
 	if err != nil {
 		return nil, wire.Attr{}, err
 	}
@@ -362,7 +363,8 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
-	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create}
+	c, _ := vfs.CallerOf(ctx)
+	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
 	return f, or.Attr, nil
 }
 

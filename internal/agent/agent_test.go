@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/coopfs/coopfs/internal/agent"
-	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/vfs"
 )
 
 // cluster is an in-process server over real loopback TCP.
@@ -30,7 +30,7 @@ type cluster struct {
 
 func startServer(t *testing.T, export, addr string, secret []byte, bs int) *cluster {
 	t.Helper()
-	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret})
+	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +62,15 @@ func newAgent(t *testing.T, addr string, secret []byte) *agent.Agent {
 	return a
 }
 
-var root = fusefs.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+var root = vfs.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+
+// asRoot is a context whose calls are made as the test's own user.
+func asRoot() context.Context { return vfs.WithCaller(context.Background(), root) }
 
 func writeFile(t *testing.T, a *agent.Agent, path string, data []byte) {
 	t.Helper()
-	ctx := context.Background()
-	f, _, err := a.Create(ctx, path, syscall.O_RDWR|syscall.O_TRUNC, 0o644, root)
+	ctx := asRoot()
+	f, _, err := a.Create(ctx, path, syscall.O_RDWR|syscall.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func writeFile(t *testing.T, a *agent.Agent, path string, data []byte) {
 
 func readFile(t *testing.T, a *agent.Agent, path string) ([]byte, bool) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := asRoot()
 	f, attr, err := a.Open(ctx, path, syscall.O_RDONLY)
 	if err != nil {
 		t.Fatal(err)
@@ -136,14 +139,14 @@ func TestCloseToOpenAcrossClients(t *testing.T) {
 func TestErrnos(t *testing.T) {
 	c := startServer(t, t.TempDir(), "127.0.0.1:0", nil, 4096)
 	a := newAgent(t, c.addr, nil)
-	ctx := context.Background()
+	ctx := asRoot()
 	if _, err := a.Lookup(ctx, "missing"); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("lookup missing: %v", err)
 	}
-	if _, err := a.Mkdir(ctx, "d", 0o755, root); err != nil {
+	if _, err := a.Mkdir(ctx, "d", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Mkdir(ctx, "d", 0o755, root); !errors.Is(err, syscall.EEXIST) {
+	if _, err := a.Mkdir(ctx, "d", 0o755); !errors.Is(err, syscall.EEXIST) {
 		t.Errorf("mkdir twice: %v", err)
 	}
 	writeFile(t, a, "d/x", []byte("x"))
@@ -159,7 +162,7 @@ func TestErrnos(t *testing.T) {
 	if _, err := a.Lookup(ctx, "../etc"); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("path leaving the export: %v", err)
 	}
-	if _, _, err := a.Create(ctx, "d/x", syscall.O_RDWR|syscall.O_EXCL, 0o644, root); !errors.Is(err, syscall.EEXIST) {
+	if _, _, err := a.Create(ctx, "d/x", syscall.O_RDWR|syscall.O_EXCL, 0o644); !errors.Is(err, syscall.EEXIST) {
 		t.Errorf("O_EXCL create of existing: %v", err)
 	}
 	if err := a.Rename(ctx, "d/x", "d/y", 0); err != nil {
@@ -181,7 +184,7 @@ func TestServerRestartUnderClient(t *testing.T) {
 	a := newAgent(t, c.addr, nil)
 	data := pattern(20000, 9)
 	writeFile(t, a, "f", data)
-	ctx := context.Background()
+	ctx := asRoot()
 	f, _, err := a.Open(ctx, "f", syscall.O_RDONLY)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +225,7 @@ func TestConcurrentReadersOneFile(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
 		go func() {
-			ctx := context.Background()
+			ctx := asRoot()
 			f, _, err := a.Open(ctx, "big", syscall.O_RDONLY)
 			if err != nil {
 				errs <- err

@@ -24,7 +24,7 @@ func startDirServer(t *testing.T, export string, m *obs.Metrics) string {
 
 func startDirServerWith(t *testing.T, export string, m *obs.Metrics, dc directory.Config) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m, Directory: dc})
+	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m, Directory: dc, Squash: server.SquashNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestDirectoryPeersServeMisses(t *testing.T) {
 	}
 	sm := obs.NewMetrics()
 	addr := startDirServer(t, export, sm)
-	ctx := context.Background()
+	ctx := asRoot()
 	var agents []*agent.Agent
 	var ms []*obs.Metrics
 	for i := 0; i < 3; i++ {
@@ -107,7 +107,7 @@ func TestDirectoryHolderGoneCostsOnlyATimeout(t *testing.T) {
 	data := pattern(64<<10, 4)
 	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
 	addr := startDirServer(t, export, obs.NewMetrics())
-	ctx := context.Background()
+	ctx := asRoot()
 	holder, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory"})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestDirectoryHolderDisconnectNacksItsForwards(t *testing.T) {
 	// The server leaves itself out of the rotation, so the reader's miss is
 	// forwarded to the mute holder.
 	addr := startDirServerWith(t, export, obs.NewMetrics(), directory.Config{ServerLast: true})
-	ctx := context.Background()
+	ctx := asRoot()
 
 	// A raw client that becomes a holder of block 0 and then never answers.
 	nc, err := net.Dial("tcp", addr)

@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -21,6 +21,8 @@ type file struct {
 	path  string
 	flags uint32
 	keep  bool
+	// caller opened the file; a reopen after reconnecting is made as them.
+	caller vfs.Caller
 
 	mu      sync.Mutex
 	h       uint64 // server handle, valid in session generation gen
@@ -30,16 +32,31 @@ type file struct {
 	ahead   uint64 // blocks below this index were already read ahead
 }
 
-var _ fusefs.File = (*file)(nil)
+var (
+	_ vfs.File        = (*file)(nil)
+	_ vfs.SliceReader = (*file)(nil)
+	_ vfs.Allocator   = (*file)(nil)
+)
 
-// KeepCache implements fusefs.File.
+// KeepCache implements vfs.File.
 func (f *file) KeepCache() bool { return f.keep }
 
-// Attr implements fusefs.File.
+// Attr implements vfs.File: the server's fstat of the open file, so that
+// an open file unlinked or changed elsewhere shows its link count and size
+// as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.attr, nil
+	path := f.path
+	f.mu.Unlock()
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -65,7 +82,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	ino := f.attr.Ino
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
-	r, gen, err := f.a.sess.call(ctx, &wire.Open{Path: f.path, Flags: flags}, true)
+	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
 	if err != nil {
 		return 0, fmt.Errorf("reopen %s after reconnecting: %v: %w", f.path, err, syscall.EIO)
 	}
@@ -104,7 +121,7 @@ func (f *file) call(ctx context.Context, build func(h uint64) wire.Msg, idempote
 	}
 }
 
-// ReadAt implements fusefs.File: it assembles the range from cached blocks,
+// ReadAt implements vfs.File: it assembles the range from cached blocks,
 // fetching the missing ones, and reads ahead of a sequential reader.
 func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
@@ -132,7 +149,7 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// ReadSlice implements fusefs.SliceReader: a read within one cached block
+// ReadSlice implements vfs.SliceReader: a read within one cached block
 // is handed to the kernel without a copy (blocks are never modified).
 func (f *file) ReadSlice(ctx context.Context, off int64, n int) ([]byte, bool, error) {
 	bs := int64(f.a.BlockSize())
@@ -308,7 +325,7 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 	return f.fromServer(ctx, &retry)
 }
 
-// WriteAt implements fusefs.File: the write reaches the server before it
+// WriteAt implements vfs.File: the write reaches the server before it
 // returns (write-through), and the file's cached blocks of the old version
 // are dropped.
 func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
@@ -326,16 +343,16 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements fusefs.File. Writes are already on the server.
+// Flush implements vfs.File. Writes are already on the server.
 func (f *file) Flush(ctx context.Context) error { return nil }
 
-// Fsync implements fusefs.File.
+// Fsync implements vfs.File.
 func (f *file) Fsync(ctx context.Context) error {
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err
 }
 
-// Release implements fusefs.File.
+// Release implements vfs.File.
 func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
 	h, gen := f.h, f.gen

@@ -123,7 +123,11 @@ func MountOptions(cfg Config) *fs.Options {
 			AllowOther: cfg.AllowOther,
 			// The kernel checks permissions against mode, uid and gid
 			// like a local file system does, so EACCES comes from it.
-			Options:      []string{"default_permissions"},
+			Options: []string{"default_permissions"},
+			// POSIX ACLs: the kernel reads system.posix_acl_access and
+			// _default through getxattr, caches them and enforces them
+			// in its permission checks, as for a local file system.
+			EnableAcl:    true,
 			MaxWrite:     cfg.MaxWrite,
 			MaxReadAhead: readAhead,
 			FsName:       cfg.FsName,

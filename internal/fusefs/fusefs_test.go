@@ -17,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/coopfs/coopfs/internal/fusefs/posixtest"
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -49,7 +50,7 @@ func TestSetAttrIn(t *testing.T) {
 	in.Mode, in.Size = 0o640, 12345
 	in.Mtime, in.Mtimensec = 1_000_000_000, 5
 	got := setAttrIn(&in)
-	want := SetAttrIn{Valid: wire.SetMode | wire.SetSize | wire.SetMtime | wire.SetAtime | wire.SetAtimeNow,
+	want := vfs.SetAttrIn{Valid: wire.SetMode | wire.SetSize | wire.SetMtime | wire.SetAtime | wire.SetAtimeNow,
 		Mode: 0o640, Size: 12345, Mtime: 1_000_000_000*1e9 + 5}
 	if got != want {
 		t.Errorf("setAttrIn = %+v, want %+v", got, want)

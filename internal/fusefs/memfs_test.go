@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -42,12 +43,12 @@ type memNode struct {
 
 func newMemFS() *memFS {
 	m := &memFS{nextIno: 100, failLookup: map[string]error{}}
-	m.root = m.newNode(syscall.S_IFDIR|0o755, Caller{})
+	m.root = m.newNode(syscall.S_IFDIR|0o755, vfs.Caller{})
 	m.root.attr.Nlink = 2
 	return m
 }
 
-func (m *memFS) newNode(mode uint32, c Caller) *memNode {
+func (m *memFS) newNode(mode uint32, c vfs.Caller) *memNode {
 	m.nextIno++
 	now := time.Now().UnixNano()
 	n := &memNode{attr: wire.Attr{
@@ -139,7 +140,7 @@ func (m *memFS) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 	return n.getAttr(), nil
 }
 
-func (m *memFS) SetAttr(ctx context.Context, path string, f File, in SetAttrIn, c Caller) (wire.Attr, error) {
+func (m *memFS) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.SetAttrIn) (wire.Attr, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var n *memNode
@@ -219,7 +220,7 @@ func (m *memFS) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 }
 
 // add creates a node of mode at path.
-func (m *memFS) add(path string, mode uint32, c Caller) (*memNode, error) {
+func (m *memFS) add(path string, mode uint32, c vfs.Caller) (*memNode, error) {
 	d, name, err := m.parent(path)
 	if err != nil {
 		return nil, err
@@ -236,7 +237,8 @@ func (m *memFS) add(path string, mode uint32, c Caller) (*memNode, error) {
 	return n, nil
 }
 
-func (m *memFS) Mkdir(ctx context.Context, path string, mode uint32, c Caller) (wire.Attr, error) {
+func (m *memFS) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.add(path, syscall.S_IFDIR|mode&0o7777, c)
@@ -246,7 +248,8 @@ func (m *memFS) Mkdir(ctx context.Context, path string, mode uint32, c Caller) (
 	return n.getAttr(), nil
 }
 
-func (m *memFS) Create(ctx context.Context, path string, flags, mode uint32, c Caller) (File, wire.Attr, error) {
+func (m *memFS) Create(ctx context.Context, path string, flags, mode uint32) (vfs.File, wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.walk(path)
@@ -265,7 +268,7 @@ func (m *memFS) Create(ctx context.Context, path string, flags, mode uint32, c C
 	return m.open(n, flags)
 }
 
-func (m *memFS) open(n *memNode, flags uint32) (File, wire.Attr, error) {
+func (m *memFS) open(n *memNode, flags uint32) (vfs.File, wire.Attr, error) {
 	if n.isDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, wire.Attr{}, syscall.EISDIR
 	}
@@ -277,7 +280,7 @@ func (m *memFS) open(n *memNode, flags uint32) (File, wire.Attr, error) {
 	return &memFile{m: m, n: n, keep: keep}, n.getAttr(), nil
 }
 
-func (m *memFS) Open(ctx context.Context, path string, flags uint32) (File, wire.Attr, error) {
+func (m *memFS) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.walk(path)
@@ -425,7 +428,8 @@ func (m *memFS) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 	return n.getAttr(), nil
 }
 
-func (m *memFS) Symlink(ctx context.Context, target, path string, c Caller) (wire.Attr, error) {
+func (m *memFS) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
+	c, _ := vfs.CallerOf(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.add(path, syscall.S_IFLNK|0o777, c)

@@ -43,7 +43,7 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: stat of the export root failed: %w", err)
 	}
-	root := &node{a: &adapter{b: b, log: log}}
+	root := &node{a: &adapter{b: b, log: log, ids: newIdentities()}}
 	opts := MountOptions(cfg)
 	if rootAttr.Ino != 0 {
 		opts.RootStableAttr = &fs.StableAttr{Ino: rootAttr.Ino}

@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -19,6 +20,7 @@ import (
 type adapter struct {
 	b   Backend
 	log *slog.Logger
+	ids *identities
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
@@ -40,7 +42,7 @@ type node struct {
 
 // handle is an open file.
 type handle struct {
-	f File
+	f vfs.File
 }
 
 var (
@@ -100,13 +102,6 @@ func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut)
 	return n.NewInode(ctx, &node{a: n.a}, fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen})
 }
 
-func caller(ctx context.Context) Caller {
-	if c, ok := fuse.FromContext(ctx); ok {
-		return Caller{UID: c.Uid, GID: c.Gid}
-	}
-	return Caller{}
-}
-
 func fillAttr(out *fuse.Attr, a wire.Attr) {
 	out.Ino = a.Ino
 	out.Mode = a.Mode
@@ -136,7 +131,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Lookup(keep(ctx), p)
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.Lookup(ctx, p)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("lookup", p, err)
 	}
@@ -156,7 +155,11 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if !ok {
 		return syscall.ENOENT
 	}
-	attr, err := n.a.b.GetAttr(keep(ctx), p)
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.GetAttr(ctx, p)
+		return err
+	})
 	if err != nil {
 		return n.a.errno("getattr", p, err)
 	}
@@ -165,8 +168,8 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 }
 
 // setAttrIn translates the kernel's setattr request.
-func setAttrIn(in *fuse.SetAttrIn) SetAttrIn {
-	var s SetAttrIn
+func setAttrIn(in *fuse.SetAttrIn) vfs.SetAttrIn {
+	var s vfs.SetAttrIn
 	v := in.Valid
 	set := func(fuseBit, wireBit uint32) {
 		if v&fuseBit != 0 {
@@ -190,7 +193,7 @@ func setAttrIn(in *fuse.SetAttrIn) SetAttrIn {
 }
 
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	var f File
+	var f vfs.File
 	if h, ok := fh.(*handle); ok {
 		f = h.f
 	}
@@ -198,7 +201,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if !ok && f == nil {
 		return syscall.ENOENT
 	}
-	attr, err := n.a.b.SetAttr(keep(ctx), p, f, setAttrIn(in), caller(ctx))
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.SetAttr(ctx, p, f, setAttrIn(in))
+		return err
+	})
 	if err != nil {
 		return n.a.errno("setattr", p, err)
 	}
@@ -211,7 +218,11 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	ents, err := n.a.b.ReadDir(keep(ctx), p)
+	var ents []wire.DirEntry
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		ents, err = n.a.b.ReadDir(ctx, p)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("readdir", p, err)
 	}
@@ -230,14 +241,18 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Mkdir(keep(ctx), p, mode, caller(ctx))
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.Mkdir(ctx, p, mode)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("mkdir", p, err)
 	}
 	return n.newChild(ctx, attr, out), 0
 }
 
-func openFlags(f File) uint32 {
+func openFlags(f vfs.File) uint32 {
 	if f.KeepCache() {
 		return fuse.FOPEN_KEEP_CACHE
 	}
@@ -249,7 +264,12 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT
 	}
-	f, attr, err := n.a.b.Create(keep(ctx), p, flags, mode, caller(ctx))
+	var f vfs.File
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		f, attr, err = n.a.b.Create(ctx, p, flags, mode)
+		return err
+	})
 	if err != nil {
 		return nil, nil, 0, n.a.errno("create", p, err)
 	}
@@ -261,7 +281,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	f, attr, err := n.a.b.Open(keep(ctx), p, flags)
+	var f vfs.File
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		f, attr, err = n.a.b.Open(ctx, p, flags)
+		return err
+	})
 	if err != nil {
 		return nil, 0, n.a.errno("open", p, err)
 	}
@@ -290,7 +315,8 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	if sr, ok := h.f.(SliceReader); ok {
+	ctx = n.a.ctxOf(ctx)
+	if sr, ok := h.f.(vfs.SliceReader); ok {
 		b, ok, err := sr.ReadSlice(ctx, off, len(dest))
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, n.a.errno("read", "", err)
@@ -344,7 +370,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
-	return n.a.errno("unlink", p, n.a.b.Unlink(keep(ctx), p))
+	return n.a.errno("unlink", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Unlink(ctx, p) }))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -352,7 +378,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
-	return n.a.errno("rmdir", p, n.a.b.Rmdir(keep(ctx), p))
+	return n.a.errno("rmdir", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Rmdir(ctx, p) }))
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -365,7 +391,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok1 || !ok2 {
 		return syscall.ENOENT
 	}
-	return n.a.errno("rename", oldPath, n.a.b.Rename(keep(ctx), oldPath, newPath, flags))
+	return n.a.errno("rename", oldPath, n.a.run(ctx, func(ctx context.Context) error {
+		return n.a.b.Rename(ctx, oldPath, newPath, flags)
+	}))
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -378,7 +406,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok1 || !ok2 {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Link(keep(ctx), oldPath, newPath)
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.Link(ctx, oldPath, newPath)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("link", newPath, err)
 	}
@@ -390,7 +422,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Symlink(keep(ctx), target, p, caller(ctx))
+	var attr wire.Attr
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		attr, err = n.a.b.Symlink(ctx, target, p)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("symlink", p, err)
 	}
@@ -402,7 +438,11 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	target, err := n.a.b.Readlink(keep(ctx), p)
+	var target string
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		target, err = n.a.b.Readlink(ctx, p)
+		return err
+	})
 	if err != nil {
 		return nil, n.a.errno("readlink", p, err)
 	}

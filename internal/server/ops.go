@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -84,6 +83,8 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.readBlock(c, m)
 	case *wire.Write:
 		return s.write(c, m)
+	case *wire.Mknod, *wire.GetXattr, *wire.ListXattr, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate:
+		return s.servePosix(c, m)
 	case *wire.Discard:
 		if cl, _ := c.Value.Load().(*client); cl != nil && s.coop != nil {
 			s.coop.discarded(cl.id, m.Blocks)
@@ -96,7 +97,8 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 func mutates(m wire.Msg) bool {
 	switch m := m.(type) {
 	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
-		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write:
+		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
+		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate:
 		return true
 	case *wire.Open:
 		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
@@ -195,14 +197,6 @@ func fileMode(mode uint32) os.FileMode {
 	return m
 }
 
-// own gives a new file to the caller when the server can (it runs as root).
-func (s *Server) own(p string, uid, gid uint32) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	return s.root.Lchown(p, int(uid), int(gid))
-}
-
 func (s *Server) setAttr(c *wire.Conn, m *wire.SetAttr) (*wire.AttrReply, error) {
 	p, err := clean(m.Path)
 	if err != nil {
@@ -274,18 +268,19 @@ func (s *Server) changed(f *os.File) (os.FileInfo, error) {
 }
 
 func (s *Server) chtimes(p string, m *wire.SetAttr) error {
-	// utimensat with UTIME_OMIT for the time not being set keeps it as is.
+	// utimensat with UTIME_OMIT for the time not being set keeps it as is;
+	// UTIME_NOW (not the server's clock read here) keeps utimensat's rule
+	// that setting both times to now needs only write access.
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-	now := time.Now().UnixNano()
 	switch {
 	case m.Valid&wire.SetAtimeNow != 0:
-		ts[0] = unix.NsecToTimespec(now)
+		ts[0] = unix.Timespec{Nsec: unix.UTIME_NOW}
 	case m.Valid&wire.SetAtime != 0:
 		ts[0] = unix.NsecToTimespec(m.Atime)
 	}
 	switch {
 	case m.Valid&wire.SetMtimeNow != 0:
-		ts[1] = unix.NsecToTimespec(now)
+		ts[1] = unix.Timespec{Nsec: unix.UTIME_NOW}
 	case m.Valid&wire.SetMtime != 0:
 		ts[1] = unix.NsecToTimespec(m.Mtime)
 	}
@@ -360,12 +355,14 @@ func (s *Server) mkdir(m *wire.Mkdir) (*wire.AttrReply, error) {
 	if err := s.root.Mkdir(p, fileMode(m.Mode)); err != nil {
 		return nil, err
 	}
-	// Mkdir applied the server's umask; the client's mode is already masked.
-	if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
-		return nil, err
-	}
-	if err := s.own(p, m.UID, m.GID); err != nil {
-		return nil, err
+	// A server acting as its callers has no umask and the kernel made
+	// the directory as the caller (ownership, setgid inheritance). One
+	// that is not root keeps its umask: the client's mode is already
+	// masked, so restore it.
+	if !s.switchCreds {
+		if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
+			return nil, err
+		}
 	}
 	return s.lstat(p)
 }
@@ -393,13 +390,9 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		f.Close()
 		return nil, fmt.Errorf("open %s for writing: %w", p, syscall.EISDIR)
 	}
-	if created {
+	if created && !s.switchCreds {
 		// OpenFile applied the server's umask; the client's mode is already masked.
 		if err := f.Chmod(fileMode(mode)); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := s.own(p, *uid, *gid); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -497,9 +490,6 @@ func (s *Server) symlink(m *wire.Symlink) (*wire.AttrReply, error) {
 		return nil, err
 	}
 	if err := s.root.Symlink(m.Target, p); err != nil {
-		return nil, err
-	}
-	if err := s.own(p, m.UID, m.GID); err != nil {
 		return nil, err
 	}
 	return s.lstat(p)

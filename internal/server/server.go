@@ -29,8 +29,12 @@ type Config struct {
 	Policy      string           // coordination policy: "none" (default) or "directory"
 	Directory   directory.Config // the directory policy's settings
 	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
-	Logger      *slog.Logger
-	Metrics     *obs.Metrics
+	// Squash maps client identities as NFS does: "root" (default: a
+	// client's root is the anonymous user), "all" or "none".
+	Squash           string
+	AnonUID, AnonGID uint32 // the anonymous user; default 65534 (0 is taken as the default)
+	Logger           *slog.Logger
+	Metrics          *obs.Metrics
 }
 
 // Defaults.
@@ -50,6 +54,15 @@ func (c *Config) setDefaults() {
 	if c.Policy == "" {
 		c.Policy = "none"
 	}
+	if c.Squash == "" {
+		c.Squash = SquashRoot
+	}
+	if c.AnonUID == 0 {
+		c.AnonUID = DefaultAnonID
+	}
+	if c.AnonGID == 0 {
+		c.AnonGID = DefaultAnonID
+	}
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
@@ -67,6 +80,9 @@ func (c *Config) validate() error {
 	}
 	if c.Policy != "none" && c.Policy != "directory" {
 		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	}
+	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
+		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
 	}
 	st, err := os.Stat(c.Export)
 	switch {
@@ -97,6 +113,10 @@ type Server struct {
 	cache     *mem.Cache
 	handles   *handles
 	coop      *coop // the directory policy; nil under "none"
+	// switchCreds: requests are performed as their (squashed) caller
+	// (identity.go); ownGroups are the server's own groups to return to.
+	switchCreds bool
+	ownGroups   []uint32
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -122,6 +142,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs,
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
+	if err := s.initCreds(); err != nil {
+		root.Close()
+		return nil, err
+	}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
 	if cfg.Policy == "directory" {
@@ -254,7 +278,7 @@ func (s *Server) handshake(nc net.Conn) {
 		return
 	}
 	c := wire.NewConn(nc, br, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(s.serveMsg),
+		Handler:  wire.HandlerFunc(s.serveRequest),
 		Observer: obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:     fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})

@@ -171,7 +171,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err := errors.Join(err1, err2); err != nil {
 			return err
 		}
-		args := append([]string{"serve", "--export", export, "--listen", addr, "--metrics", maddr}, c.cfg.ServerArgs...)
+		// The cluster's mounts are used by root on this one machine: trusted.
+		args := append([]string{"serve", "--export", export, "--listen", addr, "--metrics", maddr, "--squash", "none"}, c.cfg.ServerArgs...)
 		p, err := c.launch(RoleServer, "server", args, maddr, "")
 		if err == nil {
 			err = c.waitReady(ctx, p, func() (bool, error) {

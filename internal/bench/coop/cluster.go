@@ -110,7 +110,9 @@ func startCluster(ctx context.Context, ex Exec, cfg clusterConfig) (c *cluster, 
 	policy, balanced := strings.CutSuffix(policy, "-balanced")
 	argv := []string{ex.Coopfs, "serve", "--export", cfg.Export,
 		"--listen", srv.AddrPort(portServe).String(), "--policy", policy,
-		"--metrics", srv.AddrPort(portServerMetrics).String(), "--secret-file", c.secret}
+		"--metrics", srv.AddrPort(portServerMetrics).String(), "--secret-file", c.secret,
+		// The benchmark's clients run as root on machines it controls.
+		"--squash", "none"}
 	if serverLast {
 		// directory-serverlast: the server serves only blocks no client holds.
 		argv = append(argv, "--server-rotation=false")

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"github.com/coopfs/coopfs/internal/vfs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// as wraps a request in the caller's identity when ctx carries one; the
+// server performs it as that user (squashed as its --squash says). A
+// request without one is performed as the server's anonymous user.
+func as(ctx context.Context, m wire.Msg) wire.Msg {
+	c, ok := vfs.CallerOf(ctx)
+	if !ok {
+		return m
+	}
+	return &wire.As{UID: c.UID, GID: c.GID, Groups: c.Groups, Msg: m}
+}
+
+// Mknod makes a special file in the export (fusefs.Mknoder).
+func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, false)
+}
+
+func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {
+	r, _, err := a.sess.call(ctx, as(ctx, m), true)
+	if err != nil {
+		return nil, 0, err
+	}
+	xr, ok := r.(*wire.XattrReply)
+	if !ok {
+		return nil, 0, fmt.Errorf("%v: unexpected reply %v: %w", m.Type(), r.Type(), syscall.EIO)
+	}
+	return xr.Value, xr.Size, nil
+}
+
+// GetXattr reads an extended attribute (fusefs.Xattrer).
+func (a *Agent) GetXattr(ctx context.Context, path, name string, size uint32) ([]byte, uint32, error) {
+	return a.xattrCall(ctx, &wire.GetXattr{Path: path, Name: name, Size: size})
+}
+
+// ListXattr lists extended attribute names (fusefs.Xattrer).
+func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte, uint32, error) {
+	return a.xattrCall(ctx, &wire.ListXattr{Path: path, Size: size})
+}
+
+// SetXattr sets an extended attribute (fusefs.Xattrer).
+func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
+}
+
+// RemoveXattr removes an extended attribute (fusefs.Xattrer).
+func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
+	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
+}
+
+// Allocate implements vfs.Allocator: fallocate(2) on the server's file.
+func (f *file) Allocate(ctx context.Context, off, length uint64, mode uint32) error {
+	r, err := f.call(ctx, func(h uint64) wire.Msg {
+		return as(ctx, &wire.Fallocate{Handle: h, Mode: mode, Offset: off, Length: length})
+	}, true)
+	if err != nil {
+		return err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return fmt.Errorf("fallocate: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	f.a.noteVersion(ar.Attr.Ino, ar.Attr.Version)
+	f.setAttr(ar.Attr)
+	return nil
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// maxXattrSize is the largest xattr value or name list (XATTR_SIZE_MAX).
+const maxXattrSize = 64 << 10
+
+// servePosix serves the requests of wire/msg_posix.go: special files,
+// extended attributes, fallocate.
+func (s *Server) servePosix(c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	switch m := m.(type) {
+	case *wire.Mknod:
+		return s.mknod(m)
+	case *wire.GetXattr:
+		return s.getXattr(m)
+	case *wire.ListXattr:
+		return s.listXattr(m)
+	case *wire.SetXattr:
+		return s.setXattr(m)
+	case *wire.RemoveXattr:
+		return s.removeXattr(m)
+	case *wire.Fallocate:
+		return s.fallocate(c, m)
+	}
+	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
+}
+
+// mknod makes a special file. The server never opens it: FIFOs, sockets and
+// devices are handled by the kernel of the mount that opens them.
+func (s *Server) mknod(m *wire.Mknod) (*wire.AttrReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	dir, base, err := s.openParent(p)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	if err := unix.Mknodat(int(dir.Fd()), base, m.Mode, int(m.Rdev)); err != nil {
+		return nil, &os.PathError{Op: "mknod", Path: p, Err: err}
+	}
+	if !s.switchCreds && m.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A server that keeps its umask: restore the client's mode.
+		if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
+			return nil, err
+		}
+	}
+	return s.lstat(p)
+}
+
+// xattrPath names p for the l*xattr calls without leaving the export: its
+// parent is opened through the root and named by its /proc/self/fd link
+// (the final component is not followed). The export root is named by an
+// open descriptor. done closes what xattrPath opened.
+func (s *Server) xattrPath(raw string) (name string, done func(), err error) {
+	p, err := clean(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	if p == "." {
+		f, err := s.root.Open(".")
+		if err != nil {
+			return "", nil, err
+		}
+		return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), func() { f.Close() }, nil
+	}
+	dir, base, err := s.openParent(p)
+	if err != nil {
+		return "", nil, err
+	}
+	return "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/" + base, func() { dir.Close() }, nil
+}
+
+// xattrErr names the export-relative path in an xattr error.
+func xattrErr(op, p string, err error) error {
+	if errors.Is(err, syscall.ENODATA) {
+		// Keep the errno alone: "no such attribute" is an answer, not a failure.
+		return fmt.Errorf("%s %s: %w", op, p, syscall.ENODATA)
+	}
+	return &os.PathError{Op: op, Path: p, Err: err}
+}
+
+func (s *Server) getXattr(m *wire.GetXattr) (*wire.XattrReply, error) {
+	name, done, err := s.xattrPath(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var buf []byte
+	if m.Size > 0 {
+		buf = make([]byte, min(m.Size, maxXattrSize))
+	}
+	n, err := unix.Lgetxattr(name, m.Name, buf)
+	if err != nil {
+		return nil, xattrErr("getxattr", m.Path, err)
+	}
+	r := &wire.XattrReply{Size: uint32(n)}
+	if buf != nil {
+		r.Value = buf[:n]
+	}
+	return r, nil
+}
+
+func (s *Server) listXattr(m *wire.ListXattr) (*wire.XattrReply, error) {
+	name, done, err := s.xattrPath(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var buf []byte
+	if m.Size > 0 {
+		buf = make([]byte, min(m.Size, maxXattrSize))
+	}
+	n, err := unix.Llistxattr(name, buf)
+	if err != nil {
+		return nil, xattrErr("listxattr", m.Path, err)
+	}
+	r := &wire.XattrReply{Size: uint32(n)}
+	if buf != nil {
+		r.Value = buf[:n]
+	}
+	return r, nil
+}
+
+func (s *Server) setXattr(m *wire.SetXattr) (*wire.OK, error) {
+	name, done, err := s.xattrPath(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := unix.Lsetxattr(name, m.Name, m.Value, int(m.Flags)); err != nil {
+		return nil, xattrErr("setxattr", m.Path, err)
+	}
+	return &wire.OK{}, nil
+}
+
+func (s *Server) removeXattr(m *wire.RemoveXattr) (*wire.OK, error) {
+	name, done, err := s.xattrPath(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := unix.Lremovexattr(name, m.Name); err != nil {
+		return nil, xattrErr("removexattr", m.Path, err)
+	}
+	return &wire.OK{}, nil
+}
+
+func (s *Server) fallocate(c *wire.Conn, m *wire.Fallocate) (*wire.AttrReply, error) {
+	of := s.handles.get(m.Handle, c)
+	if of == nil {
+		return nil, fmt.Errorf("fallocate of unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	if err := unix.Fallocate(int(of.f.Fd()), m.Mode, int64(m.Offset), int64(m.Length)); err != nil {
+		return nil, &os.PathError{Op: "fallocate", Path: "(handle)", Err: err}
+	}
+	fi, err := s.changed(of.f)
+	if err != nil {
+		return nil, err
+	}
+	return s.fattr(of.f, fi), nil
+}

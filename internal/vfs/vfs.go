@@ -1,0 +1,71 @@
+package vfs
+
+import (
+	"context"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Caller is who asked for an operation: the uid, gid and supplementary
+// groups of the calling process as the kernel reported them. The server
+// performs the operation as this identity (after squashing, see
+// docs/security.md).
+type Caller struct {
+	UID, GID uint32
+	Groups   []uint32
+	PID      uint32 // the calling thread, 0 if unknown (for logs)
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying c: every Backend call made with it is
+// performed as c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerOf returns the caller ctx carries; ok is false when it carries none
+// (the call is then performed as the server's anonymous user).
+func CallerOf(ctx context.Context) (c Caller, ok bool) {
+	c, ok = ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// SetAttrIn is a setattr request: Valid holds wire.Set* bits; only the fields
+// named there apply.
+type SetAttrIn struct {
+	Valid        uint32
+	Mode         uint32
+	UID, GID     uint32
+	Size         uint64
+	Atime, Mtime int64 // nanoseconds since the epoch
+}
+
+// SliceReader is an optional File interface for reads without a copy: when
+// the whole range [off, off+n) (or its part before end of file) lies in one
+// immutable buffer the backend holds, ReadSlice returns that buffer's slice
+// and ok; otherwise ok is false and the adapter calls ReadAt. The slice must
+// never be modified afterwards (the kernel copies it after Read returns).
+type SliceReader interface {
+	ReadSlice(ctx context.Context, off int64, n int) (b []byte, ok bool, err error)
+}
+
+// File is an open file of a backend.
+type File interface {
+	// ReadAt reads up to len(p) bytes at off; it returns fewer only at end of file.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	WriteAt(ctx context.Context, p []byte, off int64) (int, error)
+	// KeepCache reports whether the kernel may keep the page cache of this
+	// file from an earlier open: true when the file's version did not change.
+	KeepCache() bool
+	// Attr returns the attributes as this open file sees them (size grows with writes).
+	Attr(ctx context.Context) (wire.Attr, error)
+	Flush(ctx context.Context) error
+	Fsync(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// Allocator is an optional File interface: fallocate(2) with its mode bits.
+type Allocator interface {
+	Allocate(ctx context.Context, off, length uint64, mode uint32) error
+}
