@@ -22,8 +22,8 @@ import (
 // readDirPage bounds the entries of one ReadDirReply.
 const readDirPage = 4096
 
-// serveMsg is the wire.Handler of client connections.
-func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+// dispatch serves one request of a client connection (see serveMsg).
+func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	if s.cfg.ReadOnly && mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
@@ -248,7 +248,7 @@ func (s *Server) truncate(p string, of *openFile, size int64) error {
 		f = of.f
 	} else {
 		var err error
-		if f, err = s.root.OpenFile(p, os.O_WRONLY, 0); err != nil {
+		if f, _, err = s.openData(p, syscall.O_WRONLY, 0); err != nil {
 			return err
 		}
 		defer f.Close()
@@ -375,18 +375,16 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 	if err != nil {
 		return nil, err
 	}
+	if err := s.openable(p); err != nil {
+		return nil, err
+	}
 	created := false
 	if uid != nil {
 		_, err := s.root.Lstat(p)
 		created = errors.Is(err, os.ErrNotExist)
 	}
-	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC, fileMode(mode))
+	f, fi, err := s.openData(p, flags, mode)
 	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	if fi.IsDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
@@ -417,7 +415,11 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		}
 	}
 	r := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c})
+	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c}, s.cfg.Limits.MaxHandles)
+	if h == 0 {
+		f.Close()
+		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", p, s.cfg.Limits.MaxHandles, syscall.EMFILE)
+	}
 	return &wire.OpenReply{Handle: h, Attr: r.Attr}, nil
 }
 

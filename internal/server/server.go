@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ type Config struct {
 	Policy      string           // coordination policy: "none" (default) or "directory"
 	Directory   directory.Config // the directory policy's settings
 	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
+	Limits      Limits           // per-connection caps; zero fields take DefaultLimits
 	Logger      *slog.Logger
 	Metrics     *obs.Metrics
 }
@@ -53,6 +55,7 @@ func (c *Config) setDefaults() {
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
+	c.Limits.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -67,6 +70,9 @@ func (c *Config) validate() error {
 	}
 	if c.Policy != "none" && c.Policy != "directory" {
 		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	}
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
 	st, err := os.Stat(c.Export)
 	switch {
@@ -96,7 +102,8 @@ type Server struct {
 	versions  *versions
 	cache     *mem.Cache
 	handles   *handles
-	coop      *coop // the directory policy; nil under "none"
+	coop      *coop        // the directory policy; nil under "none"
+	stuck     atomic.Int64 // handlers that outlived their deadline and still run
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -179,20 +186,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || s.isClosed() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("accept: %w", err)
-		}
-		go s.handshake(nc)
-	}
+	return s.acceptLoop(ctx, ln)
 }
 
 func (s *Server) isClosed() bool {
@@ -254,9 +248,10 @@ func (s *Server) handshake(nc net.Conn) {
 		return
 	}
 	c := wire.NewConn(nc, br, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(s.serveMsg),
-		Observer: obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
-		Name:     fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
+		Handler:          wire.HandlerFunc(s.serveMsg),
+		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
+		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})
 	c.Value.Store(&cl)
 	s.mu.Lock()

@@ -141,7 +141,7 @@ func newMsg(t Type) Msg {
 	case TDiscard:
 		return &Discard{}
 	}
-	return nil
+	return newLockMsg(t)
 }
 
 // typeNames is the read-only table behind Type.String, built once.

@@ -18,7 +18,7 @@ import (
 func sampleMsgs() []Msg {
 	attr := Attr{Ino: 7, Mode: 0o100644, Nlink: 1, UID: 1000, GID: 100, Size: 1 << 40,
 		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99, Gen: 12345}
-	return []Msg{
+	return append([]Msg{
 		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32)},
 		&HelloReply{Version: 1, Nonce: []byte{2}, Proof: []byte{3}, BlockSize: 1 << 20, Policy: "none", BootID: 9},
 		&Auth{Proof: []byte{4, 5}},
@@ -46,7 +46,7 @@ func sampleMsgs() []Msg {
 		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
 		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
 		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
-	}
+	}, lockSampleMsgs()...)
 }
 
 func roundTrip(t *testing.T, m Msg) Msg {
