@@ -70,10 +70,11 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.StatFsReq:
 		return s.statFs()
 	case *wire.Release:
-		if !s.handles.release(m.Handle, c) {
-			return nil, fmt.Errorf("release of unknown handle %d: %w", m.Handle, syscall.EBADF)
-		}
-		return &wire.OK{}, nil
+		return s.release(c, m.Handle)
+	case *wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
+		return s.serveLock(ctx, c, m)
+	case *wire.WriteSeq:
+		return s.writeSeq(c, m)
 	case *wire.Fsync:
 		of := s.handles.get(m.Handle, c)
 		if of == nil {

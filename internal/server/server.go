@@ -104,6 +104,7 @@ type Server struct {
 	handles   *handles
 	coop      *coop        // the directory policy; nil under "none"
 	stuck     atomic.Int64 // handlers that outlived their deadline and still run
+	locks     *lockTable
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -127,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("export path: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs,
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters),
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
@@ -274,7 +275,8 @@ func (s *Server) handshake(nc net.Conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	n := s.handles.releaseOwner(c)
-	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n)
+	nl := s.locks.releaseClient(cl.id)
+	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n, "locks_dropped", nl)
 }
 
 func isLoopbackConn(nc net.Conn) bool {

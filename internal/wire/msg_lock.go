@@ -19,8 +19,9 @@ const (
 	LockUnlock uint32 = 2 // F_UNLCK
 )
 
-// LockEOF is the End of a lock that reaches to end of file (and beyond).
-const LockEOF = ^uint64(0)
+// LockEOF is the End of a lock that reaches to end of file and beyond
+// (the kernel's OFFSET_MAX).
+const LockEOF = uint64(1<<63 - 1)
 
 // Lock is a byte-range lock [Start, End] (End inclusive; LockEOF for "to
 // the end"), or a whole-file flock lock.
