@@ -31,7 +31,9 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	case *wire.Lookup:
-		return s.lstat(m.Path)
+		return s.lookup(m.Path)
+	case *wire.OpenPinned:
+		return s.openPinned(c, m)
 	case *wire.GetAttr:
 		if of := s.handles.get(m.Handle, c); of != nil {
 			return s.fstat(of.f)

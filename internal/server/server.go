@@ -94,17 +94,19 @@ func (c *Config) validate() error {
 
 // Server is a running file server.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	root      *os.Root
-	exportAbs string // the export's absolute path
-	bootID    uint64
-	versions  *versions
-	cache     *mem.Cache
-	handles   *handles
-	coop      *coop        // the directory policy; nil under "none"
-	stuck     atomic.Int64 // handlers that outlived their deadline and still run
-	locks     *lockTable
+	cfg         Config
+	log         *slog.Logger
+	root        *os.Root
+	exportAbs   string // the export's absolute path
+	bootID      uint64
+	versions    *versions
+	cache       *mem.Cache
+	handles     *handles
+	coop        *coop        // the directory policy; nil under "none"
+	stuck       atomic.Int64 // handlers that outlived their deadline and still run
+	locks       *lockTable
+	pins        *pins // recently looked-up files (pins.go)
+	pinnedOpens atomic.Int64
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -128,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("export path: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters),
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(),
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
@@ -215,6 +217,7 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.handles.closeAll()
+	s.pins.closeAll()
 	return s.root.Close()
 }
 

@@ -97,6 +97,8 @@ func newLockMsg(t Type) Msg {
 		return &LockCancel{}
 	case TWriteSeq:
 		return &WriteSeq{}
+	case TOpenPinned:
+		return &OpenPinned{}
 	}
 	return nil
 }
@@ -184,3 +186,31 @@ func (m *WriteSeq) decode(d *decoder) {
 }
 func (m *WriteSeq) payload() []byte     { return m.Data }
 func (m *WriteSeq) setPayload(p []byte) { m.Data = p }
+
+// TOpenPinned is in the 90–99 range too (see OpenPinned).
+const TOpenPinned Type = 96
+
+// OpenPinned opens Path read-only like Open, for a client whose kernel
+// knows the name as file (Ino, Gen). When the name now denotes another
+// file and the server looked the name up as (Ino, Gen) a moment ago, it
+// opens that file: the open then returns the file the client's own fresh
+// lookup found, even if another client renamed a file over it in between.
+type OpenPinned struct {
+	Path     string
+	Flags    uint32
+	Ino, Gen uint64
+}
+
+func (*OpenPinned) Type() Type { return TOpenPinned }
+func (m *OpenPinned) encode(e *encoder) {
+	e.str(m.Path)
+	e.u32(m.Flags)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
+}
+func (m *OpenPinned) decode(d *decoder) {
+	m.Path = d.str()
+	m.Flags = d.u32()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
+}

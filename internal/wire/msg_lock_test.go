@@ -10,5 +10,6 @@ func lockSampleMsgs() []Msg {
 		&LockRelease{Handle: 4, Owner: 5, Flock: true},
 		&LockCancel{Handle: 6, Owner: 7},
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
+		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
 	}
 }
