@@ -108,8 +108,32 @@ func (n *node) locked(ctx context.Context, lf LockFile, lk *fuse.FileLock) sysca
 	}
 	if changed {
 		n.NotifyContent(0, 0) // best effort: drops the inode's pages and attributes
+		n.forgetSiblings()
 	}
 	return 0
+}
+
+// maxSiblingNotify bounds the entries a lock drops from the kernel's cache.
+const maxSiblingNotify = 1024
+
+// forgetSiblings drops the kernel's cached entries of the names beside the
+// node, so that the next lookup of each asks the server: another client
+// changed the file under its lock and may have created or removed files
+// beside it (SQLite's journal, which the next locker checks with access()).
+func (n *node) forgetSiblings() {
+	name, parent := n.Parent()
+	if parent == nil {
+		return
+	}
+	kids := parent.Children()
+	if len(kids) > maxSiblingNotify {
+		return
+	}
+	for k := range kids {
+		if k != name {
+			parent.NotifyEntry(k)
+		}
+	}
 }
 
 // Setlkw implements F_SETLKW and blocking flock. It is the one operation
