@@ -42,7 +42,7 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.SetAttr:
 		return s.setAttr(c, m)
 	case *wire.ReadDir:
-		return s.readDir(m)
+		return s.readDir(c, m)
 	case *wire.Mkdir:
 		return s.mkdir(m)
 	case *wire.Create:
@@ -319,40 +319,6 @@ func (s *Server) openParent(p string) (*os.File, string, error) {
 		return nil, "", err
 	}
 	return f, base, nil
-}
-
-func (s *Server) readDir(m *wire.ReadDir) (*wire.ReadDirReply, error) {
-	p, err := clean(m.Path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := s.root.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	if m.Offset > uint64(len(ents)) {
-		m.Offset = uint64(len(ents))
-	}
-	ents = ents[m.Offset:]
-	r := &wire.ReadDirReply{}
-	if len(ents) > readDirPage {
-		ents, r.More = ents[:readDirPage], true
-	}
-	r.Entries = make([]wire.DirEntry, 0, len(ents))
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			continue // removed since the listing
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
-	}
-	return r, nil
 }
 
 func (s *Server) mkdir(m *wire.Mkdir) (*wire.AttrReply, error) {

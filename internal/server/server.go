@@ -105,7 +105,8 @@ type Server struct {
 	coop        *coop        // the directory policy; nil under "none"
 	stuck       atomic.Int64 // handlers that outlived their deadline and still run
 	locks       *lockTable
-	pins        *pins // recently looked-up files (pins.go)
+	pins        *pins       // recently looked-up files (pins.go)
+	dirs        *dirCursors // directories being listed (readdir.go)
 	pinnedOpens atomic.Int64
 
 	mu       sync.Mutex
@@ -130,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("export path: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(),
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
@@ -218,6 +219,7 @@ func (s *Server) Close() error {
 	}
 	s.handles.closeAll()
 	s.pins.closeAll()
+	s.dirs.closeAll()
 	return s.root.Close()
 }
 
@@ -278,6 +280,7 @@ func (s *Server) handshake(nc net.Conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	n := s.handles.releaseOwner(c)
+	s.dirs.dropConn(c)
 	nl := s.locks.releaseClient(cl.id)
 	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n, "locks_dropped", nl)
 }
