@@ -99,3 +99,13 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return nil
 }
+
+// The agent provides the FUSE adapter's Backend and every optional interface
+// of it (the adapter depends on the agent's behaviour, the agent not on it).
+var (
+	_ fusefs.Backend      = (*agent.Agent)(nil)
+	_ fusefs.Mknoder      = (*agent.Agent)(nil)
+	_ fusefs.Xattrer      = (*agent.Agent)(nil)
+	_ fusefs.LockBackend  = (*agent.Agent)(nil)
+	_ fusefs.PinnedOpener = (*agent.Agent)(nil)
+)

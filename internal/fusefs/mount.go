@@ -44,6 +44,9 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 		return nil, fmt.Errorf("fusefs: stat of the export root failed: %w", err)
 	}
 	root := &node{a: &adapter{b: b, log: log, ids: newIdentities()}}
+	if lb, ok := b.(LockBackend); ok && lb.SupportsLocks() {
+		root.a.locks = true
+	}
 	opts := MountOptions(cfg)
 	if rootAttr.Ino != 0 {
 		opts.RootStableAttr = &fs.StableAttr{Ino: rootAttr.Ino}
@@ -76,7 +79,7 @@ func mountRoot(ctx context.Context, mountpoint string, root fs.InodeEmbedder, cf
 	}
 	opts.Logger = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	opts.MountOptions.Logger = opts.Logger
-	server, err := fs.Mount(dir, root, opts)
+	server, err := mountFS(dir, root, opts)
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}

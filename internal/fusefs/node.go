@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -18,9 +19,12 @@ import (
 
 // adapter is what every node of one mount shares.
 type adapter struct {
-	b   Backend
-	log *slog.Logger
-	ids *identities
+	b      Backend
+	log    *slog.Logger
+	ids    *identities
+	locks  bool        // the backend holds advisory locks (lock.go)
+	owners flushOwners // lock owners of FLUSH requests in flight
+	stale  staleNames  // paths just answered ESTALE (stale.go)
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
@@ -37,7 +41,8 @@ func (a *adapter) errno(op, path string, err error) syscall.Errno {
 // comes from go-fuse's tree, its attributes from the backend.
 type node struct {
 	fs.Inode
-	a *adapter
+	a        *adapter
+	lookedUp atomic.Int64 // when the kernel last looked this node up (unix ns; stale.go)
 }
 
 // handle is an open file.
@@ -139,7 +144,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, n.a.errno("lookup", p, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	in := n.newChild(ctx, attr, out)
+	lookedUpNow(in)
+	return in, 0
 }
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -284,11 +291,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	var f vfs.File
 	var attr wire.Attr
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		f, attr, err = n.a.b.Open(ctx, p, flags)
+		f, attr, err = n.openBackend(ctx, p, flags)
 		return err
 	})
 	if err != nil {
-		return nil, 0, n.a.errno("open", p, err)
+		return nil, 0, n.openErrno(p, err)
 	}
 	if sa := n.StableAttr(); attr.Ino != sa.Ino || attr.Gen != sa.Gen {
 		// The name now refers to another file (renamed over or replaced
@@ -297,7 +304,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		// retry the open on the new inode, instead of mixing two files
 		// (old size, new data) in one inode.
 		f.Release(keep(ctx))
-		return nil, 0, syscall.ESTALE
+		return nil, 0, n.openStale(p)
 	}
 	if !f.KeepCache() {
 		// Close-to-open: the file changed since the kernel cached its
@@ -346,7 +353,10 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		return n.a.errno("flush", "", h.f.Flush(keep(ctx)))
+		if e := n.a.errno("flush", "", h.f.Flush(keep(ctx))); e != 0 {
+			return e
+		}
+		return n.flushLocks(ctx, fh)
 	}
 	return 0
 }

@@ -16,20 +16,39 @@ type openFile struct {
 
 // handles maps handle numbers to open files. Handles belong to the
 // connection that opened them and are closed when it goes away.
+//
+// INVARIANT: count[c] is the number of handles in m owned by c.
 type handles struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[uint64]*openFile
+	mu    sync.Mutex
+	next  uint64
+	m     map[uint64]*openFile
+	count map[*wire.Conn]int
 }
 
-func newHandles() *handles { return &handles{m: make(map[uint64]*openFile)} }
+func newHandles() *handles {
+	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int)}
+}
 
-func (h *handles) add(of *openFile) uint64 {
+// add registers an open file, unless its connection already holds max
+// handles: then it returns 0 and the caller closes the file.
+func (h *handles) add(of *openFile, max int) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.count[of.owner] >= max {
+		return 0
+	}
+	h.count[of.owner]++
 	h.next++
 	h.m[h.next] = of
 	return h.next
+}
+
+// drop forgets handle n (h.mu held).
+func (h *handles) drop(n uint64, of *openFile) {
+	delete(h.m, n)
+	if h.count[of.owner]--; h.count[of.owner] <= 0 {
+		delete(h.count, of.owner)
+	}
 }
 
 // get returns the open file of handle n if owner opened it.
@@ -50,7 +69,7 @@ func (h *handles) release(n uint64, owner *wire.Conn) bool {
 		h.mu.Unlock()
 		return false
 	}
-	delete(h.m, n)
+	h.drop(n, of)
 	h.mu.Unlock()
 	of.f.Close()
 	return true
@@ -63,7 +82,7 @@ func (h *handles) releaseOwner(owner *wire.Conn) int {
 	for n, of := range h.m {
 		if of.owner == owner {
 			fs = append(fs, of.f)
-			delete(h.m, n)
+			h.drop(n, of)
 		}
 	}
 	h.mu.Unlock()
@@ -77,6 +96,7 @@ func (h *handles) closeAll() {
 	h.mu.Lock()
 	m := h.m
 	h.m = make(map[uint64]*openFile)
+	h.count = make(map[*wire.Conn]int)
 	h.mu.Unlock()
 	for _, of := range m {
 		of.f.Close()

@@ -68,31 +68,32 @@ func (s *Server) squash(m *wire.As) identity {
 func needsIdentity(m wire.Msg) bool {
 	switch m.(type) {
 	case *wire.Ping, *wire.ReadBlock, *wire.Write, *wire.Release, *wire.Fsync,
-		*wire.Discard, *wire.StatFsReq:
+		*wire.Discard, *wire.StatFsReq, *wire.WriteSeq,
+		*wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return false
 	}
 	return true
 }
 
-// serveRequest is the wire.Handler of client connections: it finds the
+// serveAs serves a request of a client connection (below serveMsg): it finds the
 // identity of a request (the As wrapper's, squashed; the anonymous user for
 // a path request that comes without one) and serves the request as that
 // identity.
-func (s *Server) serveRequest(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	var id identity
 	switch as := m.(type) {
 	case *wire.As:
 		id, m = s.squash(as), as.Msg
 	default:
 		if !needsIdentity(m) {
-			return s.serveMsg(ctx, c, m)
+			return s.dispatch(ctx, c, m)
 		}
 		id = s.anon()
 	}
 	if !s.switchCreds {
-		return s.serveMsg(ctx, c, m)
+		return s.dispatch(ctx, c, m)
 	}
-	r, err := s.runAs(id, func() (wire.Msg, error) { return s.serveMsg(ctx, c, m) })
+	r, err := s.runAs(id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
 	if sa, ok := m.(*wire.SetAttr); ok && errors.Is(err, syscall.EPERM) {
 		return s.killPriv(c, id, sa, r, err)
 	}

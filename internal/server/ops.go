@@ -21,8 +21,8 @@ import (
 // readDirPage bounds the entries of one ReadDirReply.
 const readDirPage = 4096
 
-// serveMsg is the wire.Handler of client connections.
-func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+// dispatch serves one request of a client connection (see serveMsg).
+func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	if s.cfg.ReadOnly && mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
@@ -30,7 +30,9 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	case *wire.Lookup:
-		return s.lstat(m.Path)
+		return s.lookup(m.Path)
+	case *wire.OpenPinned:
+		return s.openPinned(c, m)
 	case *wire.GetAttr:
 		if of := s.handles.get(m.Handle, c); of != nil {
 			return s.fstat(of.f)
@@ -39,7 +41,7 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.SetAttr:
 		return s.setAttr(c, m)
 	case *wire.ReadDir:
-		return s.readDir(m)
+		return s.readDir(c, m)
 	case *wire.Mkdir:
 		return s.mkdir(m)
 	case *wire.Create:
@@ -69,10 +71,11 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.StatFsReq:
 		return s.statFs()
 	case *wire.Release:
-		if !s.handles.release(m.Handle, c) {
-			return nil, fmt.Errorf("release of unknown handle %d: %w", m.Handle, syscall.EBADF)
-		}
-		return &wire.OK{}, nil
+		return s.release(c, m.Handle)
+	case *wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
+		return s.serveLock(ctx, c, m)
+	case *wire.WriteSeq:
+		return s.writeSeq(c, m)
 	case *wire.Fsync:
 		of := s.handles.get(m.Handle, c)
 		if of == nil {
@@ -98,7 +101,7 @@ func mutates(m wire.Msg) bool {
 	switch m := m.(type) {
 	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
 		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
-		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate:
+		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate, *wire.WriteSeq:
 		return true
 	case *wire.Open:
 		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
@@ -242,7 +245,7 @@ func (s *Server) truncate(p string, of *openFile, size int64) error {
 		f = of.f
 	} else {
 		var err error
-		if f, err = s.root.OpenFile(p, os.O_WRONLY, 0); err != nil {
+		if f, _, err = s.openData(p, syscall.O_WRONLY, 0); err != nil {
 			return err
 		}
 		defer f.Close()
@@ -313,40 +316,6 @@ func (s *Server) openParent(p string) (*os.File, string, error) {
 	return f, base, nil
 }
 
-func (s *Server) readDir(m *wire.ReadDir) (*wire.ReadDirReply, error) {
-	p, err := clean(m.Path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := s.root.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	if m.Offset > uint64(len(ents)) {
-		m.Offset = uint64(len(ents))
-	}
-	ents = ents[m.Offset:]
-	r := &wire.ReadDirReply{}
-	if len(ents) > readDirPage {
-		ents, r.More = ents[:readDirPage], true
-	}
-	r.Entries = make([]wire.DirEntry, 0, len(ents))
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			continue // removed since the listing
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
-	}
-	return r, nil
-}
-
 func (s *Server) mkdir(m *wire.Mkdir) (*wire.AttrReply, error) {
 	p, err := clean(m.Path)
 	if err != nil {
@@ -372,18 +341,16 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 	if err != nil {
 		return nil, err
 	}
+	if err := s.openable(p); err != nil {
+		return nil, err
+	}
 	created := false
 	if uid != nil {
 		_, err := s.root.Lstat(p)
 		created = errors.Is(err, os.ErrNotExist)
 	}
-	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC, fileMode(mode))
+	f, fi, err := s.openData(p, flags, mode)
 	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	if fi.IsDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
@@ -410,7 +377,11 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		}
 	}
 	r := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c})
+	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c}, s.cfg.Limits.MaxHandles)
+	if h == 0 {
+		f.Close()
+		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", p, s.cfg.Limits.MaxHandles, syscall.EMFILE)
+	}
 	return &wire.OpenReply{Handle: h, Attr: r.Attr}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ type Config struct {
 	// client's root is the anonymous user), "all" or "none".
 	Squash           string
 	AnonUID, AnonGID uint32 // the anonymous user; default 65534 (0 is taken as the default)
+	Limits           Limits // per-connection caps; zero fields take DefaultLimits
 	Logger           *slog.Logger
 	Metrics          *obs.Metrics
 }
@@ -66,6 +68,7 @@ func (c *Config) setDefaults() {
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
+	c.Limits.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,6 +86,9 @@ func (c *Config) validate() error {
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
+	}
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
 	st, err := os.Stat(c.Export)
 	switch {
@@ -104,15 +110,20 @@ func (c *Config) validate() error {
 
 // Server is a running file server.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	root      *os.Root
-	exportAbs string // the export's absolute path
-	bootID    uint64
-	versions  *versions
-	cache     *mem.Cache
-	handles   *handles
-	coop      *coop // the directory policy; nil under "none"
+	cfg         Config
+	log         *slog.Logger
+	root        *os.Root
+	exportAbs   string // the export's absolute path
+	bootID      uint64
+	versions    *versions
+	cache       *mem.Cache
+	handles     *handles
+	coop        *coop        // the directory policy; nil under "none"
+	stuck       atomic.Int64 // handlers that outlived their deadline and still run
+	locks       *lockTable
+	pins        *pins       // recently looked-up files (pins.go)
+	dirs        *dirCursors // directories being listed (readdir.go)
+	pinnedOpens atomic.Int64
 	// switchCreds: requests are performed as their (squashed) caller
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds bool
@@ -140,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("export path: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs,
+	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	if err := s.initCreds(); err != nil {
 		root.Close()
@@ -203,20 +214,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || s.isClosed() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("accept: %w", err)
-		}
-		go s.handshake(nc)
-	}
+	return s.acceptLoop(ctx, ln)
 }
 
 func (s *Server) isClosed() bool {
@@ -244,6 +242,8 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.handles.closeAll()
+	s.pins.closeAll()
+	s.dirs.closeAll()
 	return s.root.Close()
 }
 
@@ -278,9 +278,10 @@ func (s *Server) handshake(nc net.Conn) {
 		return
 	}
 	c := wire.NewConn(nc, br, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(s.serveRequest),
-		Observer: obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
-		Name:     fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
+		Handler:          wire.HandlerFunc(s.serveMsg),
+		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
+		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})
 	c.Value.Store(&cl)
 	s.mu.Lock()
@@ -303,7 +304,9 @@ func (s *Server) handshake(nc net.Conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	n := s.handles.releaseOwner(c)
-	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n)
+	s.dirs.dropConn(c)
+	nl := s.locks.releaseClient(cl.id)
+	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n, "locks_dropped", nl)
 }
 
 func isLoopbackConn(nc net.Conn) bool {

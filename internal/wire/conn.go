@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,11 @@ type ConnConfig struct {
 	Handler     Handler  // nil: requests are answered with ENOSYS
 	Observer    Observer // nil: none
 	MaxInFlight int      // concurrent handler goroutines; default 256
-	Name        string   // the peer, for errors and logs
+	// MaxInFlightBytes bounds the request bytes (metadata and data) whose
+	// handlers are still running; the read loop stops reading, which pushes
+	// back through TCP, until they finish. 0: no bound beyond MaxInFlight.
+	MaxInFlightBytes int64
+	Name             string // the peer, for errors and logs
 }
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -53,8 +58,9 @@ type Conn struct {
 	br   *bufio.Reader
 	cfg  ConnConfig
 	sem  chan struct{}
-	prio chan *frameReq // frames without data, written first
-	bulk chan *frameReq // frames with a data section
+	mem  *semaphore.Weighted // MaxInFlightBytes; nil without a bound
+	prio chan *frameReq      // frames without data, written first
+	bulk chan *frameReq      // frames with a data section
 
 	nextID  atomic.Uint64
 	mu      sync.Mutex
@@ -82,6 +88,9 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
 		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
 		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
+	if cfg.MaxInFlightBytes > 0 {
+		c.mem = semaphore.NewWeighted(cfg.MaxInFlightBytes)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	limitUnsent(nc)
 	go c.readLoop()
@@ -285,8 +294,28 @@ func (c *Conn) readLoop() {
 		case <-c.done:
 			return
 		}
-		go c.serve(h, m)
+		n := c.reserve(h)
+		if n < 0 {
+			return
+		}
+		go c.serve(h, m, n)
 	}
+}
+
+// reserve takes a request's bytes from the in-flight budget, waiting while
+// the connection's handlers hold too much. A frame larger than the whole
+// budget waits for every other one to finish. It returns the bytes taken, or
+// -1 when the connection closed.
+func (c *Conn) reserve(h header) int64 {
+	if c.mem == nil {
+		return 0
+	}
+	n := min(int64(h.metaLen)+int64(h.dataLen), c.cfg.MaxInFlightBytes)
+	if err := c.mem.Acquire(c.ctx, n); err != nil {
+		<-c.sem
+		return -1
+	}
+	return n
 }
 
 func (c *Conn) deliver(id uint64, m Msg) {
@@ -299,8 +328,13 @@ func (c *Conn) deliver(id uint64, m Msg) {
 	}
 }
 
-func (c *Conn) serve(h header, m Msg) {
-	defer func() { <-c.sem }()
+func (c *Conn) serve(h header, m Msg, held int64) {
+	defer func() {
+		if held > 0 {
+			c.mem.Release(held)
+		}
+		<-c.sem
+	}()
 	var reply Msg
 	var err error
 	if c.cfg.Handler == nil {

@@ -141,7 +141,10 @@ func newMsg(t Type) Msg {
 	case TDiscard:
 		return &Discard{}
 	}
-	return newPosixMsg(t)
+	if m := newPosixMsg(t); m != nil {
+		return m
+	}
+	return newLockMsg(t)
 }
 
 // typeNames is the read-only table behind Type.String, built once.

@@ -46,7 +46,7 @@ func sampleMsgs() []Msg {
 		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
 		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
 		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
-	}, posixSamples()...)
+	}, append(posixSamples(), lockSampleMsgs()...)...)
 }
 
 func roundTrip(t *testing.T, m Msg) Msg {

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Limits caps what one client connection may hold, so that no client can
+// make the server exit or starve the others (issue 7). Connection-level
+// caps (how many connections, per address, before authentication) are the
+// listener's business, not these.
+type Limits struct {
+	// MaxHandles is the open files (handles) one connection may hold;
+	// past it Open and Create fail with EMFILE. Default 4096.
+	MaxHandles int
+	// MaxInFlightBytes bounds the request bytes one connection has being
+	// served at once (writes in flight); past it the server stops reading
+	// from that connection until some finish. Default 64 MiB.
+	MaxInFlightBytes int64
+	// HandlerTimeout is the deadline of one request: a request that has
+	// not finished by then (a hung export) is answered ETIMEDOUT.
+	// Default 60s; it must stay below the clients' request timeout (2m).
+	HandlerTimeout time.Duration
+	// LockWait is the longest a blocking lock request waits in one
+	// request before the server answers EINPROGRESS and the client asks
+	// again. Default 5s.
+	LockWait time.Duration
+	// MaxLockWaiters is the blocked lock requests one connection may have
+	// at once; past it F_SETLKW fails with ENOLCK. Default 64.
+	MaxLockWaiters int
+	// DirCursors is the directories one connection may be in the middle
+	// of listing (readdir cursors kept between pages). Default 16.
+	DirCursors int
+	// ReplyCache is the number of write replies remembered for
+	// exactly-once writes (all clients together). Default 8192.
+	ReplyCache int
+	// MaxFiles bounds the server's per-file tables (versions); the least
+	// recently used entries are dropped past it. Default 1<<20.
+	MaxFiles int
+}
+
+// DefaultLimits are the limits a zero Limits gets.
+var DefaultLimits = Limits{
+	MaxHandles:       4096,
+	MaxInFlightBytes: 64 << 20,
+	HandlerTimeout:   60 * time.Second,
+	LockWait:         5 * time.Second,
+	MaxLockWaiters:   64,
+	DirCursors:       16,
+	ReplyCache:       8192,
+	MaxFiles:         1 << 20,
+}
+
+func (l *Limits) setDefaults() {
+	d := DefaultLimits
+	setIfZero(&l.MaxHandles, d.MaxHandles)
+	setIfZero(&l.MaxInFlightBytes, d.MaxInFlightBytes)
+	setIfZero(&l.HandlerTimeout, d.HandlerTimeout)
+	setIfZero(&l.LockWait, d.LockWait)
+	setIfZero(&l.MaxLockWaiters, d.MaxLockWaiters)
+	setIfZero(&l.DirCursors, d.DirCursors)
+	setIfZero(&l.ReplyCache, d.ReplyCache)
+	setIfZero(&l.MaxFiles, d.MaxFiles)
+}
+
+func setIfZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+func (l *Limits) validate() error {
+	switch {
+	case l.MaxHandles < 1:
+		return fmt.Errorf("max handles per connection %d: want at least 1", l.MaxHandles)
+	case l.MaxInFlightBytes < 1<<20:
+		return fmt.Errorf("in-flight bytes per connection %d: want at least 1MiB", l.MaxInFlightBytes)
+	case l.HandlerTimeout < time.Second:
+		return fmt.Errorf("handler timeout %s: want at least 1s", l.HandlerTimeout)
+	case l.LockWait <= 0 || l.LockWait >= l.HandlerTimeout:
+		return fmt.Errorf("lock wait %s: want more than 0 and less than the handler timeout %s", l.LockWait, l.HandlerTimeout)
+	case l.MaxLockWaiters < 1, l.DirCursors < 1, l.ReplyCache < 1, l.MaxFiles < 1:
+		return fmt.Errorf("lock waiters %d, directory cursors %d, reply cache %d, files %d: want each at least 1",
+			l.MaxLockWaiters, l.DirCursors, l.ReplyCache, l.MaxFiles)
+	}
+	return nil
+}
+
+// serveMsg is the wire.Handler of client connections: dispatch with a
+// deadline, a recovered panic, and error messages that never name the
+// export's absolute path.
+func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Limits.HandlerTimeout)
+	defer cancel()
+	type result struct {
+		r   wire.Msg
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("request handler panicked; the request fails, the server goes on",
+					"type", m.Type().String(), "panic", p, "stack", string(debug.Stack()))
+				done <- result{err: fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)}
+			}
+		}()
+		r, err := s.serveAs(ctx, c, m)
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		return res.r, s.scrub(res.err)
+	case <-ctx.Done():
+		s.stuck.Add(1)
+		s.log.Warn("request exceeded its deadline (is the export hung?)", "type", m.Type().String(),
+			"deadline", s.cfg.Limits.HandlerTimeout.String())
+		go func() { <-done; s.stuck.Add(-1) }()
+		return nil, fmt.Errorf("%v: the server did not finish within %s: %w", m.Type(), s.cfg.Limits.HandlerTimeout, syscall.ETIMEDOUT)
+	}
+}
+
+// scrub keeps the error's errno and removes the export's absolute path
+// from its message: clients see paths relative to the export only.
+func (s *Server) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, s.exportAbs) {
+		return err
+	}
+	msg = strings.ReplaceAll(msg, s.exportAbs+"/", "")
+	msg = strings.ReplaceAll(msg, s.exportAbs, ".")
+	return &scrubbed{msg: msg, err: err}
+}
+
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// acceptBackoff says how long to wait after a failed Accept: resource
+// exhaustion (EMFILE, ENFILE, ENOMEM, ENOBUFS) and other transient errors
+// make the server shed new connections for a moment, never exit.
+type acceptBackoff struct {
+	delay  time.Duration
+	logged time.Time
+}
+
+func (b *acceptBackoff) failed(log *slog.Logger, err error) time.Duration {
+	if b.delay == 0 {
+		b.delay = 5 * time.Millisecond
+	} else {
+		b.delay = min(2*b.delay, time.Second)
+	}
+	if now := time.Now(); now.Sub(b.logged) > 10*time.Second {
+		b.logged = now
+		what := "accept failed"
+		if isExhaustion(err) {
+			what = "out of file descriptors or memory: not accepting new connections for a moment"
+		}
+		log.Warn(what, "err", err, "retry_in", b.delay.String())
+	}
+	return b.delay
+}
+
+func (b *acceptBackoff) ok() { b.delay = 0 }
+
+func isExhaustion(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)
+}
+
+// acceptLoop accepts until ln is closed, backing off on errors.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
+	var b acceptBackoff
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			select {
+			case <-time.After(b.failed(s.log, err)):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		b.ok()
+		go s.handshake(nc)
+	}
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// testServer runs a server on loopback with cfg (Export filled in when empty).
+func testServer(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
+	if cfg.Export == "" {
+		cfg.Export = t.TempDir()
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, ln.Addr().String()
+}
+
+// dial connects a raw protocol client.
+func dial(t *testing.T, addr string, boot uint64) *wire.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, _, _, err := wire.ClientHandshake(context.Background(), nc, nil, wire.Hello{Role: wire.RoleClient, Name: "test", BootID: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewConn(nc, br, wire.ConnConfig{})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func call(t *testing.T, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Call(ctx, m)
+}
+
+func TestHandleCapPerConnection(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o644)
+	_, addr := testServer(t, Config{Export: export, Limits: Limits{MaxHandles: 50}})
+	greedy, other := dial(t, addr, 1), dial(t, addr, 2)
+	var opened int
+	for i := 0; i < 60; i++ {
+		_, err := call(t, greedy, &wire.Open{Path: "f"})
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				t.Fatalf("open %d: %v, want EMFILE", i, err)
+			}
+			break
+		}
+		opened++
+	}
+	if opened != 50 {
+		t.Fatalf("opened %d handles, want the cap of 50", opened)
+	}
+	// The other client is still served, and so is the greedy one once it
+	// releases a handle.
+	if _, err := call(t, other, &wire.Open{Path: "f"}); err != nil {
+		t.Fatalf("second client: %v", err)
+	}
+	if _, err := call(t, greedy, &wire.Release{Handle: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, greedy, &wire.Open{Path: "f"}); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+}
+
+func TestFIFOIsNeverOpened(t *testing.T) {
+	export := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(export, "fifo"), 0o666); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	_, addr := testServer(t, Config{Export: export})
+	c := dial(t, addr, 1)
+	for _, flags := range []uint32{syscall.O_RDONLY, syscall.O_WRONLY, syscall.O_RDWR} {
+		_, err := call(t, c, &wire.Open{Path: "fifo", Flags: flags})
+		if !errors.Is(err, syscall.ENXIO) {
+			t.Errorf("open fifo flags %#o: %v, want ENXIO", flags, err)
+		}
+	}
+	if _, err := call(t, c, &wire.SetAttr{Path: "fifo", Valid: wire.SetSize}); err == nil {
+		t.Error("truncate of a fifo succeeded")
+	}
+	if _, err := call(t, c, &wire.Lookup{Path: "fifo"}); err != nil {
+		t.Errorf("lookup of the fifo: %v", err)
+	}
+}
+
+func TestErrorsDoNotRevealTheExportPath(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o444)
+	s, addr := testServer(t, Config{Export: export})
+	c := dial(t, addr, 1)
+	for _, m := range []wire.Msg{
+		&wire.Open{Path: "missing/deeper"}, &wire.Lookup{Path: "nope"},
+		&wire.Rename{Old: "nope", New: "x"}, &wire.Mkdir{Path: "f/sub", Mode: 0o755},
+		&wire.ReadDir{Path: "f"}, &wire.Unlink{Path: "nope"},
+	} {
+		_, err := call(t, c, m)
+		if err == nil {
+			t.Errorf("%v succeeded", m.Type())
+			continue
+		}
+		if strings.Contains(err.Error(), s.exportAbs) {
+			t.Errorf("%v: error %q names the export's path", m.Type(), err)
+		}
+	}
+	if got := s.scrub(&os.PathError{Op: "open", Path: filepath.Join(s.exportAbs, "a/b"), Err: syscall.ENOENT}); strings.Contains(got.Error(), s.exportAbs) || !errors.Is(got, syscall.ENOENT) {
+		t.Errorf("scrub: %v", got)
+	}
+}
+
+// flakyListener fails Accept with EMFILE a few times, then accepts.
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+func TestAcceptKeepsServingAfterEMFILE(t *testing.T) {
+	s, err := New(Config{Export: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, &flakyListener{Listener: ln, fails: 5}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	c := dial(t, ln.Addr().String(), 1)
+	if _, err := call(t, c, &wire.Ping{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned %v after EMFILE", err)
+	default:
+	}
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Directory listings are paged (ReadDir carries the number of entries the
+// client already has). Re-reading the directory for every page would make
+// a listing of N entries cost O(N²/page); instead the server keeps the open
+// directory between pages, a cursor per (connection, path, offset), and
+// goes on reading where the last page ended, so a whole listing costs O(N).
+// A page asked at an offset no cursor is at (a cursor evicted, a listing
+// restarted) opens the directory again and skips to it: slower, same
+// entries.
+
+// dirCursor is a directory being listed.
+type dirCursor struct {
+	path string
+	f    *os.File
+	next uint64 // entries handed out so far
+	used time.Time
+}
+
+// dirCursors is every connection's cursors, at most max per connection
+// (the least recently used is closed first).
+type dirCursors struct {
+	mu   sync.Mutex
+	max  int
+	m    map[*wire.Conn][]*dirCursor
+	read uint64 // entries read from the export, for tests and metrics
+}
+
+func newDirCursors(max int) *dirCursors {
+	return &dirCursors{max: max, m: make(map[*wire.Conn][]*dirCursor)}
+}
+
+// take removes and returns c's cursor of path at offset, if there is one.
+func (d *dirCursors) take(c *wire.Conn, path string, offset uint64) *dirCursor {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cs := d.m[c]
+	for i, cur := range cs {
+		if cur.path == path && cur.next == offset {
+			d.m[c] = append(cs[:i], cs[i+1:]...)
+			return cur
+		}
+	}
+	return nil
+}
+
+// put keeps a cursor for the next page, closing the least recently used
+// one past the cap.
+func (d *dirCursors) put(c *wire.Conn, cur *dirCursor) {
+	cur.used = time.Now()
+	d.mu.Lock()
+	cs := append(d.m[c], cur)
+	var evicted *dirCursor
+	if len(cs) > d.max {
+		oldest := 0
+		for i, x := range cs {
+			if x.used.Before(cs[oldest].used) {
+				oldest = i
+			}
+		}
+		evicted = cs[oldest]
+		cs = append(cs[:oldest], cs[oldest+1:]...)
+	}
+	d.m[c] = cs
+	d.mu.Unlock()
+	if evicted != nil {
+		evicted.f.Close()
+	}
+}
+
+func (d *dirCursors) counted(n int) {
+	d.mu.Lock()
+	d.read += uint64(n)
+	d.mu.Unlock()
+}
+
+// dropConn closes a connection's cursors.
+func (d *dirCursors) dropConn(c *wire.Conn) {
+	d.mu.Lock()
+	cs := d.m[c]
+	delete(d.m, c)
+	d.mu.Unlock()
+	for _, cur := range cs {
+		cur.f.Close()
+	}
+}
+
+func (d *dirCursors) closeAll() {
+	d.mu.Lock()
+	m := d.m
+	d.m = make(map[*wire.Conn][]*dirCursor)
+	d.mu.Unlock()
+	for _, cs := range m {
+		for _, cur := range cs {
+			cur.f.Close()
+		}
+	}
+}
+
+// readDir serves one page of a directory listing.
+func (s *Server) readDir(c *wire.Conn, m *wire.ReadDir) (*wire.ReadDirReply, error) {
+	p, err := clean(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	cur := s.dirs.take(c, p, m.Offset)
+	if cur == nil {
+		if cur, err = s.openDir(p, m.Offset); err != nil {
+			return nil, err
+		}
+	}
+	ents, err := cur.f.ReadDir(readDirPage)
+	s.dirs.counted(len(ents))
+	if err != nil && len(ents) == 0 {
+		cur.f.Close()
+		if errors.Is(err, io.EOF) {
+			return &wire.ReadDirReply{}, nil
+		}
+		return nil, err
+	}
+	cur.next += uint64(len(ents))
+	r := &wire.ReadDirReply{Entries: make([]wire.DirEntry, 0, len(ents)), More: len(ents) == readDirPage}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the listing
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
+	}
+	if r.More {
+		s.dirs.put(c, cur)
+	} else {
+		cur.f.Close()
+	}
+	return r, nil
+}
+
+// openDir opens directory p and skips its first skip entries.
+func (s *Server) openDir(p string, skip uint64) (*dirCursor, error) {
+	f, err := s.root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		f.Close()
+		if err == nil {
+			err = &os.PathError{Op: "readdir", Path: p, Err: syscall.ENOTDIR}
+		}
+		return nil, err
+	}
+	cur := &dirCursor{path: p, f: f}
+	for cur.next < skip {
+		ents, err := f.ReadDir(int(min(skip-cur.next, readDirPage)))
+		s.dirs.counted(len(ents))
+		cur.next += uint64(len(ents))
+		if err != nil || len(ents) == 0 {
+			break // past the end: the page will be empty
+		}
+	}
+	return cur, nil
+}

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// The server opens only regular files and directories. A FIFO, a device or
+// a socket in the export is the client kernel's business (it never sends an
+// open for one); opening it here could block a handler forever (a FIFO
+// without a writer) or touch a device. Opens therefore check the type
+// first, open with O_NONBLOCK (a FIFO swapped in between cannot block) and
+// check the type again on the open file.
+
+// errSpecial is the error for an open of a special file.
+func errSpecial(p string) error {
+	return fmt.Errorf("open %s: a FIFO, device or socket is not opened through the server: %w", p, syscall.ENXIO)
+}
+
+// openable refuses a path that names a special file now.
+func (s *Server) openable(p string) error {
+	fi, err := s.root.Stat(p)
+	if err != nil {
+		return nil // the open itself reports it (or creates the file)
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		return errSpecial(p)
+	}
+	return nil
+}
+
+// openData opens p for data without ever blocking on a special file, and
+// returns the open file with its stat.
+func (s *Server) openData(p string, flags, mode uint32) (*os.File, os.FileInfo, error) {
+	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			return nil, nil, errSpecial(p) // a FIFO without a reader, opened for writing
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		f.Close()
+		return nil, nil, errSpecial(p)
+	}
+	return f, fi, nil
+}

@@ -1,0 +1,15 @@
+package wire
+
+// lockSampleMsgs are the round-trip samples of the types 90–99.
+func lockSampleMsgs() []Msg {
+	l := Lock{Type: LockWrite, Start: 10, End: LockEOF, Pid: 77}
+	return []Msg{
+		&LockSet{Handle: 1, Owner: 1 << 63, Flock: true, Wait: true, Lock: l},
+		&LockTest{Handle: 2, Owner: 3, Lock: l},
+		&LockReply{Lock: Lock{Type: LockUnlock}},
+		&LockRelease{Handle: 4, Owner: 5, Flock: true},
+		&LockCancel{Handle: 6, Owner: 7},
+		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
+		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
+	}
+}
