@@ -95,7 +95,7 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 	}
 	r, err := s.runAs(id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
 	if sa, ok := m.(*wire.SetAttr); ok && errors.Is(err, syscall.EPERM) {
-		return s.killPriv(c, id, sa, r, err)
+		return s.killPriv(ctx, c, id, sa, r, err)
 	}
 	return r, err
 }
@@ -106,7 +106,7 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 // permission check. When a mode-only setattr that was refused would only
 // clear S_ISUID/S_ISGID, and the identity may write to the file, the
 // server clears them with its own rights. Otherwise the refusal stands.
-func (s *Server) killPriv(c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
+func (s *Server) killPriv(ctx context.Context, c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
 	const setID = syscall.S_ISUID | syscall.S_ISGID
 	if m.Valid != wire.SetMode {
 		return r, err
@@ -137,7 +137,7 @@ func (s *Server) killPriv(c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg
 	if aerr != nil {
 		return r, err
 	}
-	return s.serveMsg(context.Background(), c, m)
+	return s.dispatch(ctx, c, m)
 }
 
 // runAs runs fn on this goroutine's OS thread with the thread's file system
