@@ -25,7 +25,9 @@ type Config struct {
 	BlockSize   int    // bytes per block; default 1 MiB
 	CacheSize   int64  // the server's memory block cache; default 256 MiB
 	ReadOnly    bool
-	Secret      []byte           // the cluster secret; empty allows only loopback clients
+	Secret      []byte           // the cluster secret, used when Security is nil
+	Security    *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	Conns       wire.ConnLimits  // caps on connections and handshakes
 	Policy      string           // coordination policy: "none" (default) or "directory"
 	Directory   directory.Config // the directory policy's settings
 	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
@@ -59,6 +61,10 @@ func (c *Config) setDefaults() {
 	if c.Metrics == nil {
 		c.Metrics = obs.NewMetrics()
 	}
+	if c.Security == nil {
+		c.Security = wire.MustSecurity(wire.SecurityConfig{Secret: c.Secret, Insecure: len(c.Secret) == 0})
+	}
+	c.Conns.SetDefaults()
 }
 
 func (c *Config) validate() error {
@@ -96,7 +102,8 @@ type Server struct {
 	versions  *versions
 	cache     *mem.Cache
 	handles   *handles
-	coop      *coop // the directory policy; nil under "none"
+	coop      *coop    // the directory policy; nil under "none"
+	digests   *digests // block digests for forwards (directory policy)
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -125,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
 	if cfg.Policy == "directory" {
+		s.digests = newDigests(DefaultDigestEntries)
 		if s.coop, err = newCoop(cfg.Directory); err != nil {
 			root.Close()
 			return nil, err
@@ -179,6 +187,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	gate := wire.NewGate(s.cfg.Conns, s.log)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -191,7 +200,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
-		go s.handshake(nc)
+		release, admitted, ok := gate.Admit(nc)
+		if !ok {
+			continue
+		}
+		go func() {
+			defer release()
+			s.handshake(nc, admitted)
+		}()
 	}
 }
 
@@ -229,32 +245,34 @@ type client struct {
 	name   string
 	listen string
 	bootID uint64
+	cert   string // the name in its certificate (certificate mode), else ""
 }
 
-func (s *Server) handshake(nc net.Conn) {
+// handshake authenticates a dialer; admitted is called once its handshake
+// is over (it no longer counts as unauthenticated).
+func (s *Server) handshake(nc net.Conn, admitted func()) {
 	reply := wire.HelloReply{BlockSize: uint32(s.cfg.BlockSize), Policy: s.cfg.Policy, BootID: s.bootID}
 	var cl client
-	br, hello, err := wire.ServerHandshake(nc, s.cfg.Secret, reply, func(h *wire.Hello) (wire.Welcome, error) {
-		if len(s.cfg.Secret) == 0 && !isLoopbackConn(nc) {
-			return wire.Welcome{}, fmt.Errorf("this server has no secret and only accepts loopback clients: %w", syscall.EACCES)
-		}
+	hs, err := wire.ServerHandshake(nc, s.cfg.Security, reply, func(hs *wire.Handshake) (wire.Welcome, error) {
+		h := hs.Hello
 		s.mu.Lock()
 		s.nextID++
-		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID}
+		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert}
 		s.mu.Unlock()
 		return wire.Welcome{ClientID: cl.id}, nil
 	})
+	admitted()
 	if err != nil {
 		name := ""
-		if hello != nil {
-			name = hello.Name
+		if hs != nil && hs.Hello != nil {
+			name = hs.Hello.Name
 		}
 		s.log.Warn("rejected a connection", "remote", nc.RemoteAddr().String(), "name", name, "err", err)
 		nc.Close()
 		return
 	}
-	c := wire.NewConn(nc, br, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(s.serveMsg),
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
+		Handler:  wire.HandlerFunc(s.serveClient),
 		Observer: obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:     fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})
@@ -270,7 +288,7 @@ func (s *Server) handshake(nc net.Conn) {
 	if s.coop != nil {
 		s.coop.joined(cl.id, c, cl.listen)
 	}
-	s.log.Info("client connected", "client", cl.id, "name", cl.name, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
+	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
 	if s.coop != nil {
 		s.coop.left(cl.id)
@@ -280,9 +298,4 @@ func (s *Server) handshake(nc net.Conn) {
 	s.mu.Unlock()
 	n := s.handles.releaseOwner(c)
 	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n)
-}
-
-func isLoopbackConn(nc net.Conn) bool {
-	a, ok := nc.RemoteAddr().(*net.TCPAddr)
-	return ok && a.IP.IsLoopback()
 }
