@@ -3,9 +3,11 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,3 +145,55 @@ func startMalicious(t *testing.T, ctx context.Context, addr string, sec *wire.Se
 	}
 	return m
 }
+
+// The bytes between a client and the server, recorded by a TCP relay,
+// carry no file content: the session is TLS.
+func TestWireBetweenClientAndServerIsEncrypted(t *testing.T) {
+	export := t.TempDir()
+	content := bytes.Repeat([]byte("plainly readable file content; "), 4000)
+	os.WriteFile(filepath.Join(export, "f"), content, 0o644)
+	secret := []byte("a cluster secret of more than 128 bits")
+	c := startServer(t, export, "127.0.0.1:0", secret, 4096)
+	rl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	var mu sync.Mutex
+	var wire bytes.Buffer
+	rec := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return wire.Write(p) })
+	go func() {
+		for {
+			nc, err := rl.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", c.addr)
+			if err != nil {
+				nc.Close()
+				return
+			}
+			go func() { io.Copy(io.MultiWriter(up, rec), nc); up.Close() }()
+			go func() { io.Copy(io.MultiWriter(nc, rec), up); nc.Close() }()
+		}
+	}()
+	a := newAgent(t, rl.Addr().String(), secret)
+	got, err := readAll(context.Background(), a, "f")
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("read through the relay: %d bytes, %v", len(got), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if wire.Len() < len(content) {
+		t.Fatalf("the relay saw %d bytes, less than the file", wire.Len())
+	}
+	for _, s := range [][]byte{[]byte("plainly readable"), secret} {
+		if bytes.Contains(wire.Bytes(), s) {
+			t.Errorf("the wire carries %q in the clear", s)
+		}
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

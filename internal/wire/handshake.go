@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -174,6 +175,11 @@ func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName
 	}
 	hr, err := expect[*HelloReply](h)
 	if err != nil {
+		if sec.TLS() && strings.Contains(err.Error(), "remote error: tls:") {
+			// TLS 1.3: the listener checks our certificate after our
+			// side of the TLS handshake is done; its refusal comes here.
+			return nil, friendlyTLSError(err)
+		}
 		return nil, fmt.Errorf("handshake: %w", err)
 	}
 	if hr.Version != ProtocolVersion {
