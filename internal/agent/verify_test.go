@@ -197,3 +197,64 @@ func TestWireBetweenClientAndServerIsEncrypted(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Under certificates, clients serve each other's misses: the holder checks
+// that the requester's certificate names the address it dials, and the
+// blocks pass the digest check.
+func TestDirectoryPeersWithCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := wire.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	os.WriteFile(caFile, ca.Cert, 0o600)
+	sec := func(name string) *wire.Security {
+		p, err := wire.Issue(ca, name, []string{"127.0.0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, kf := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+		os.WriteFile(cf, p.Cert, 0o600)
+		os.WriteFile(kf, p.Key, 0o600)
+		s, err := wire.NewSecurity(wire.SecurityConfig{CertFile: cf, KeyFile: kf, CAFile: caFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	export := t.TempDir()
+	data := pattern(64<<10, 4)
+	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
+	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Security: sec("server"),
+		Directory: directory.Config{ServerLast: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := server.Listen("127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var ms []*obs.Metrics
+	for _, name := range []string{"client1", "client2"} {
+		m := obs.NewMetrics()
+		a, err := agent.New(ctx, agent.Config{Server: ln.Addr().String(), Security: sec(name), Policy: "directory", Metrics: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		got, err := readAll(ctx, a, "f")
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes, %v", name, len(got), err)
+		}
+		ms = append(ms, m)
+	}
+	ss := scrape(t, ms[1])
+	if hits := ss.Sum("coopfs_forwarded_peer_hits_total", nil); hits < 1 {
+		t.Errorf("client2 got no block from client1 (peer hits %v, timeouts %v)", hits, ss.Sum("coopfs_forwarded_timeouts_total", nil))
+	}
+	if bad := ss.Sum("coopfs_forwarded_bad_blocks_total", nil); bad != 0 {
+		t.Errorf("%v honest blocks failed the check", bad)
+	}
+}
