@@ -13,21 +13,20 @@ import (
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
-// digests remembers the SHA-256 of blocks the server has read, by
+// digests remembers the SHA-256 of blocks the server has forwarded, by
 // (file, version, index), so that a forward can tell the requester what
 // the holder must send. A version names one content for good (versions.go:
 // a change makes a new version), so entries never go stale; they are
 // dropped oldest first when the table is full.
 //
-// Where a digest comes from (the choice the forward path makes):
-//   - a block read from the export to serve it is hashed on the way
-//     (one SHA-256 per disk read, under the directory policy only);
-//   - a forward for a block whose digest is not known (a version written
-//     since, or an entry dropped from the table) hashes the block from the
-//     server's memory cache, else reads it from the export: the directory
-//     has chosen a holder, and the server's link — the scarce resource the
-//     forward spares — stays free; only the disk (usually its page cache)
-//     and one hash are spent.
+// Where a digest comes from (the choice the forward path makes): the first
+// forward of a block at a version hashes it — from the server's memory
+// cache, where a block recently served still is, else read from the
+// export (usually its page cache). Later forwards find it in the table.
+// Blocks are not hashed when they are served, only when forwarded: a
+// client reading alone pays nothing, and the server's link, which a
+// forward spares, stays free either way. A block that changes while it is
+// hashed is served by the server itself.
 //
 // INVARIANT: len(m) <= len(ring), and every key in m is in ring.
 type digests struct {
@@ -70,7 +69,8 @@ func (d *digests) get(k digestKey) ([]byte, bool) {
 
 // learnDigest records the digest of a block just read from f at version
 // v, unless the file changed while it was read (the bytes may then belong
-// to a newer version, and an honest holder of v would be blamed).
+// to a newer version, and an honest holder of v would be blamed). It
+// returns the digest, or nil for a changed file.
 func (s *Server) learnDigest(f *os.File, id block.ID, v uint64, data []byte) []byte {
 	sum := wire.BlockDigest(data)
 	fi, err := f.Stat()

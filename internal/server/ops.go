@@ -554,7 +554,6 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	s.cache.Put(id, block.Version(a.Version), reply.Data)
 	if s.coop != nil {
 		s.coop.cached(id)
-		s.learnDigest(of.f, id, a.Version, reply.Data)
 	}
 	s.cfg.Metrics.CountRead(obs.LayerServerDisk, got)
 	return reply, nil
