@@ -49,6 +49,7 @@ test-short:
 # fuzz runs every fuzz target for a short while.
 fuzz:
 	$(GO) test ./internal/wire -run XXX -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./internal/wire -run XXX -fuzz FuzzHandshake -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzCoopfsReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzLIRSReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzOracleReader -fuzztime 30s

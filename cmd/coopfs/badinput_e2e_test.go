@@ -25,6 +25,15 @@ import (
 
 // runCoopfs runs coopfs to completion (bounded by d) and returns the process
 // and its exit code. cred, when not nil, runs it as another user.
+// e2eSecret is the e2e cluster secret, as the commands read it.
+func e2eSecret(t *testing.T) string {
+	b, err := os.ReadFile(e2e.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func runCoopfs(t *testing.T, d time.Duration, cred *syscall.Credential, args ...string) (*e2eProc, int) {
 	t.Helper()
 	p := startProcAs(t, "coopfs "+args[0], cred, args...)
@@ -140,19 +149,24 @@ func TestE2EWrongSecret(t *testing.T) {
 	needFUSE(t)
 	tmp := t.TempDir()
 	good, bad := filepath.Join(tmp, "good"), filepath.Join(tmp, "bad")
-	mustWrite(t, good, []byte("the-right-cluster-secret\n"))
-	mustWrite(t, bad, []byte("some-other-cluster-secret\n"))
+	mustWrite(t, good, []byte("the-right-cluster-secret-0123456789\n"))
+	mustWrite(t, bad, []byte("some-other-cluster-secret-0123456789\n"))
 	srv := startServer(t, newExport(t), "--secret-file", good)
 
-	for _, c := range []struct{ name, file string }{{"OtherSecret", bad}, {"NoSecret", ""}} {
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"OtherSecret", []string{"--secret-file", bad}, []string{"authentication failed"}},
+		{"NoSecret", []string{"--secret-file="}, []string{"no credentials", "coopfs secret", "--insecure"}},
+		{"Insecure", []string{"--insecure"}, []string{"requires TLS", "--insecure"}},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := newMountpoint(t)
-			args := []string{"mount", "--server", srv.addr, "--reconnect-timeout", "2s"}
-			if c.file != "" {
-				args = append(args, "--secret-file", c.file)
-			}
+			args := append([]string{"mount", "--server", srv.addr, "--reconnect-timeout", "2s"}, c.args...)
 			p, code := runCoopfs(t, 20*time.Second, nil, append(args, dir)...)
-			wantOneLineError(t, p, code, "coopfs mount:", "authentication failed")
+			wantOneLineError(t, p, code, "coopfs mount:", c.want...)
 			if e2eIsMounted(dir) {
 				t.Errorf("%s is mounted with the wrong secret", dir)
 			}
@@ -202,15 +216,16 @@ func TestE2EBadFrames(t *testing.T) {
 		{"BadChecksum", true, append(header(1, 0, 0, 8), []byte("12345678")...)},
 		{"TruncatedMeta", true, append(header(1, 0, 64, 0), bytes.Repeat([]byte{0xff}, 64)...)},
 	}
-	// Fewer bytes than a frame header: the server waits for the rest,
-	// bounded by the handshake timeout (10s). Checked at the end, so that
-	// the wait overlaps the other cases.
+	// The start of a TLS record and nothing more (a half-open or slow
+	// handshake): the server waits for the rest, bounded by the handshake
+	// timeout (10s). Checked at the end, so that the wait overlaps the
+	// other cases.
 	short, err := net.DialTimeout("tcp", srv.addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer short.Close()
-	short.Write([]byte("GET /\r\n"))
+	short.Write([]byte{0x16, 3, 1})
 	shortSent := time.Now()
 
 	for _, c := range cases {
@@ -223,9 +238,12 @@ func TestE2EBadFrames(t *testing.T) {
 			if c.handshake {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if _, _, _, err := wire.ClientHandshake(ctx, nc, nil, wire.Hello{Role: wire.RoleClient, Name: "raw-" + c.name}); err != nil {
+				sec := wire.MustSecurity(wire.SecurityConfig{Secret: []byte(e2eSecret(t))})
+				hs, err := wire.ClientHandshake(ctx, nc, sec, "", wire.Hello{Role: wire.RoleClient, Name: "raw-" + c.name})
+				if err != nil {
 					t.Fatalf("handshake: %v", err)
 				}
+				nc = hs.Conn // the bad frames travel inside TLS
 			}
 			nc.SetDeadline(time.Now().Add(8 * time.Second))
 			nc.Write(c.send) // may fail if the server already closed

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/bench/local"
 	"github.com/coopfs/coopfs/internal/bench/report"
+	"github.com/coopfs/coopfs/internal/bench/tlscost"
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/obs"
 )
@@ -31,6 +32,7 @@ type benchWorkload struct {
 func benchWorkloads() []benchWorkload {
 	return []benchWorkload{
 		{"local", "one server and one client here: memory cache vs do-nothing FUSE, page cache vs local disk, cold and 4 KiB random reads", false, runBenchLocal},
+		{"tls", "the cost of TLS and block digests against --insecure: cold, peer and memory-cache reads, CPU per GB (root)", false, runBenchTLS},
 		{"coop", "cooperative benchmarks on a netns testbed: concurrent copy, patterns, discard, andrew, fault (root)", false, runBenchCoop},
 		{"meta", "metadata and small files: tar x, find+stat, grep -r, du, python import, rm -rf vs ext4 and bindfs; close-to-open across mounts", false, runBenchMeta},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
@@ -199,6 +201,35 @@ func runBenchLocal(ctx context.Context, args []string, stdout, stderr io.Writer)
 		defer pprof.StopCPUProfile()
 	}
 	r, err := local.Run(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted; everything started was stopped")
+		}
+		return err
+	}
+	return out.write(r, stdout)
+}
+
+func runBenchTLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const synopsis = "[flags]\n\nA server and two FUSE clients on this machine, with TLS and digests and with --insecure,\n" +
+		"side by side in one run (docs/benchmarks.md). Needs FUSE and root (it drops caches)."
+	fs := newFlagSet("bench tls", synopsis, stderr)
+	size := block.Size(512 << 20)
+	fs.Var(&size, "size", "size of the test file")
+	reps := fs.Int("reps", 3, "repetitions (the report gives medians)")
+	logLevel := fs.String("log-level", "warn", "launcher log level")
+	var out benchOutput
+	out.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *reps < 1 || size < 1<<20 {
+		fmt.Fprintln(stderr, "coopfs bench tls: takes no arguments; --reps at least 1, --size at least 1MiB")
+		fs.Usage()
+		return errUsage
+	}
+	r, err := tlscost.Run(ctx, tlscost.Config{Size: int64(size), Reps: *reps, Command: "coopfs bench tls " + strings.Join(args, " "),
+		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted; everything started was stopped")

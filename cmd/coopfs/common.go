@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
-// readSecret reads the cluster secret from a file ("" means none).
+// readSecret reads the cluster secret from a file ("" means none) and
+// refuses one shorter than 128 bits.
 func readSecret(path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
@@ -20,10 +25,59 @@ func readSecret(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read --secret-file: %w", err)
 	}
 	s := strings.TrimSpace(string(b))
-	if len(s) < 8 {
-		return nil, fmt.Errorf("--secret-file %s holds %d characters; use at least 8 (for example: head -c 32 /dev/urandom | base64 > %s)", path, len(s), path)
+	if err := checkSecret(s); err != nil {
+		return nil, fmt.Errorf("--secret-file %s: %w; make a strong one with `coopfs secret %s`", path, err, path)
 	}
 	return []byte(s), nil
+}
+
+// checkSecret refuses secrets that may hold less than 128 bits: a secret
+// is base64 of at least 16 bytes, or at least 32 characters (32 hex digits
+// are 128 bits; `coopfs secret` writes 64).
+func checkSecret(s string) error {
+	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) >= wire.MinSecretBytes {
+		return nil
+	}
+	if len(s) >= 2*wire.MinSecretBytes {
+		return nil
+	}
+	return fmt.Errorf("the secret holds %d characters, which may be less than 128 bits; want at least %d characters (or base64 of %d bytes)",
+		len(s), 2*wire.MinSecretBytes, wire.MinSecretBytes)
+}
+
+// securityFlags are the flags of every command that connects: the secret,
+// the certificates, or --insecure.
+type securityFlags struct {
+	secretFile, cert, key, ca *string
+	insecure                  *bool
+}
+
+func addSecurityFlags(fs *flag.FlagSet) *securityFlags {
+	return &securityFlags{
+		secretFile: fs.String("secret-file", "", "file holding the cluster secret (make one with `coopfs secret FILE`): TLS 1.3, both ends prove the secret"),
+		cert:       fs.String("tls-cert", "", "this process's certificate (PEM) from the cluster CA (`coopfs ca issue`)"),
+		key:        fs.String("tls-key", "", "the key of --tls-cert (PEM)"),
+		ca:         fs.String("tls-ca", "", "the cluster CA's certificate (PEM): the other ends' certificates must be issued by it"),
+		insecure:   fs.Bool("insecure", false, "no TLS: frames travel in plaintext, readable and changeable on the network (for tests and comparisons only)"),
+	}
+}
+
+// load reads the secret and certificates and says loudly when the
+// connections will not be encrypted.
+func (f *securityFlags) load(log *slog.Logger, stderr io.Writer) (*wire.Security, error) {
+	secret, err := readSecret(*f.secretFile)
+	if err != nil {
+		return nil, err
+	}
+	sec, err := wire.NewSecurity(wire.SecurityConfig{Secret: secret, CertFile: *f.cert, KeyFile: *f.key, CAFile: *f.ca, Insecure: *f.insecure})
+	if err != nil {
+		return nil, err
+	}
+	if *f.insecure {
+		fmt.Fprintln(stderr, "WARNING: --insecure: connections are NOT encrypted; anyone on the network path can read and change file data.")
+		log.Warn("INSECURE: TLS is off; file data crosses the network in plaintext", "mode", sec.Mode())
+	}
+	return sec, nil
 }
 
 // serveMetrics serves /metrics on addr in the background when addr is set;

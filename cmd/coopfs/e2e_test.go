@@ -39,6 +39,7 @@ import (
 type e2eEnv struct {
 	bin      string // the coopfs binary; "" when not built (-short)
 	base     string // parent of every mount point the tests create
+	secret   string // the cluster secret file serve and mount get unless a test gives credentials
 	buildErr error
 }
 
@@ -65,6 +66,12 @@ func TestMain(m *testing.M) {
 		e2e.bin = filepath.Join(dir, "coopfs")
 		e2e.base = filepath.Join(dir, "mnt")
 		if err := os.Mkdir(e2e.base, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		// Readable by nobody too (the unreadable-export case).
+		e2e.secret = filepath.Join(dir, "secret")
+		if err := os.WriteFile(e2e.secret, []byte("e2e-cluster-secret-0123456789abcdef\n"), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
@@ -202,11 +209,27 @@ func startProc(t *testing.T, name string, args ...string) *e2eProc {
 	return startProcAs(t, name, nil, args...)
 }
 
+// withCredentials gives serve and mount the e2e cluster secret unless the
+// test chose credentials itself (--secret-file= gives none).
+func withCredentials(args []string) []string {
+	if len(args) == 0 || (args[0] != "serve" && args[0] != "mount") {
+		return args
+	}
+	for _, a := range args {
+		for _, f := range []string{"--secret-file", "--tls-cert", "--insecure"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				return args
+			}
+		}
+	}
+	return append([]string{args[0], "--secret-file", e2e.secret}, args[1:]...)
+}
+
 // startProcAs is startProc as another user when cred is not nil.
 func startProcAs(t *testing.T, name string, cred *syscall.Credential, args ...string) *e2eProc {
 	t.Helper()
 	p := &e2eProc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(e2e.bin, args...)
+	p.cmd = exec.Command(e2e.bin, withCredentials(args)...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGTERM}

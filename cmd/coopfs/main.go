@@ -26,6 +26,8 @@ func commands() []command {
 	return []command{
 		{"serve", "export a directory tree to coopfs clients", runServe},
 		{"mount", "mount a coopfs server with FUSE (foreground)", runMount},
+		{"secret", "write a new cluster secret to a file", runSecret},
+		{"ca", "make a cluster CA (ca init) and certificates (ca issue NAME)", runCA},
 		{"stats", "print a coopfs process's counters (reads by layer, bytes, messages)", runStats},
 		{"demo", "start a server and several clients here and show cooperative reads", runDemo},
 		{"bench", "measure a live coopfs: FUSE ceilings, caches, cold and random reads", runBench},

@@ -27,7 +27,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "directory policy: how long to wait for a block a peer should send before asking the server")
 	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
 	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	secFlags := addSecurityFlags(fs)
+	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
@@ -63,7 +64,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := obs.NewLogger(stderr, *logLevel)
-	secret, err := readSecret(*secretFile)
+	sec, err := secFlags.load(log, stderr)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log.Info("connecting", "server", *serverAddr)
-	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Secret: secret, CacheSize: int64(cacheSize),
+	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
 		Disk: agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc}})

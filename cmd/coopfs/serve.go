@@ -9,13 +9,17 @@ import (
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "--export DIR [flags]", stderr)
 	export := fs.String("export", "", "directory to export (required)")
 	listen := fs.String("listen", "127.0.0.1:7070", "address to accept clients on (HOST:PORT)")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret; without one only loopback clients are accepted")
+	secFlags := addSecurityFlags(fs)
+	maxConns := fs.Int("max-conns", wire.DefaultMaxConns, "connections accepted at once")
+	maxConnsPerAddr := fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, "connections accepted at once from one IP address")
+	maxHandshakes := fs.Int("max-handshakes", wire.DefaultMaxUnauth, "connections still in their handshake (not yet authenticated) at once")
 	blockSize := block.Size(server.DefaultBlockSize)
 	fs.Var(&blockSize, "block-size", "block size, a power of two from 4KiB to 8MiB")
 	cacheSize := block.Size(server.DefaultCacheSize)
@@ -50,25 +54,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--anon-uid %d / --anon-gid %d: want a non-root id below 4294967295 (to trust client root, use --squash none)", *anonUID, *anonGID)
 	}
 	log := obs.NewLogger(stderr, *logLevel)
-	secret, err := readSecret(*secretFile)
+	sec, err := secFlags.load(log, stderr)
 	if err != nil {
 		return err
 	}
-	if len(secret) == 0 {
-		if !server.IsLoopback(*listen) {
-			return fmt.Errorf("no --secret-file: refusing to listen on %s, which is not a loopback address; give --secret-file FILE or listen on 127.0.0.1", *listen)
-		}
+	if !sec.Authenticates() && !server.IsLoopback(*listen) {
+		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", *listen)
 	}
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
-		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m,
+		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m,
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
-		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID)})
+		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
+		Conns: wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes}})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	if len(secret) == 0 {
+	if !sec.Authenticates() {
 		log.Warn("NO CLUSTER SECRET: anyone on this machine can use this server; accepting loopback clients only. Give --secret-file to authenticate clients.")
 	}
 	ln, err := server.Listen(*listen)
@@ -79,7 +82,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return err
 	}
-	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly, "squash", *squash)
+	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly, "squash", *squash, "security", sec.Mode())
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}

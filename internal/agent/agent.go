@@ -22,13 +22,16 @@ import (
 
 // Config configures an agent.
 type Config struct {
-	Server           string        // host:port of `coopfs serve`
-	Secret           []byte        // the cluster secret; empty only on loopback
-	CacheSize        int64         // memory block cache; default 512 MiB
-	ReadAhead        int           // blocks fetched ahead of a sequential reader; default 4
-	ReconnectTimeout time.Duration // how long calls wait for an unreachable server; default 30s
-	RequestTimeout   time.Duration // how long one request waits for its reply; default 2m
-	Name             string        // how the server's logs name us; default the host name
+	Server           string          // host:port of `coopfs serve`
+	Secret           []byte          // the cluster secret, used when Security is nil
+	Security         *wire.Security  // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	TLSServerName    string          // the name the server's certificate must carry; default the host of Server
+	PeerConns        wire.ConnLimits // directory policy: caps on the peer listener's connections
+	CacheSize        int64           // memory block cache; default 512 MiB
+	ReadAhead        int             // blocks fetched ahead of a sequential reader; default 4
+	ReconnectTimeout time.Duration   // how long calls wait for an unreachable server; default 30s
+	RequestTimeout   time.Duration   // how long one request waits for its reply; default 2m
+	Name             string          // how the server's logs name us; default the host name
 
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none" or "directory" must match it.
@@ -45,6 +48,12 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.CacheSize == 0 {
 		c.CacheSize = mem.DefaultCapacity
+	}
+	if c.Security == nil {
+		c.Security = wire.MustSecurity(wire.SecurityConfig{Secret: c.Secret, Insecure: len(c.Secret) == 0})
+	}
+	if c.TLSServerName == "" {
+		c.TLSServerName, _, _ = net.SplitHostPort(c.Server)
 	}
 	if c.ReadAhead == 0 {
 		c.ReadAhead = 4
@@ -129,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
 	}
-	a.sess = &session{addr: cfg.Server, secret: cfg.Secret, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
+	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer)}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {

@@ -46,6 +46,7 @@ type coop struct {
 // coopStats are the requester-side counters.
 type coopStats struct {
 	forwarded, peerHits, nacks, timeouts atomic.Uint64
+	badBlocks                            atomic.Uint64 // peer blocks that failed verify
 }
 
 type pendingFetch struct {
@@ -106,37 +107,45 @@ func (c *coop) close() {
 	}
 }
 
-// accept serves peers that bring forwarded blocks.
+// accept serves peers that bring forwarded blocks, under the connection
+// caps of Config.PeerConns.
 func (c *coop) accept() {
+	gate := wire.NewGate(c.a.cfg.PeerConns, c.a.log)
 	for {
 		nc, err := c.ln.Accept()
 		if err != nil {
 			return
 		}
-		go c.handshake(nc)
+		release, admitted, ok := gate.Admit(nc)
+		if !ok {
+			continue
+		}
+		go func() {
+			conn := c.handshake(nc, admitted)
+			if conn != nil {
+				<-conn.Done()
+			}
+			release()
+		}()
 	}
 }
 
-func (c *coop) handshake(nc net.Conn) {
+func (c *coop) handshake(nc net.Conn, admitted func()) *wire.Conn {
 	bs, _ := c.a.sess.params()
-	secret := c.a.cfg.Secret
-	br, _, err := wire.ServerHandshake(nc, secret, wire.HelloReply{BlockSize: uint32(bs), Policy: "directory"},
-		func(h *wire.Hello) (wire.Welcome, error) {
-			a, ok := nc.RemoteAddr().(*net.TCPAddr)
-			if len(secret) == 0 && (!ok || !a.IP.IsLoopback()) {
-				return wire.Welcome{}, fmt.Errorf("no cluster secret: only loopback peers are accepted: %w", syscall.EACCES)
-			}
-			if h.Role != wire.RolePeer {
+	hs, err := wire.ServerHandshake(nc, c.a.cfg.Security, wire.HelloReply{BlockSize: uint32(bs), Policy: "directory"},
+		func(hs *wire.Handshake) (wire.Welcome, error) {
+			if hs.Hello.Role != wire.RolePeer {
 				return wire.Welcome{}, fmt.Errorf("this is a client's peer listener, not a server: %w", syscall.EPROTO)
 			}
 			return wire.Welcome{}, nil
 		})
+	admitted()
 	if err != nil {
 		c.a.log.Warn("rejected a peer connection", "remote", nc.RemoteAddr().String(), "err", err)
 		nc.Close()
-		return
+		return nil
 	}
-	wire.NewConn(nc, br, wire.ConnConfig{
+	return wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:  wire.HandlerFunc(c.servePeer),
 		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
 		Name:     "peer " + nc.RemoteAddr().String(),
@@ -288,13 +297,14 @@ func (c *coop) peer(addr string) (*wire.Conn, error) {
 		return nil, err
 	}
 	_, me := c.a.sess.params()
-	br, _, _, err := wire.ClientHandshake(ctx, nc, c.a.cfg.Secret,
+	host, _, _ := net.SplitHostPort(addr)
+	hs, err := wire.ClientHandshake(ctx, nc, c.a.cfg.Security, host,
 		wire.Hello{Role: wire.RolePeer, Name: fmt.Sprintf("%s (client %d)", c.a.cfg.Name, me)})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	p.conn = wire.NewConn(nc, br, wire.ConnConfig{
+	p.conn = wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
 		Name:     "requester " + addr,
 	})
@@ -389,6 +399,7 @@ var coopMetrics = []struct {
 	{"coopfs_forwarded_peer_hits_total", "Forwarded misses a peer served.", false},
 	{"coopfs_forwarded_nacks_total", "Forwarded misses a peer answered negatively.", false},
 	{"coopfs_forwarded_timeouts_total", "Forwarded misses no peer answered in time.", false},
+	{"coopfs_forwarded_bad_blocks_total", "Blocks peers sent that failed the check (file, index, version, SHA-256): dropped, read from the server, reported.", false},
 }
 
 func newCoopCollector(c *coop) *coopCollector {
@@ -412,7 +423,7 @@ func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
 	s := &cc.c.stats
 	vals := []float64{float64(h.Forwards), float64(h.Sent), float64(h.Waited), float64(h.Misses + h.Stale + h.Newer),
 		float64(h.Batched), float64(h.OnDemand), float64(h.Queued),
-		float64(s.forwarded.Load()), float64(s.peerHits.Load()), float64(s.nacks.Load()), float64(s.timeouts.Load())}
+		float64(s.forwarded.Load()), float64(s.peerHits.Load()), float64(s.nacks.Load()), float64(s.timeouts.Load()), float64(s.badBlocks.Load())}
 	for i, v := range vals {
 		t := prometheus.CounterValue
 		if coopMetrics[i].gauge {

@@ -156,12 +156,13 @@ func TestDirectoryHolderDisconnectNacksItsForwards(t *testing.T) {
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0") // its peer listener: accepts, never serves
 	defer ln.Close()
-	br, _, _, err := wire.ClientHandshake(ctx, nc, nil, wire.Hello{Role: wire.RoleClient, Name: "mute", Listen: ln.Addr().String()})
+	hs, err := wire.ClientHandshake(ctx, nc, wire.MustSecurity(wire.SecurityConfig{Insecure: true}), "",
+		wire.Hello{Role: wire.RoleClient, Name: "mute", Listen: ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	forwarded := make(chan struct{}, 1)
-	mute := wire.NewConn(nc, br, wire.ConnConfig{Handler: wire.HandlerFunc(
+	mute := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Handler: wire.HandlerFunc(
 		func(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 			if _, ok := m.(*wire.Forward); ok {
 				select {

@@ -315,6 +315,9 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 	if err != nil {
 		return nil, err
 	}
+	if pd != nil && !c.verify(req, br, pd) {
+		pd = nil // verify.go: dropped and reported; the server serves it
+	}
 	if pd != nil {
 		c.stats.peerHits.Add(1)
 		f.a.metrics.CountRead(obs.LayerPeer, len(pd.Data))

@@ -23,7 +23,8 @@ var ErrUnreachable = errors.New("server unreachable")
 // generation are unknown to the server and must be reopened.
 type session struct {
 	addr        string
-	secret      []byte
+	sec         *wire.Security
+	serverName  string // the name the server's certificate must carry
 	hello       wire.Hello
 	timeout     time.Duration // how long to keep redialing before failing a call
 	callTimeout time.Duration // how long one request may wait for its reply
@@ -95,7 +96,7 @@ func (s *session) redial(ctx context.Context, reconnect bool) error {
 			}
 			return nil
 		}
-		if errors.Is(err, wire.ErrAuth) || errors.Is(err, wire.ErrVersion) || errors.Is(err, syscall.EACCES) {
+		if wire.Permanent(err) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPROTO) {
 			return err // retrying cannot help
 		}
 		if time.Now().Add(backoff).After(deadline) {
@@ -120,12 +121,13 @@ func (s *session) dialOnce(ctx context.Context) error {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	br, hr, w, err := wire.ClientHandshake(ctx, nc, s.secret, s.hello)
+	hs, err := wire.ClientHandshake(ctx, nc, s.sec, s.serverName, s.hello)
 	if err != nil {
 		nc.Close()
 		return err
 	}
-	c := wire.NewConn(nc, br, wire.ConnConfig{
+	hr, w := hs.Reply, hs.Welcome
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:  s.handler,
 		Observer: obs.WireObserver{M: s.metrics, Kind: obs.KindServer},
 		Name:     "server " + s.addr,

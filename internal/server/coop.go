@@ -25,6 +25,10 @@ type coop struct {
 	// that when the holder's connection drops its requesters are told at
 	// once instead of waiting out their forward timeout.
 	inFlight map[directory.ClientID][]sentForward
+	// bad counts, per holder, the blocks requesters reported as failing
+	// their check (digests.go); badReports is their sum.
+	bad        map[uint32]int
+	badReports uint64
 }
 
 // sentForward is a forward the server sent: who waits for it, and how to
@@ -66,7 +70,7 @@ func newCoop(cfg directory.Config) (*coop, error) {
 		return nil, err
 	}
 	return &coop{dir: d, start: time.Now(), conns: make(map[directory.ClientID]*peerInfo),
-		inFlight: make(map[directory.ClientID][]sentForward)}, nil
+		inFlight: make(map[directory.ClientID][]sentForward), bad: make(map[uint32]int)}, nil
 }
 
 func (c *coop) now() time.Duration { return time.Since(c.start) }
@@ -85,6 +89,7 @@ func (c *coop) left(id uint32) {
 	c.mu.Lock()
 	c.dir.ClientFailed(directory.ClientID(id))
 	delete(c.conns, directory.ClientID(id))
+	delete(c.bad, id)
 	lost := c.inFlight[directory.ClientID(id)]
 	delete(c.inFlight, directory.ClientID(id))
 	c.mu.Unlock()
@@ -169,15 +174,16 @@ func (c *coop) ping(id directory.ClientID, timeout time.Duration) {
 	}
 }
 
-// stats returns the directory's counters, and every client's, under the lock.
-func (c *coop) stats() (directory.Stats, map[directory.ClientID]directory.ClientStats) {
+// stats returns the directory's counters, and every client's, and the
+// bad-block reports, under the lock.
+func (c *coop) stats() (directory.Stats, map[directory.ClientID]directory.ClientStats, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	per := make(map[directory.ClientID]directory.ClientStats)
 	for _, id := range c.dir.Clients() {
 		per[id], _ = c.dir.ClientStats(id)
 	}
-	return c.dir.Stats(), per
+	return c.dir.Stats(), per, c.badReports
 }
 
 // coopCollector exports the directory's counters at scrape time.
@@ -199,6 +205,8 @@ var coopMetricNames = []struct{ name, help string }{
 	{"coopfs_directory_recycled_total", "Directory entries recycled to make room."},
 	{"coopfs_directory_pings_total", "Pings sent to clients that kept missing forwards."},
 	{"coopfs_directory_failures_total", "Clients marked failed."},
+	{"coopfs_directory_bad_blocks_reported_total", "Forwarded blocks that requesters reported as failing their digest or identity check."},
+	{"coopfs_directory_distrusted_total", "Clients no longer forwarded to because they sent bad blocks."},
 }
 
 func newCoopCollector(c *coop) *coopCollector {
@@ -227,7 +235,7 @@ func (cc *coopCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
-	s, per := cc.c.stats()
+	s, per, bad := cc.c.stats()
 	for id, cs := range per {
 		label := strconv.FormatUint(uint64(id), 10)
 		for i, v := range []uint64{cs.Requests, cs.Served, cs.Forwards, cs.Misses} {
@@ -235,17 +243,19 @@ func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	vals := map[string]float64{
-		"coopfs_directory_requests_total":         float64(s.Requests),
-		"coopfs_directory_retries_total":          float64(s.Retries),
-		"coopfs_directory_served_by_server_total": float64(s.ServedByServer),
-		"coopfs_directory_forwards_total":         float64(s.Forwards),
-		"coopfs_directory_forward_misses_total":   float64(s.ForwardMisses),
-		"coopfs_directory_notifications_total":    float64(s.Notifications),
-		"coopfs_directory_notified_blocks_total":  float64(s.NotifiedBlocks),
-		"coopfs_directory_entries":                float64(s.Entries),
-		"coopfs_directory_recycled_total":         float64(s.Recycled),
-		"coopfs_directory_pings_total":            float64(s.Pings),
-		"coopfs_directory_failures_total":         float64(s.Failures),
+		"coopfs_directory_requests_total":            float64(s.Requests),
+		"coopfs_directory_retries_total":             float64(s.Retries),
+		"coopfs_directory_served_by_server_total":    float64(s.ServedByServer),
+		"coopfs_directory_forwards_total":            float64(s.Forwards),
+		"coopfs_directory_forward_misses_total":      float64(s.ForwardMisses),
+		"coopfs_directory_notifications_total":       float64(s.Notifications),
+		"coopfs_directory_notified_blocks_total":     float64(s.NotifiedBlocks),
+		"coopfs_directory_entries":                   float64(s.Entries),
+		"coopfs_directory_recycled_total":            float64(s.Recycled),
+		"coopfs_directory_pings_total":               float64(s.Pings),
+		"coopfs_directory_failures_total":            float64(s.Failures),
+		"coopfs_directory_bad_blocks_reported_total": float64(bad),
+		"coopfs_directory_distrusted_total":          float64(s.Distrusted),
 	}
 	for name, v := range vals {
 		t := prometheus.CounterValue

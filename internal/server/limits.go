@@ -188,6 +188,7 @@ func isExhaustion(err error) bool {
 // acceptLoop accepts until ln is closed, backing off on errors.
 func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 	var b acceptBackoff
+	gate := wire.NewGate(s.cfg.Conns, s.log)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -202,6 +203,13 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		b.ok()
-		go s.handshake(nc)
+		release, admitted, ok := gate.Admit(nc)
+		if !ok {
+			continue
+		}
+		go func() {
+			defer release()
+			s.handshake(nc, admitted)
+		}()
 	}
 }

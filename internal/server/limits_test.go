@@ -47,11 +47,11 @@ func dial(t *testing.T, addr string, boot uint64) *wire.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, _, _, err := wire.ClientHandshake(context.Background(), nc, nil, wire.Hello{Role: wire.RoleClient, Name: "test", BootID: boot})
+	hs, err := wire.ClientHandshake(context.Background(), nc, wire.MustSecurity(wire.SecurityConfig{Insecure: true}), "", wire.Hello{Role: wire.RoleClient, Name: "test", BootID: boot})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := wire.NewConn(nc, br, wire.ConnConfig{})
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -497,7 +497,7 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	if uint64(off) >= a.Size {
 		return reply, nil
 	}
-	if s.coop != nil && s.forward(c, m, id, a.Version, reply) {
+	if s.coop != nil && s.forward(c, m, of.f, id, a.Version, reply) {
 		return reply, nil
 	}
 	if data, ok := s.cache.Get(id, block.Version(a.Version)); ok {
@@ -557,7 +557,7 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 // forward consults the cache directory about a client's miss. When a holder
 // is to serve it, it sends the holder a Forward, fills reply in as
 // "forwarded" and returns true; the caller serves the block otherwise.
-func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, id block.ID, v uint64, reply *wire.BlockReply) bool {
+func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return false
@@ -569,14 +569,20 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, id block.ID, v uint64,
 	if holder == nil {
 		return false
 	}
-	err := holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
+	// The requester admits the holder's block only if it has this digest.
+	digest, err := s.digestFor(f, id, v, reply.Size)
+	if err != nil {
+		s.coop.decide(cl.id, id, v, uint32(act.To))
+		return false
+	}
+	err = holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
 		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token})
 	if err != nil {
 		// The holder is gone: count the miss against it and serve.
 		s.coop.decide(cl.id, id, v, uint32(act.To))
 		return false
 	}
-	reply.Forwarded, reply.Holder = true, uint32(act.To)
+	reply.Forwarded, reply.Holder, reply.Digest = true, uint32(act.To), digest
 	s.coop.sent(uint32(act.To), c, wire.PeerNack{Token: m.Token, File: id.File, Index: id.Index,
 		Holder: uint32(act.To), Reason: "holder disconnected"})
 	return true

@@ -26,7 +26,9 @@ type Config struct {
 	BlockSize   int    // bytes per block; default 1 MiB
 	CacheSize   int64  // the server's memory block cache; default 256 MiB
 	ReadOnly    bool
-	Secret      []byte           // the cluster secret; empty allows only loopback clients
+	Secret      []byte           // the cluster secret, used when Security is nil
+	Security    *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	Conns       wire.ConnLimits  // caps on connections and handshakes
 	Policy      string           // coordination policy: "none" (default) or "directory"
 	Directory   directory.Config // the directory policy's settings
 	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
@@ -75,6 +77,10 @@ func (c *Config) setDefaults() {
 	if c.Metrics == nil {
 		c.Metrics = obs.NewMetrics()
 	}
+	if c.Security == nil {
+		c.Security = wire.MustSecurity(wire.SecurityConfig{Secret: c.Secret, Insecure: len(c.Secret) == 0})
+	}
+	c.Conns.SetDefaults()
 }
 
 func (c *Config) validate() error {
@@ -128,6 +134,7 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds bool
 	ownGroups   []uint32
+	digests     *digests // block digests for forwards (directory policy)
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -160,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
 	if cfg.Policy == "directory" {
+		s.digests = newDigests(DefaultDigestEntries)
 		if s.coop, err = newCoop(cfg.Directory); err != nil {
 			root.Close()
 			return nil, err
@@ -253,32 +261,34 @@ type client struct {
 	name   string
 	listen string
 	bootID uint64
+	cert   string // the name in its certificate (certificate mode), else ""
 }
 
-func (s *Server) handshake(nc net.Conn) {
+// handshake authenticates a dialer; admitted is called once its handshake
+// is over (it no longer counts as unauthenticated).
+func (s *Server) handshake(nc net.Conn, admitted func()) {
 	reply := wire.HelloReply{BlockSize: uint32(s.cfg.BlockSize), Policy: s.cfg.Policy, BootID: s.bootID}
 	var cl client
-	br, hello, err := wire.ServerHandshake(nc, s.cfg.Secret, reply, func(h *wire.Hello) (wire.Welcome, error) {
-		if len(s.cfg.Secret) == 0 && !isLoopbackConn(nc) {
-			return wire.Welcome{}, fmt.Errorf("this server has no secret and only accepts loopback clients: %w", syscall.EACCES)
-		}
+	hs, err := wire.ServerHandshake(nc, s.cfg.Security, reply, func(hs *wire.Handshake) (wire.Welcome, error) {
+		h := hs.Hello
 		s.mu.Lock()
 		s.nextID++
-		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID}
+		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert}
 		s.mu.Unlock()
 		return wire.Welcome{ClientID: cl.id}, nil
 	})
+	admitted()
 	if err != nil {
 		name := ""
-		if hello != nil {
-			name = hello.Name
+		if hs != nil && hs.Hello != nil {
+			name = hs.Hello.Name
 		}
 		s.log.Warn("rejected a connection", "remote", nc.RemoteAddr().String(), "name", name, "err", err)
 		nc.Close()
 		return
 	}
-	c := wire.NewConn(nc, br, wire.ConnConfig{
-		Handler:          wire.HandlerFunc(s.serveMsg),
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
+		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
@@ -295,7 +305,7 @@ func (s *Server) handshake(nc net.Conn) {
 	if s.coop != nil {
 		s.coop.joined(cl.id, c, cl.listen)
 	}
-	s.log.Info("client connected", "client", cl.id, "name", cl.name, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
+	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
 	if s.coop != nil {
 		s.coop.left(cl.id)
@@ -307,9 +317,4 @@ func (s *Server) handshake(nc net.Conn) {
 	s.dirs.dropConn(c)
 	nl := s.locks.releaseClient(cl.id)
 	s.log.Info("client disconnected", "client", cl.id, "name", cl.name, "reason", c.Err(), "handles_closed", n, "locks_dropped", nl)
-}
-
-func isLoopbackConn(nc net.Conn) bool {
-	a, ok := nc.RemoteAddr().(*net.TCPAddr)
-	return ok && a.IP.IsLoopback()
 }

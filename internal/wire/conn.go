@@ -254,7 +254,7 @@ func (c *Conn) writeLoop() {
 const notSentLowat = 128 << 10
 
 func limitUnsent(nc net.Conn) {
-	tc, ok := nc.(*net.TCPConn)
+	tc, ok := tcpConn(nc)
 	if !ok {
 		return
 	}

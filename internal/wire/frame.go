@@ -25,7 +25,7 @@ const (
 )
 
 // ProtocolVersion is the version this build speaks; the handshake rejects others.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Frame flags.
 const (

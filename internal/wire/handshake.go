@@ -6,9 +6,13 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -18,21 +22,77 @@ var (
 	ErrVersion = errors.New("protocol version mismatch: run the same coopfs release on both ends")
 )
 
-// HandshakeTimeout bounds the whole handshake.
+// HandshakeTimeout bounds the whole handshake, TLS included: a half-open or
+// slow dialer is dropped after it.
 const HandshakeTimeout = 10 * time.Second
 
 const nonceSize = 32
 
-func proof(secret []byte, who string, clientNonce, serverNonce []byte) []byte {
+// exporterLabel names the keying material the secret proofs are bound to.
+const exporterLabel = "EXPORTER-coopfs-secret-binding-v2"
+
+// Handshake is the outcome of a handshake: the connection to hand to
+// NewConn (TLS or plain) with its reader, and what each end said.
+type Handshake struct {
+	Conn     net.Conn
+	Reader   *bufio.Reader
+	Hello    *Hello
+	Reply    *HelloReply
+	Welcome  *Welcome
+	PeerCert string // the common name of the other end's verified certificate, "" if none
+}
+
+// transcript is what the secret proofs cover: the session binding (TLS
+// exported keying material, or both nonces in plaintext), the Hello and the
+// HelloReply (without its proof for the listener's proof).
+type transcript struct {
+	binding []byte
+	hello   []byte
+	reply   []byte
+}
+
+func encodeMeta(m Msg) []byte {
+	head, _ := appendFrame(nil, m, 0, 0)
+	return head[HeaderSize:]
+}
+
+func newTranscript(nc net.Conn, hello *Hello, reply *HelloReply) (*transcript, error) {
+	t := &transcript{hello: encodeMeta(hello)}
+	r := *reply
+	r.Proof = nil
+	t.reply = encodeMeta(&r)
+	if tc, ok := nc.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		ekm, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
+		if err != nil {
+			return nil, fmt.Errorf("export keying material: %w", err)
+		}
+		t.binding = ekm
+	} else {
+		t.binding = append(append([]byte(nil), hello.Nonce...), reply.Nonce...)
+	}
+	return t, nil
+}
+
+// proof is HMAC-SHA256(secret, label | binding | Hello | HelloReply (| listener proof)).
+func (t *transcript) proof(secret []byte, label string, extra []byte) []byte {
 	if len(secret) == 0 {
 		return nil
 	}
 	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(who))
-	mac.Write(clientNonce)
-	mac.Write(serverNonce)
+	for _, p := range [][]byte{[]byte(label), t.binding, t.hello, t.reply, extra} {
+		var n [4]byte
+		n[0], n[1], n[2], n[3] = byte(len(p)>>24), byte(len(p)>>16), byte(len(p)>>8), byte(len(p))
+		mac.Write(n[:])
+		mac.Write(p)
+	}
 	return mac.Sum(nil)
 }
+
+const (
+	labelListener = "coopfs listener proof v2"
+	labelDialer   = "coopfs dialer proof v2"
+)
 
 func newNonce() []byte {
 	n := make([]byte, nonceSize)
@@ -47,15 +107,21 @@ type handshakeIO struct {
 	hdr []byte
 }
 
+func newHandshakeIO(nc net.Conn) *handshakeIO {
+	return &handshakeIO{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), hdr: make([]byte, HeaderSize)}
+}
+
 func (h *handshakeIO) send(m Msg, flags uint8) error {
 	head, data := appendFrame(nil, m, flags, 0)
 	_, err := (&net.Buffers{head, data}).WriteTo(h.nc)
 	return err
 }
 
+// handshakeLimits bound what a handshake frame may make us allocate.
+var handshakeLimits = Limits{MaxMeta: 4096, MaxData: 0}
+
 func (h *handshakeIO) recv() (Msg, error) {
-	lim := Limits{MaxMeta: 4096, MaxData: 0}
-	_, m, err := readFrame(h.br, h.hdr, lim)
+	_, m, err := readFrame(h.br, h.hdr, handshakeLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -78,84 +144,169 @@ func expect[T Msg](h *handshakeIO) (T, error) {
 	return t, nil
 }
 
-// ClientHandshake runs the dialer's side on nc: it sends hello (Nonce and
-// Version are filled in), checks the server's proof and proves the secret.
-// It returns the reader to pass to NewConn.
-func ClientHandshake(ctx context.Context, nc net.Conn, secret []byte, hello Hello) (*bufio.Reader, *HelloReply, *Welcome, error) {
+// ClientHandshake runs the dialer's side on nc: TLS (unless insecure),
+// then Hello (Nonce and Version are filled in). It checks the listener's
+// proof of the secret before it sends its own, so a relay learns nothing
+// it could replay. serverName is the name the listener's certificate must
+// carry (certificate mode). On success nc belongs to the Handshake's Conn.
+func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName string, hello Hello) (*Handshake, error) {
 	deadline := time.Now().Add(HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	nc.SetDeadline(deadline)
 	defer nc.SetDeadline(time.Time{})
-	h := &handshakeIO{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), hdr: make([]byte, HeaderSize)}
+	hs := &Handshake{Conn: nc}
+	if sec.TLS() {
+		tc := tls.Client(nc, sec.clientTLS(serverName))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, friendlyTLSError(err)
+		}
+		hs.Conn = tc
+		if pc := tc.ConnectionState().PeerCertificates; sec.ca != nil && len(pc) > 0 {
+			hs.PeerCert = pc[0].Subject.CommonName
+		}
+	}
+	h := newHandshakeIO(hs.Conn)
 	hello.Version = ProtocolVersion
 	hello.Nonce = newNonce()
 	if err := h.send(&hello, 0); err != nil {
-		return nil, nil, nil, fmt.Errorf("send hello: %w", err)
+		return nil, fmt.Errorf("send hello: %w", err)
 	}
 	hr, err := expect[*HelloReply](h)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("handshake: %w", err)
+		if sec.TLS() && strings.Contains(err.Error(), "remote error: tls:") {
+			// TLS 1.3: the listener checks our certificate after our
+			// side of the TLS handshake is done; its refusal comes here.
+			return nil, friendlyTLSError(err)
+		}
+		return nil, fmt.Errorf("handshake: %w", err)
 	}
 	if hr.Version != ProtocolVersion {
-		return nil, nil, nil, fmt.Errorf("%w (server speaks %d, we speak %d)", ErrVersion, hr.Version, ProtocolVersion)
+		return nil, fmt.Errorf("%w (the other end speaks %d, we speak %d)", ErrVersion, hr.Version, ProtocolVersion)
 	}
-	// Prove our secret before checking the server's, so that a mismatch is
-	// seen (and logged) on both ends.
-	if err := h.send(&Auth{Proof: proof(secret, "coopfs-client", hello.Nonce, hr.Nonce)}, 0); err != nil {
-		return nil, nil, nil, fmt.Errorf("send auth: %w", err)
+	t, err := newTranscript(hs.Conn, &hello, hr)
+	if err != nil {
+		return nil, err
 	}
-	if !hmac.Equal(proof(secret, "coopfs-server", hello.Nonce, hr.Nonce), hr.Proof) {
-		return nil, nil, nil, fmt.Errorf("server's proof: %w", ErrAuth)
+	if !hmac.Equal(t.proof(sec.secret, labelListener, nil), hr.Proof) {
+		// Tell the listener why we hang up, without a proof of our own.
+		h.send(&Error{Errno: uint32(syscall.EACCES), Msg: ErrAuth.Error()}, 0)
+		return nil, fmt.Errorf("the listener's proof: %w", ErrAuth)
+	}
+	if err := h.send(&Auth{Proof: t.proof(sec.secret, labelDialer, hr.Proof)}, 0); err != nil {
+		return nil, fmt.Errorf("send auth: %w", err)
 	}
 	w, err := expect[*Welcome](h)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("handshake: %w", err)
+		var re *RemoteError
+		if errors.As(err, &re) && re.Errno == syscall.EACCES && re.Msg == ErrAuth.Error() {
+			return nil, ErrAuth
+		}
+		return nil, fmt.Errorf("handshake: %w", err)
 	}
-	return h.br, hr, w, nil
+	hs.Reader, hs.Hello, hs.Reply, hs.Welcome = h.br, &hello, hr, w
+	return hs, nil
 }
 
-// ServerHandshake runs the accepting side: it reads Hello, answers with
-// reply (Version, Nonce and Proof are filled in), checks the dialer's proof
-// and sends welcome(hello). A dialer with the wrong secret is told so and
-// gets ErrAuth back here as well.
-func ServerHandshake(nc net.Conn, secret []byte, reply HelloReply, welcome func(*Hello) (Welcome, error)) (*bufio.Reader, *Hello, error) {
+// ServerHandshake runs the accepting side: TLS (unless insecure), Hello,
+// the reply (Version, Nonce and Proof are filled in), the dialer's proof,
+// then welcome, which sees the Handshake so far (Hello and PeerCert set).
+// A dialer with the wrong secret is told so and gets ErrAuth back here as
+// well. On error the Handshake, if not nil, holds the Hello for logs.
+func ServerHandshake(nc net.Conn, sec *Security, reply HelloReply, welcome func(*Handshake) (Welcome, error)) (*Handshake, error) {
 	nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer nc.SetDeadline(time.Time{})
-	h := &handshakeIO{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), hdr: make([]byte, HeaderSize)}
+	conn, err := serverTransport(nc, sec)
+	if err != nil {
+		return nil, err
+	}
+	hs := &Handshake{Conn: conn}
+	if tc, ok := conn.(*tls.Conn); ok && sec.ca != nil {
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			hs.PeerCert = pc[0].Subject.CommonName
+		}
+	}
+	h := newHandshakeIO(conn)
 	hello, err := expect[*Hello](h)
 	if err != nil {
-		return nil, nil, fmt.Errorf("handshake: %w", err)
+		return nil, fmt.Errorf("handshake: %w", err)
 	}
+	hs.Hello = hello
 	if hello.Version != ProtocolVersion {
 		h.send(errorMsg(ErrVersion), FlagReply)
-		return nil, hello, fmt.Errorf("%w (dialer speaks %d)", ErrVersion, hello.Version)
+		return hs, fmt.Errorf("%w (dialer speaks %d)", ErrVersion, hello.Version)
 	}
 	if len(hello.Nonce) != nonceSize {
-		return nil, hello, fmt.Errorf("%w: nonce of %d bytes", ErrMalformed, len(hello.Nonce))
+		return hs, fmt.Errorf("%w: nonce of %d bytes", ErrMalformed, len(hello.Nonce))
+	}
+	if !sec.Authenticates() && !isLoopback(nc) {
+		err := fmt.Errorf("this end has no secret and no certificates and only accepts loopback peers: %w", syscall.EACCES)
+		h.send(errorMsg(err), FlagReply)
+		return hs, err
 	}
 	reply.Version = ProtocolVersion
 	reply.Nonce = newNonce()
-	reply.Proof = proof(secret, "coopfs-server", hello.Nonce, reply.Nonce)
+	t, err := newTranscript(conn, hello, &reply)
+	if err != nil {
+		return hs, err
+	}
+	reply.Proof = t.proof(sec.secret, labelListener, nil)
 	if err := h.send(&reply, FlagReply); err != nil {
-		return nil, hello, fmt.Errorf("send hello reply: %w", err)
+		return hs, fmt.Errorf("send hello reply: %w", err)
 	}
 	auth, err := expect[*Auth](h)
 	if err != nil {
-		return nil, hello, fmt.Errorf("handshake: %w", err)
+		var re *RemoteError
+		if errors.As(err, &re) && re.Errno == syscall.EACCES {
+			return hs, fmt.Errorf("the dialer rejected our proof: %w", ErrAuth)
+		}
+		return hs, fmt.Errorf("handshake: %w", err)
 	}
-	if !hmac.Equal(auth.Proof, proof(secret, "coopfs-client", hello.Nonce, reply.Nonce)) {
-		h.send(&Error{Errno: 13, Msg: ErrAuth.Error()}, FlagReply)
-		return nil, hello, ErrAuth
+	if !hmac.Equal(auth.Proof, t.proof(sec.secret, labelDialer, reply.Proof)) {
+		h.send(&Error{Errno: uint32(syscall.EACCES), Msg: ErrAuth.Error()}, FlagReply)
+		return hs, ErrAuth
 	}
-	w, err := welcome(hello)
+	w, err := welcome(hs)
 	if err != nil {
 		h.send(errorMsg(err), FlagReply)
-		return nil, hello, err
+		return hs, err
 	}
 	if err := h.send(&w, FlagReply); err != nil {
-		return nil, hello, fmt.Errorf("send welcome: %w", err)
+		return hs, fmt.Errorf("send welcome: %w", err)
 	}
-	return h.br, hello, nil
+	hs.Reader, hs.Reply, hs.Welcome = h.br, &reply, &w
+	return hs, nil
+}
+
+// serverTransport reads the dialer's first byte to tell a TLS ClientHello
+// from a plaintext frame, refuses the mode this end does not run with a
+// clear message, and runs the TLS handshake.
+func serverTransport(nc net.Conn, sec *Security) (net.Conn, error) {
+	var first [1]byte
+	if _, err := io.ReadFull(nc, first[:]); err != nil {
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	pc := &peekedConn{Conn: nc, first: first[:]}
+	isTLS := first[0] == tlsRecordHandshake
+	switch {
+	case !sec.TLS() && isTLS:
+		return nil, fmt.Errorf("%w: the dialer speaks TLS but this end runs with --insecure", ErrMode)
+	case !sec.TLS():
+		return pc, nil
+	case !isTLS:
+		msg := fmt.Sprintf("%v: this end requires TLS; the dialer runs with --insecure (drop it, and give the secret or certificates)", ErrMode)
+		(&handshakeIO{nc: nc}).send(&Error{Errno: uint32(syscall.EPROTO), Msg: msg}, FlagReply)
+		return nil, errors.New(msg)
+	}
+	tc := tls.Server(pc, sec.serverTLS())
+	if err := tc.Handshake(); err != nil {
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc, nil
+}
+
+func isLoopback(nc net.Conn) bool {
+	a, ok := nc.RemoteAddr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }

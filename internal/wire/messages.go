@@ -144,7 +144,10 @@ func newMsg(t Type) Msg {
 	if m := newPosixMsg(t); m != nil {
 		return m
 	}
-	return newLockMsg(t)
+	if m := newLockMsg(t); m != nil {
+		return m
+	}
+	return newSecurityMsg(t) // security.go: types 100-109
 }
 
 // typeNames is the read-only table behind Type.String, built once.
@@ -185,7 +188,7 @@ type Hello struct {
 type HelloReply struct {
 	Version   uint32
 	Nonce     []byte
-	Proof     []byte // HMAC-SHA256(secret, "coopfs-server" | client nonce | server nonce), empty without a secret
+	Proof     []byte // the listener's proof of the secret (handshake.go), empty without a secret
 	BlockSize uint32
 	Policy    string // coordination policy of the export: "none", "directory"
 	BootID    uint64
@@ -193,7 +196,7 @@ type HelloReply struct {
 
 // Auth carries the dialer's proof of the secret.
 type Auth struct {
-	Proof []byte // HMAC-SHA256(secret, "coopfs-client" | client nonce | server nonce)
+	Proof []byte // the dialer's proof of the secret (handshake.go)
 }
 
 // Welcome accepts the connection.
@@ -337,7 +340,8 @@ type BlockReply struct {
 	Size      uint64 // the file's size at this version
 	Forwarded bool
 	Holder    uint32
-	Layer     uint8 // where the server found it: 0 memory, 1 disk
+	Layer     uint8  // where the server found it: 0 memory, 1 disk
+	Digest    []byte // when Forwarded: SHA-256 of the block the holder must send (security.go)
 	Data      []byte
 }
 
@@ -704,6 +708,7 @@ func (m *BlockReply) encode(e *encoder) {
 	e.boolean(m.Forwarded)
 	e.u32(m.Holder)
 	e.u32(uint32(m.Layer))
+	e.bytes(m.Digest)
 }
 func (m *BlockReply) decode(d *decoder) {
 	m.Version = d.u64()
@@ -711,6 +716,9 @@ func (m *BlockReply) decode(d *decoder) {
 	m.Forwarded = d.boolean()
 	m.Holder = d.u32()
 	m.Layer = uint8(d.u32())
+	if m.Digest = d.raw(64); len(m.Digest) == 0 {
+		m.Digest = nil
+	}
 }
 func (m *BlockReply) payload() []byte     { return m.Data }
 func (m *BlockReply) setPayload(p []byte) { m.Data = p }

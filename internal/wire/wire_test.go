@@ -40,7 +40,8 @@ func sampleMsgs() []Msg {
 		&StatFsReply{StatFs: StatFs{Blocks: 1, Bfree: 2, Bavail: 3, Files: 4, Ffree: 5, Bsize: 4096, NameLen: 255, Frsize: 4096}},
 		&ReadBlock{Handle: 1, File: 2, Index: 3, Version: 4, Token: 5, Retry: 6},
 		&BlockReply{Version: 4, Size: 100, Layer: 1, Data: []byte("hello")},
-		&BlockReply{Forwarded: true, Holder: 2},
+		&BlockReply{Forwarded: true, Holder: 2, Digest: bytes.Repeat([]byte{7}, 32)},
+		&PeerReport{Holder: 2, File: 1, Index: 2, Version: 3, Reason: "digest"},
 		&Write{Handle: 1, Offset: 4096, Data: []byte("world")},
 		&Forward{File: 1, Index: 2, Version: 3, Requester: 4, RequesterAddr: "h:1", Token: 5},
 		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
@@ -141,7 +142,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 // pair makes two handshaken Conns over real loopback TCP.
-func pair(t *testing.T, serverSecret, clientSecret []byte, srvHandler, cliHandler Handler) (*Conn, *Conn, error) {
+func pair(t *testing.T, serverSec, clientSec *Security, srvHandler, cliHandler Handler) (*Conn, *Conn, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,44 +160,56 @@ func pair(t *testing.T, serverSecret, clientSecret []byte, srvHandler, cliHandle
 			sc <- res{nil, err}
 			return
 		}
-		br, _, err := ServerHandshake(nc, serverSecret, HelloReply{BlockSize: 4096, Policy: "none"},
-			func(*Hello) (Welcome, error) { return Welcome{ClientID: 1}, nil })
+		hs, err := ServerHandshake(nc, serverSec, HelloReply{BlockSize: 4096, Policy: "none"},
+			func(*Handshake) (Welcome, error) { return Welcome{ClientID: 1}, nil })
 		if err != nil {
 			nc.Close()
 			sc <- res{nil, err}
 			return
 		}
-		sc <- res{NewConn(nc, br, ConnConfig{Handler: srvHandler}), nil}
+		sc <- res{NewConn(hs.Conn, hs.Reader, ConnConfig{Handler: srvHandler}), nil}
 	}()
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, hr, w, cerr := ClientHandshake(context.Background(), nc, clientSecret, Hello{Role: RoleClient})
+	hs, cerr := ClientHandshake(context.Background(), nc, clientSec, "localhost", Hello{Role: RoleClient})
 	s := <-sc
 	if cerr != nil || s.err != nil {
 		nc.Close()
 		return nil, nil, errors.Join(cerr, s.err)
 	}
-	if hr.BlockSize != 4096 || w.ClientID != 1 {
-		t.Fatalf("handshake values: %+v %+v", hr, w)
+	if hs.Reply.BlockSize != 4096 || hs.Welcome.ClientID != 1 {
+		t.Fatalf("handshake values: %+v %+v", hs.Reply, hs.Welcome)
 	}
-	c := NewConn(nc, br, ConnConfig{Handler: cliHandler})
+	c := NewConn(hs.Conn, hs.Reader, ConnConfig{Handler: cliHandler})
 	t.Cleanup(func() { c.Close(); s.c.Close() })
 	return c, s.c, nil
+}
+
+// plain is an --insecure Security with an optional secret.
+func plain(secret string) *Security {
+	return MustSecurity(SecurityConfig{Secret: []byte(secret), Insecure: true})
+}
+
+// withTLS is a TLS Security proving secret.
+func withTLS(secret string) *Security {
+	return MustSecurity(SecurityConfig{Secret: []byte(secret)})
 }
 
 func TestHandshakeSecrets(t *testing.T) {
 	cases := []struct {
 		name     string
-		srv, cli []byte
+		srv, cli *Security
 		ok       bool
 	}{
-		{"both none", nil, nil, true},
-		{"same", []byte("s3cret"), []byte("s3cret"), true},
-		{"different", []byte("s3cret"), []byte("other"), false},
-		{"client lacks", []byte("s3cret"), nil, false},
-		{"server lacks", nil, []byte("s3cret"), false},
+		{"insecure, both none", plain(""), plain(""), true},
+		{"insecure, same", plain("s3cret"), plain("s3cret"), true},
+		{"insecure, different", plain("s3cret"), plain("other"), false},
+		{"insecure, client lacks", plain("s3cret"), plain(""), false},
+		{"insecure, server lacks", plain(""), plain("s3cret"), false},
+		{"tls, same", withTLS("s3cret"), withTLS("s3cret"), true},
+		{"tls, different", withTLS("s3cret"), withTLS("other"), false},
 	}
 	for _, tc := range cases {
 		_, _, err := pair(t, tc.srv, tc.cli, nil, nil)
@@ -219,7 +232,7 @@ func TestConcurrentCallsBothDirections(t *testing.T) {
 		}
 		return nil, nil
 	})
-	cli, srv, err := pair(t, nil, nil, echo, echo)
+	cli, srv, err := pair(t, plain(""), plain(""), echo, echo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +272,7 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 		}
 		return nil, nil
 	})
-	cli, srv, err := pair(t, nil, nil, h, nil)
+	cli, srv, err := pair(t, plain(""), plain(""), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,9 @@ type Config struct {
 	// `coopfs mount` (e.g. --cache-size 2GiB, later --policy directory).
 	ServerArgs []string
 	MountArgs  []string
+	// Insecure runs every process with --insecure (plaintext) instead of
+	// TLS with a fresh cluster secret (secret.go), for comparisons.
+	Insecure bool
 	// StartTimeout bounds the wait for each process to become ready;
 	// StopTimeout how long a process may take to exit after SIGTERM.
 	StartTimeout time.Duration
@@ -108,6 +111,9 @@ type Cluster struct {
 
 	// Addr is the server's HOST:PORT.
 	Addr string
+	// Secret is the cluster secret the processes were given (nil with
+	// Insecure or caller-chosen credentials), for in-process clients.
+	Secret []byte
 	// Server is the `coopfs serve` process; Clients the mounts, in order.
 	Server  *Proc
 	Clients []*Proc
@@ -163,6 +169,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	serveCreds, mountCreds, secret, err := c.credentials()
+	if err != nil {
+		return err
+	}
+	c.Secret = secret
 	// A port picked from :0 may be taken again before the server binds it;
 	// retry a few times on a bind failure.
 	for attempt := 0; ; attempt++ {
@@ -172,7 +183,8 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 		// The cluster's mounts are used by root on this one machine: trusted.
-		args := append([]string{"serve", "--export", export, "--listen", addr, "--metrics", maddr, "--squash", "none"}, c.cfg.ServerArgs...)
+		args := append([]string{"serve", "--export", export, "--listen", addr, "--metrics", maddr, "--squash", "none"}, serveCreds...)
+		args = append(args, c.cfg.ServerArgs...)
 		p, err := c.launch(RoleServer, "server", args, maddr, "")
 		if err == nil {
 			err = c.waitReady(ctx, p, func() (bool, error) {
@@ -203,7 +215,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		args := []string{"mount", "--server", c.Addr, "--metrics", maddr, "--name", name}
+		args := append([]string{"mount", "--server", c.Addr, "--metrics", maddr, "--name", name}, mountCreds...)
 		args = append(append(args, c.cfg.MountArgs...), mnt)
 		p, err := c.launch(RoleClient, name, args, maddr, mnt)
 		if err != nil {

@@ -59,7 +59,8 @@ type cluster struct {
 	tb     *testbed.Testbed
 	serve  *testbed.Proc
 	mounts []*mount
-	secret string
+	secret string   // the cluster secret file
+	creds  []string // the credential flags every process gets
 	http   *http.Client
 }
 
@@ -91,9 +92,10 @@ func startCluster(ctx context.Context, ex Exec, cfg clusterConfig) (c *cluster, 
 		return nil, err
 	}
 	c = &cluster{cfg: cfg, ex: ex, tb: tb}
+	built := c // c is nil after a failing return
 	defer func() {
 		if err != nil {
-			c.close()
+			built.close()
 		}
 	}()
 	c.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -106,13 +108,23 @@ func startCluster(ctx context.Context, ex Exec, cfg clusterConfig) (c *cluster, 
 		return nil, fmt.Errorf("secret file: %w", err)
 	}
 	srv := tb.Server()
-	policy, serverLast := strings.CutSuffix(cfg.Policy, "-serverlast")
+	// A policy ending in -insecure runs every process with --insecure
+	// (plaintext), for the side-by-side cost of TLS and digests.
+	policy, insecure := strings.CutSuffix(cfg.Policy, "-insecure")
+	c.creds = []string{"--secret-file", c.secret}
+	if insecure {
+		// Plaintext; the secret still authenticates the handshakes (an
+		// --insecure server without one accepts loopback clients only).
+		c.creds = append(c.creds, "--insecure")
+	}
+	policy, serverLast := strings.CutSuffix(policy, "-serverlast")
 	policy, balanced := strings.CutSuffix(policy, "-balanced")
 	argv := []string{ex.Coopfs, "serve", "--export", cfg.Export,
 		"--listen", srv.AddrPort(portServe).String(), "--policy", policy,
-		"--metrics", srv.AddrPort(portServerMetrics).String(), "--secret-file", c.secret,
+		"--metrics", srv.AddrPort(portServerMetrics).String(),
 		// The benchmark's clients run as root on machines it controls.
 		"--squash", "none"}
+	argv = append(argv, c.creds...)
 	if serverLast {
 		// directory-serverlast: the server serves only blocks no client holds.
 		argv = append(argv, "--server-rotation=false")
@@ -157,7 +169,8 @@ func (c *cluster) startMount(ctx context.Context, h *testbed.Host, name string, 
 		return nil, err
 	}
 	argv := []string{c.ex.Coopfs, "mount", "--server", c.tb.Server().AddrPort(portServe).String(),
-		"--listen", h.AddrPort(peerPort).String(), "--secret-file", c.secret, "--name", h.Name + "-" + name}
+		"--listen", h.AddrPort(peerPort).String(), "--name", h.Name + "-" + name}
+	argv = append(argv, c.creds...)
 	if metrics {
 		argv = append(argv, "--metrics", h.AddrPort(metricsPort).String())
 	}

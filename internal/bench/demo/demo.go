@@ -233,7 +233,7 @@ func openReaders(ctx context.Context, cl *cluster.Cluster, mode string, cfg Conf
 	for i := range cfg.Clients {
 		m := obs.NewMetrics()
 		name := fmt.Sprintf("client%d", i+1)
-		a, err := agent.New(ctx, agent.Config{Server: cl.Addr, Name: name, Metrics: m, Logger: cfg.Logger,
+		a, err := agent.New(ctx, agent.Config{Server: cl.Addr, Secret: cl.Secret, Name: name, Metrics: m, Logger: cfg.Logger,
 			CacheSize: cfg.FileSize*int64(cfg.Files) + 64<<20, ReconnectTimeout: 10 * time.Second})
 		if err != nil {
 			closeAll()

@@ -84,11 +84,11 @@ func dialWire(b *testing.B, addr string) *wire.Conn {
 		b.Fatal(err)
 	}
 	nc.(*net.TCPConn).SetNoDelay(true)
-	br, _, _, err := wire.ClientHandshake(context.Background(), nc, nil, wire.Hello{Role: wire.RoleClient, Name: "bench-rtt"})
+	hs, err := wire.ClientHandshake(context.Background(), nc, wire.MustSecurity(wire.SecurityConfig{Insecure: true}), "", wire.Hello{Role: wire.RoleClient, Name: "bench-rtt"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return wire.NewConn(nc, br, wire.ConnConfig{Name: "server"})
+	return wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Name: "server"})
 }
 
 // benchTCP measures a request/response of size bytes each way over

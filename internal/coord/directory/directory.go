@@ -78,6 +78,7 @@ type Stats struct {
 	Pings            uint64 // pings asked for
 	Failures         uint64 // clients marked failed
 	Joins            uint64 // ClientJoined events
+	Distrusted       uint64 // clients distrusted (Distrust events)
 }
 
 // ClientStats are the counters the server keeps per client: the miss table
@@ -92,6 +93,7 @@ type ClientStats struct {
 	MissRun       int    // consecutive misses: the miss table's counter
 	Failed        bool   // marked failed: never forwarded to
 	Pinging       bool   // a ping is outstanding: not forwarded to meanwhile
+	Distrusted    bool   // sent blocks that failed their digest: never a holder again
 }
 
 type clientState struct {
@@ -196,7 +198,7 @@ func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.
 		d.remember(now, c, id, to)
 	}
 	e = d.record(e, id, v, c)
-	if act.FromMemory {
+	if act.FromMemory && e != nil {
 		e.last = Server
 	}
 	return act
@@ -288,6 +290,20 @@ func (d *Directory) ClientFailed(c ClientID) {
 		d.stats.Failures++
 	}
 	cl.Failed, cl.Pinging = true, false
+	d.purge(c)
+}
+
+// Distrust handles client c having sent blocks that failed their digest
+// (the server decides how many make it so): c is purged from every entry
+// and never recorded as a holder again, so no request is forwarded to it;
+// it is still served. Unlike Failed, nothing c does clears it; a new
+// connection is a new ClientID.
+func (d *Directory) Distrust(c ClientID) {
+	cl := d.client(c)
+	if !cl.Distrusted {
+		d.stats.Distrusted++
+	}
+	cl.Distrusted = true
 	d.purge(c)
 }
 
@@ -457,6 +473,9 @@ func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID
 // record adds c as a holder of id (version v), creating the entry if needed,
 // and returns the entry.
 func (d *Directory) record(e *entry, id block.ID, v block.Version, c ClientID) *entry {
+	if cl := d.clients[c]; cl != nil && cl.Distrusted {
+		return e // never a holder again
+	}
 	if e == nil {
 		var recycled bool
 		e, recycled = d.tab.create(id, v)

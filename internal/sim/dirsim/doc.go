@@ -10,6 +10,12 @@
 // model: every miss to the server), notify=on|off, queue_len, entries,
 // server_link_mbps, client_link_mbps.
 //
+// The Directory's failure events (ClientFailed, pings) and its Distrust
+// event (a holder whose blocks failed the requesters' digest check, which
+// the live server raises after server.BadBlockLimit reports) are not
+// driven here: the traces have no failing or lying clients, and neither
+// changes a decision for clients that never trigger them.
+//
 // ClockOrder replays a workload closed-loop (each client issues its next
 // read when the previous one completed), as the seed's benchmarks ran;
 // Window cuts a generated stream into the seed's first and second runs.

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestE2ECertificates: `coopfs ca init` and `coopfs ca issue` make the
+// credentials; a server and a mount with certificates of the CA work
+// together; a mount whose certificate comes from another CA, or that
+// dials the server by a name its certificate does not carry, is refused
+// with one clear line.
+func TestE2ECertificates(t *testing.T) {
+	needFUSE(t)
+	tmp := t.TempDir()
+	ca, other := filepath.Join(tmp, "ca"), filepath.Join(tmp, "other")
+	for _, args := range [][]string{
+		{"ca", "init", "--dir", ca},
+		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "server"},
+		{"ca", "issue", "--dir", ca, "client1"},
+		{"ca", "init", "--dir", other},
+		{"ca", "issue", "--dir", other, "mallory"},
+	} {
+		if p, code := runCoopfs(t, 20*time.Second, nil, args...); code != 0 {
+			t.Fatalf("coopfs %s: exit %d\n%s", strings.Join(args, " "), code, p.stderr.String())
+		}
+	}
+	creds := func(dir, name string) []string {
+		return []string{"--tls-cert", filepath.Join(dir, name+".crt"), "--tls-key", filepath.Join(dir, name+".key"),
+			"--tls-ca", filepath.Join(ca, "ca.crt")}
+	}
+	srv := startServer(t, newExport(t), creds(ca, "server")...)
+	m := startMount(t, srv.addr, creds(ca, "client1")...)
+	mustWrite(t, m.path("f"), []byte("over TLS with certificates"))
+	wantFile(t, "client with a certificate", m.path("f"), []byte("over TLS with certificates"))
+	srv.waitStderr(t, "certificate=client1", 5*time.Second)
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"OtherCA", creds(other, "mallory"), []string{"refused our TLS handshake"}},
+		{"WrongName", append(creds(ca, "client1"), "--tls-server-name", "not-the-server"), []string{"certificate is refused", "not-the-server"}},
+		{"Secret", []string{"--secret-file", e2e.secret}, []string{"refused our TLS handshake"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newMountpoint(t)
+			args := append([]string{"mount", "--server", srv.addr, "--reconnect-timeout", "2s"}, c.args...)
+			p, code := runCoopfs(t, 20*time.Second, nil, append(args, dir)...)
+			wantOneLineError(t, p, code, "coopfs mount:", c.want...)
+			if e2eIsMounted(dir) {
+				t.Errorf("%s is mounted", dir)
+			}
+		})
+	}
+	if srv.exited() {
+		t.Fatalf("server exited; stderr:\n%s", srv.stderr.String())
+	}
+}
+
+// TestE2ESecretCommand: `coopfs secret` writes a strong secret that serve
+// and mount accept; a short secret is refused with a line naming the
+// command.
+func TestE2ESecretCommand(t *testing.T) {
+	needFUSE(t)
+	tmp := t.TempDir()
+	s := filepath.Join(tmp, "secret")
+	if p, code := runCoopfs(t, 10*time.Second, nil, "secret", s); code != 0 {
+		t.Fatalf("coopfs secret: %d\n%s", code, p.stderr.String())
+	}
+	if p, code := runCoopfs(t, 10*time.Second, nil, "secret", s); code == 0 {
+		t.Errorf("coopfs secret overwrote %s without --force", s)
+	} else {
+		wantOneLineError(t, p, code, "coopfs secret:", "--force")
+	}
+	short := filepath.Join(tmp, "short")
+	mustWrite(t, short, []byte("hunter2\n"))
+	p, code := runCoopfs(t, 10*time.Second, nil, "serve", "--export", newExport(t), "--listen", e2eFreeAddr(t), "--secret-file", short)
+	wantOneLineError(t, p, code, "coopfs serve:", "128 bits", "coopfs secret")
+
+	srv := startServer(t, newExport(t), "--secret-file", s)
+	m := startMount(t, srv.addr, "--secret-file", s)
+	mustWrite(t, m.path("f"), []byte("x"))
+	wantFile(t, "client with the generated secret", m.path("f"), []byte("x"))
+}
