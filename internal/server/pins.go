@@ -54,19 +54,11 @@ type pins struct {
 
 func newPins() *pins { return &pins{m: make(map[pinKey]pin)} }
 
-// add pins the regular file at p that a lookup found as a.
-func (s *Server) pin(p string, a wire.Attr) {
+// pin keeps f, a descriptor of the file a lookup found as a, if it is a
+// regular file, and reports whether it did (else the caller closes f).
+func (s *Server) pin(f *os.File, a wire.Attr) bool {
 	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return
-	}
-	f, err := s.root.OpenFile(p, unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	var st syscall.Stat_t
-	if syscall.Fstat(int(f.Fd()), &st) != nil || st.Ino != a.Ino {
-		f.Close()
-		return
+		return false
 	}
 	ps := s.pins
 	k := pinKey{a.Ino, a.Gen}
@@ -87,6 +79,7 @@ func (s *Server) pin(p string, a wire.Attr) {
 	for _, f := range drop {
 		f.Close()
 	}
+	return true
 }
 
 // remove drops k from order (ps.mu held; the caller closes the file).
@@ -169,11 +162,20 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 
 // lookup is lstat that pins a regular file it finds.
 func (s *Server) lookup(p string) (*wire.AttrReply, error) {
-	r, err := s.lstat(p)
-	if err == nil {
-		if cp, cerr := clean(p); cerr == nil {
-			s.pin(cp, r.Attr)
-		}
+	cp, err := clean(p)
+	if err != nil {
+		return nil, err
+	}
+	// The reply's attributes and the pin come from one descriptor: a stat
+	// by name and an open by name could find two different files when the
+	// name is renamed over in between.
+	f, err := s.root.OpenFile(cp, unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.fstat(f)
+	if err != nil || !s.pin(f, r.Attr) {
+		f.Close()
 	}
 	return r, err
 }
