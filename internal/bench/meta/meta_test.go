@@ -17,6 +17,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(echoEnv); kind != "" {
+		runEcho(kind) // the helper process of BenchmarkRoundTrip
+	}
 	code := m.Run()
 	clustertest.Cleanup()
 	os.Exit(code)
