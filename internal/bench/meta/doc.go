@@ -25,6 +25,13 @@
 // the warm grep they are also given per directory and per file of the tree
 // (target: ≤ 1 per directory, none per file).
 //
+// After the steps, a round-trip probe (stat-rtt) creates 1000 empty files,
+// lets their kernel entries expire and times one lstat of each: on the FUSE
+// targets every call is one LOOKUP, on coopfs one Lookup message (FUSE op →
+// agent → wire → server → back); issue 9's target is a median of ≤ 50 µs.
+// BenchmarkRoundTrip (rtt_test.go) splits that round trip into TCP, the
+// wire layer's goroutine hand-offs, a wire Ping and a wire Lookup.
+//
 // A last phase mounts coopfs twice, writes a tree of small files through one
 // mount and reads it through the other, checking every byte, then rewrites
 // every file (same sizes, new bytes) and checks again: close-to-open across

@@ -136,6 +136,9 @@ func (r *run) prepare(ctx context.Context, pass string) error {
 	params["tree_files"] = strconv.Itoa(tree.files)
 	params["tree_dirs"] = strconv.Itoa(tree.dirs)
 	params["passthrough"] = passVersion(ctx, pass)
+	if pass == PassLoopback && r.cfg.Passthrough == PassAuto {
+		r.res.Notes = append(r.res.Notes, "bindfs is not installed (apt-get install bindfs): the passthrough is go-fuse's loopback file system")
+	}
 	params["coopfs_policy"] = "none"
 	params["ratio"] = "coopfs time / passthrough time; a target is met when the ratio is at most the target"
 	if r.s.python != "" {
