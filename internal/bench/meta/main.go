@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,8 +90,20 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 	return cfg, out, cfg.Validate()
 }
 
-// Main runs `coopfs bench meta [flags]`.
+// Main runs `coopfs bench meta [flags]`, or `coopfs bench meta replot
+// FILE.json DIR`, which redraws the table and plot of a saved result.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "replot" {
+		if len(args) != 3 {
+			fmt.Fprintln(stderr, "Usage: coopfs bench meta replot FILE.json DIR")
+			return ErrUsage
+		}
+		res, err := ReadResult(args[1])
+		if err != nil {
+			return err
+		}
+		return res.Write(Output{Out: args[2]}, stdout)
+	}
 	cfg, out, err := ParseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -146,4 +159,17 @@ func (res *Result) Write(out Output, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
 	return nil
+}
+
+// ReadResult reads a result written by WriteJSON.
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil || res.Report == nil {
+		return nil, fmt.Errorf("%s is not a bench meta result (%v)", path, err)
+	}
+	return &res, nil
 }

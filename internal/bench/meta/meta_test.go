@@ -109,6 +109,10 @@ func TestRun(t *testing.T) {
 					t.Errorf("%s: %v", f, err)
 				}
 			}
+			again, err := ReadResult(filepath.Join(out, "meta.json"))
+			if err != nil || again.Get(RowKey(StepTar, TargetCoopfs)) == nil {
+				t.Errorf("ReadResult: %v", err)
+			}
 			var back map[string]any
 			b, _ := os.ReadFile(filepath.Join(out, "meta.json"))
 			if err := json.Unmarshal(b, &back); err != nil || back["rows"] == nil || back["messages"] == nil || back["tree"] == nil {
