@@ -93,6 +93,13 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 // Main runs `coopfs bench meta [flags]`, or `coopfs bench meta replot
 // FILE.json DIR`, which redraws the table and plot of a saved result.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == loopbackCommand {
+		if len(args) != 3 {
+			fmt.Fprintf(stderr, "Usage: coopfs bench meta %s EXPORT MOUNTPOINT\n", loopbackCommand)
+			return ErrUsage
+		}
+		return serveLoopback(ctx, args[1], args[2])
+	}
 	if len(args) > 0 && args[0] == "replot" {
 		if len(args) != 3 {
 			fmt.Fprintln(stderr, "Usage: coopfs bench meta replot FILE.json DIR")
