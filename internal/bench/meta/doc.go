@@ -4,7 +4,7 @@
 //
 //   - ext4: the export directory itself (whatever file system holds it);
 //   - passthrough: a FUSE passthrough of the export (bindfs, or go-fuse's
-//     loopback file system in this process when bindfs is missing or
+//     loopback file system in its own process when bindfs is missing or
 //     --passthrough loopback is given): the ceiling of any FUSE file system;
 //   - coopfs: a coopfs server exporting the directory and one mount, policy
 //     none, started with internal/bench/cluster.

@@ -56,7 +56,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 	fs.IntVar(&cfg.GenFiles, "gen-files", 0, "extract a generated tree of this many small files instead of --tree")
 	fs.IntVar(&cfg.PyModules, "py-modules", DefaultPyModules, "modules of the generated Python package tree (-1: no Python import)")
 	fs.IntVar(&cfg.C2OFiles, "c2o-files", DefaultC2OFiles, "files of the close-to-open check across two mounts (-1: skipped)")
-	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse, in this process) or auto (bindfs if installed)")
+	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse's, in its own process) or auto (bindfs if installed)")
 	fs.Var(&mountArgs, "mount-arg", "extra flag for coopfs mount, repeatable (e.g. --mount-arg=--attr-timeout=10s)")
 	fs.StringVar(&cfg.Dir, "dir", "", "run directory: export, tarball, logs (default: a new temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (logs) afterwards")
