@@ -19,7 +19,7 @@ const (
 const (
 	PassAuto     = "auto"     // bindfs if installed, else loopback
 	PassBindfs   = "bindfs"   // bindfs from the distribution (apt-get install bindfs)
-	PassLoopback = "loopback" // go-fuse's loopback file system, in this process
+	PassLoopback = "loopback" // go-fuse's loopback file system, in its own process
 )
 
 // Targets of issue 9: coopfs time / passthrough time.

@@ -4,7 +4,7 @@
 //
 //   - ext4: the export directory itself (whatever file system holds it);
 //   - passthrough: a FUSE passthrough of the export (bindfs, or go-fuse's
-//     loopback file system in this process when bindfs is missing or
+//     loopback file system in its own process when bindfs is missing or
 //     --passthrough loopback is given): the ceiling of any FUSE file system;
 //   - coopfs: a coopfs server exporting the directory and one mount, policy
 //     none, started with internal/bench/cluster.
@@ -24,6 +24,13 @@
 // each workload come from its /metrics (coopfs_messages_total by type); for
 // the warm grep they are also given per directory and per file of the tree
 // (target: ≤ 1 per directory, none per file).
+//
+// After the steps, a round-trip probe (stat-rtt) creates 1000 empty files,
+// lets their kernel entries expire and times one lstat of each: on the FUSE
+// targets every call is one LOOKUP, on coopfs one Lookup message (FUSE op →
+// agent → wire → server → back); issue 9's target is a median of ≤ 50 µs.
+// BenchmarkRoundTrip (rtt_test.go) splits that round trip into TCP, the
+// wire layer's goroutine hand-offs, a wire Ping and a wire Lookup.
 //
 // A last phase mounts coopfs twice, writes a tree of small files through one
 // mount and reads it through the other, checking every byte, then rewrites

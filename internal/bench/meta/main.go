@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,7 +56,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 	fs.IntVar(&cfg.GenFiles, "gen-files", 0, "extract a generated tree of this many small files instead of --tree")
 	fs.IntVar(&cfg.PyModules, "py-modules", DefaultPyModules, "modules of the generated Python package tree (-1: no Python import)")
 	fs.IntVar(&cfg.C2OFiles, "c2o-files", DefaultC2OFiles, "files of the close-to-open check across two mounts (-1: skipped)")
-	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse, in this process) or auto (bindfs if installed)")
+	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse's, in its own process) or auto (bindfs if installed)")
 	fs.Var(&mountArgs, "mount-arg", "extra flag for coopfs mount, repeatable (e.g. --mount-arg=--attr-timeout=10s)")
 	fs.StringVar(&cfg.Dir, "dir", "", "run directory: export, tarball, logs (default: a new temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (logs) afterwards")
@@ -89,8 +90,27 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 	return cfg, out, cfg.Validate()
 }
 
-// Main runs `coopfs bench meta [flags]`.
+// Main runs `coopfs bench meta [flags]`, or `coopfs bench meta replot
+// FILE.json DIR`, which redraws the table and plot of a saved result.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == loopbackCommand {
+		if len(args) != 3 {
+			fmt.Fprintf(stderr, "Usage: coopfs bench meta %s EXPORT MOUNTPOINT\n", loopbackCommand)
+			return ErrUsage
+		}
+		return serveLoopback(ctx, args[1], args[2])
+	}
+	if len(args) > 0 && args[0] == "replot" {
+		if len(args) != 3 {
+			fmt.Fprintln(stderr, "Usage: coopfs bench meta replot FILE.json DIR")
+			return ErrUsage
+		}
+		res, err := ReadResult(args[1])
+		if err != nil {
+			return err
+		}
+		return res.Write(Output{Out: args[2]}, stdout)
+	}
 	cfg, out, err := ParseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -146,4 +166,17 @@ func (res *Result) Write(out Output, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
 	return nil
+}
+
+// ReadResult reads a result written by WriteJSON.
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil || res.Report == nil {
+		return nil, fmt.Errorf("%s is not a bench meta result (%v)", path, err)
+	}
+	return &res, nil
 }

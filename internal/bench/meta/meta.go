@@ -136,6 +136,9 @@ func (r *run) prepare(ctx context.Context, pass string) error {
 	params["tree_files"] = strconv.Itoa(tree.files)
 	params["tree_dirs"] = strconv.Itoa(tree.dirs)
 	params["passthrough"] = passVersion(ctx, pass)
+	if pass == PassLoopback && r.cfg.Passthrough == PassAuto {
+		r.res.Notes = append(r.res.Notes, "bindfs is not installed (apt-get install bindfs): the passthrough is go-fuse's loopback file system")
+	}
 	params["coopfs_policy"] = "none"
 	params["ratio"] = "coopfs time / passthrough time; a target is met when the ratio is at most the target"
 	if r.s.python != "" {
@@ -181,7 +184,7 @@ func findPython(ctx context.Context) (string, error) {
 
 func passVersion(ctx context.Context, pass string) string {
 	if pass == PassLoopback {
-		return "go-fuse loopback (in the bench process)"
+		return "go-fuse loopback (coopfs bench meta loopback-serve)"
 	}
 	out, err := exec.CommandContext(ctx, "bindfs", "--version").Output()
 	if err != nil {
@@ -206,7 +209,13 @@ func (r *run) measure(ctx context.Context, pass string) (err error) {
 		}
 	}()
 	targets = append(targets, &ext4Target{dir: filepath.Join(export, TargetExt4), d: &r.drop})
-	pt, err := newPassTarget(ctx, pass, export, filepath.Join(r.dir, "mnt-passthrough"), &r.drop)
+	binary := r.cfg.Binary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the coopfs binary: %w", err)
+		}
+	}
+	pt, err := newPassTarget(ctx, pass, binary, export, filepath.Join(r.dir, "mnt-passthrough"), &r.drop)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(echoEnv); kind != "" {
+		runEcho(kind) // the helper process of BenchmarkRoundTrip
+	}
 	code := m.Run()
 	clustertest.Cleanup()
 	os.Exit(code)
@@ -105,6 +108,10 @@ func TestRun(t *testing.T) {
 				if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 					t.Errorf("%s: %v", f, err)
 				}
+			}
+			again, err := ReadResult(filepath.Join(out, "meta.json"))
+			if err != nil || again.Get(RowKey(StepTar, TargetCoopfs)) == nil {
+				t.Errorf("ReadResult: %v", err)
 			}
 			var back map[string]any
 			b, _ := os.ReadFile(filepath.Join(out, "meta.json"))

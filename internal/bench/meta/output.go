@@ -123,8 +123,20 @@ func fmtTypes(m map[string]float64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Plot draws, per workload, the median time of each target divided by the
-// passthrough's (so the passthrough is 1), with the targets' lines, and
+// ratioTo is the median of the per-repetition ratios row / ceiling, as the
+// table gives them.
+func ratioTo(row, ceiling *report.Row) float64 {
+	var rs []float64
+	for i := range min(len(row.Samples), len(ceiling.Samples)) {
+		if ceiling.Samples[i] > 0 {
+			rs = append(rs, row.Samples[i]/ceiling.Samples[i])
+		}
+	}
+	return report.Median(rs)
+}
+
+// Plot draws, per workload, each target's time divided by the
+// passthrough's (the median of the per-repetition ratios; the passthrough is 1), with the targets' lines, and
 // saves it to each of paths (.png, .svg, .pdf).
 func (res *Result) Plot(paths ...string) error {
 	r := res.Report
@@ -137,14 +149,14 @@ func (res *Result) Plot(paths ...string) error {
 		}
 		names = append(names, st.Key)
 		for _, t := range []string{TargetExt4, TargetPass, TargetCoopfs} {
-			series[t] = append(series[t], r.Get(RowKey(st.Key, t)).Median/p.Median)
+			series[t] = append(series[t], ratioTo(r.Get(RowKey(st.Key, t)), p))
 		}
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("bench meta: nothing to plot")
 	}
 	pl := plot.New()
-	pl.Title.Text = "coopfs bench meta: time relative to the FUSE passthrough (medians; lower is better)"
+	pl.Title.Text = "coopfs bench meta: time relative to the FUSE passthrough (median of per-repetition ratios; lower is better)"
 	pl.Y.Label.Text = "time / passthrough time"
 	w := vg.Points(14)
 	colors := map[string]color.Color{

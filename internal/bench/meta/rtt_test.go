@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,9 @@ import (
 func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("tcp-128B", func(b *testing.B) { benchTCP(b, 128) })
 	b.Run("tcp-4KiB", func(b *testing.B) { benchTCP(b, 4096) })
+	b.Run("tcp-128B-handoffs", func(b *testing.B) { benchHandoffs(b, "") })
+	b.Run("tcp-128B-2proc", func(b *testing.B) { benchTCPProc(b, echoPlain) })
+	b.Run("tcp-128B-handoffs-2proc", func(b *testing.B) { benchHandoffs(b, startEcho(b, echoHandoffs)) })
 	clustertest.RequireFUSE(b) // the cluster launcher's checks; no mount is made
 	bin := clustertest.Binary(b)
 	export := b.TempDir()
@@ -99,24 +104,17 @@ func benchTCP(b *testing.B, size int) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		s, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer s.Close()
-		r := bufio.NewReader(s)
-		buf := make([]byte, size)
-		for {
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return
-			}
-			if _, err := s.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	go servePlain(ln, size)
+	benchTCPAt(b, ln.Addr().String(), size)
+}
+
+// benchTCPProc is benchTCP against an echo server in another process.
+func benchTCPProc(b *testing.B, kind string) {
+	benchTCPAt(b, startEcho(b, kind), 128)
+}
+
+func benchTCPAt(b *testing.B, addr string, size int) {
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,4 +132,158 @@ func benchTCP(b *testing.B, size int) {
 		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
 	}
 	reportP50(b, lat)
+}
+
+// benchHandoffs is benchTCP's 128-byte exchange with the goroutine
+// structure of a wire.Conn round trip and nothing else: the caller hands
+// the frame to a writer goroutine and waits for its "written" signal; the
+// echo side reads in a reader goroutine, starts a goroutine per request,
+// which hands the reply to its writer goroutine; the caller's reader
+// goroutine delivers the reply over a channel. The difference to
+// tcp-128B is the cost of those hand-offs.
+// If addr is "", the echo side runs in this process.
+func benchHandoffs(b *testing.B, addr string) {
+	const size = 128
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		go serveHandoffs(ln, size)
+		addr = ln.Addr().String()
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	q := make(chan frame, 64)
+	defer close(q)
+	go writer(c, q)
+	replies := make(chan []byte, 1)
+	go func() {
+		r := bufio.NewReader(c)
+		for {
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(r, buf); err != nil {
+				close(replies)
+				return
+			}
+			replies <- buf
+		}
+	}()
+	lat := make([]float64, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		if err := send(q, make([]byte, size)); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := <-replies; !ok {
+			b.Fatal("connection closed")
+		}
+		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
+	}
+	reportP50(b, lat)
+}
+
+// frame is a write handed to a writer goroutine.
+type frame struct {
+	p    []byte
+	done chan error
+}
+
+func writer(c net.Conn, q chan frame) {
+	for f := range q {
+		_, err := c.Write(f.p)
+		f.done <- err
+	}
+}
+
+func send(q chan frame, p []byte) error {
+	f := frame{p: p, done: make(chan error, 1)}
+	q <- f
+	return <-f.done
+}
+
+// servePlain echoes size-byte messages of one connection from one goroutine.
+func servePlain(ln net.Listener, size int) {
+	s, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	r := bufio.NewReader(s)
+	buf := make([]byte, size)
+	for {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		if _, err := s.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// serveHandoffs echoes like a wire.Conn serves: a reader goroutine, a
+// goroutine per request, a writer goroutine.
+func serveHandoffs(ln net.Listener, size int) {
+	s, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	q := make(chan frame, 64)
+	defer close(q)
+	go writer(s, q)
+	r := bufio.NewReader(s)
+	for {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		go func() { _ = send(q, buf) }()
+	}
+}
+
+// Echo kinds of the helper process.
+const (
+	echoEnv      = "COOPFS_META_ECHO"
+	echoPlain    = "plain"
+	echoHandoffs = "handoffs"
+)
+
+// runEcho is the helper process (the test binary with echoEnv set): it
+// prints its address, serves one connection and exits.
+func runEcho(kind string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(ln.Addr().String() + "\n")
+	if kind == echoHandoffs {
+		serveHandoffs(ln, 128)
+	} else {
+		servePlain(ln, 128)
+	}
+	os.Exit(0)
+}
+
+// startEcho starts the helper process and returns its address.
+func startEcho(b *testing.B, kind string) string {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), echoEnv+"="+kind)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(addr)
 }

@@ -32,6 +32,10 @@ const (
 	pyDir   = "bench-meta/py" // the generated Python package
 )
 
+// outsideDir is the working directory of every tool: never a directory in
+// a mount, so that nothing between fork and exec waits for a FUSE server.
+const outsideDir = "/"
+
 // step is one timed workload.
 type step struct {
 	key    string
@@ -56,10 +60,11 @@ func steps() []step {
 		return func(root string, s *session) *exec.Cmd {
 			a := make([]string, len(args))
 			for i, x := range args {
-				a[i] = strings.ReplaceAll(strings.ReplaceAll(x, "TREE", s.treePath(root)), "TARBALL", s.tree.tarball)
+				a[i] = strings.NewReplacer("TREE", s.treePath(root), "TARBALL", s.tree.tarball,
+					"WORK", filepath.Join(root, workDir)).Replace(x)
 			}
 			c := exec.Command(a[0], a[1:]...)
-			c.Dir = filepath.Join(root, workDir)
+			c.Dir = outsideDir
 			return c
 		}
 	}
@@ -67,12 +72,12 @@ func steps() []step {
 	grep := command("grep", "-r", "-F", "-e", grepNeedle, "TREE")
 	py := func(root string, s *session) *exec.Cmd {
 		c := exec.Command(s.python, "-c", "import pkg.all")
-		c.Dir = filepath.Join(root, pyDir)
-		c.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH="+c.Dir)
+		c.Dir = outsideDir
+		c.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH="+filepath.Join(root, pyDir))
 		return c
 	}
 	return []step{
-		{StepTar, "tar -xf TARBALL (into the target)", false, TargetCold, command("tar", "-xf", "TARBALL")},
+		{StepTar, "tar -xf TARBALL (into the target)", false, TargetCold, command("tar", "-xf", "TARBALL", "-C", "WORK")},
 		{StepFindCold, "find -type f -exec stat {} +, cold", true, TargetCold, find},
 		{StepGrepCold, "grep -r, cold", true, TargetCold, grep},
 		{StepGrepWarm, "grep -r again, tree unchanged", false, TargetWarm, grep},
@@ -82,7 +87,7 @@ func steps() []step {
 		{StepPyWarm, "python3 -c 'import pkg.all', warm", false, TargetWarm, py},
 		{StepRm, "rm -rf of the tree and the package", false, TargetCold, func(root string, s *session) *exec.Cmd {
 			c := exec.Command("rm", "-rf", filepath.Join(root, workDir))
-			c.Dir = root
+			c.Dir = outsideDir
 			return c
 		}},
 	}

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,9 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/coopfs/coopfs/internal/bench/cluster"
 	"github.com/coopfs/coopfs/internal/bench/workload"
@@ -67,24 +63,27 @@ func (t *ext4Target) cold(context.Context) error {
 func (t *ext4Target) messages(context.Context) (map[string]float64, error) { return nil, nil }
 func (t *ext4Target) close() error                                         { return nil }
 
-// passTarget is a FUSE passthrough of the export: bindfs in its own
-// process, or go-fuse's loopback file system served by this process.
+// passTarget is a FUSE passthrough of the export in its own process:
+// bindfs, or go-fuse's loopback file system (`coopfs bench meta
+// loopback-serve`). Never in this process: a child forked by this process
+// (a tool of a step) would deadlock with a FUSE server that shares its
+// runtime (vfork holds a P, and a stop-the-world then waits for it).
 type passTarget struct {
 	kind   string // PassBindfs or PassLoopback
+	binary string // coopfs, for PassLoopback
 	export string
 	mnt    string
 	d      *dropper
 
-	cmd    *exec.Cmd    // bindfs
-	done   chan error   // bindfs's Wait
-	server *fuse.Server // loopback
+	cmd  *exec.Cmd
+	done chan error // cmd's Wait
 }
 
-func newPassTarget(ctx context.Context, kind, export, mnt string, d *dropper) (*passTarget, error) {
+func newPassTarget(ctx context.Context, kind, binary, export, mnt string, d *dropper) (*passTarget, error) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, fmt.Errorf("passthrough mount point: %w", err)
 	}
-	t := &passTarget{kind: kind, export: export, mnt: mnt, d: d}
+	t := &passTarget{kind: kind, binary: binary, export: export, mnt: mnt, d: d}
 	if err := t.mount(ctx); err != nil {
 		return nil, err
 	}
@@ -99,24 +98,15 @@ func (t *passTarget) messages(context.Context) (map[string]float64, error) {
 
 func (t *passTarget) mount(ctx context.Context) error {
 	if t.kind == PassLoopback {
-		root, err := fs.NewLoopbackRoot(t.export)
-		if err != nil {
-			return fmt.Errorf("loopback of %s: %w", t.export, err)
-		}
-		sec := time.Second // libfuse's (and so bindfs's) defaults
-		t.server, err = fs.Mount(t.mnt, root, &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec,
-			MountOptions: fuse.MountOptions{FsName: "loopback", Name: "loopback"}})
-		if err != nil {
-			return fmt.Errorf("mount the loopback passthrough at %s: %w", t.mnt, err)
-		}
-		return nil
+		t.cmd = exec.Command(t.binary, "bench", "meta", loopbackCommand, t.export, t.mnt)
+	} else {
+		t.cmd = exec.Command("bindfs", "-f", t.export, t.mnt)
 	}
-	t.cmd = exec.Command("bindfs", "-f", t.export, t.mnt)
 	var out strings.Builder
 	t.cmd.Stdout, t.cmd.Stderr = &out, &out
 	t.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := t.cmd.Start(); err != nil {
-		return fmt.Errorf("start bindfs: %w", err)
+		return fmt.Errorf("start the %s passthrough: %w", t.kind, err)
 	}
 	t.done = make(chan error, 1)
 	go func() { t.done <- t.cmd.Wait() }()
@@ -128,7 +118,7 @@ func (t *passTarget) mount(ctx context.Context) error {
 		select {
 		case err := <-t.done:
 			t.cmd = nil
-			return fmt.Errorf("bindfs %s %s exited while mounting (%v): %s", t.export, t.mnt, err, strings.TrimSpace(out.String()))
+			return fmt.Errorf("the %s passthrough of %s at %s exited while mounting (%v): %s", t.kind, t.export, t.mnt, err, strings.TrimSpace(out.String()))
 		case <-ctx.Done():
 			t.unmount()
 			return ctx.Err()
@@ -136,22 +126,13 @@ func (t *passTarget) mount(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			t.unmount()
-			return fmt.Errorf("bindfs did not mount %s within 15s: %s", t.mnt, out.String())
+			return fmt.Errorf("the %s passthrough did not mount %s within 15s: %s", t.kind, t.mnt, out.String())
 		}
 	}
 }
 
 // unmount unmounts and waits for the passthrough to stop.
 func (t *passTarget) unmount() error {
-	if t.server != nil {
-		err := t.server.Unmount()
-		if err != nil {
-			err = errors.Join(err, cluster.LazyUnmount(t.mnt))
-		}
-		t.server.Wait()
-		t.server = nil
-		return err
-	}
 	if t.cmd == nil {
 		return nil
 	}
