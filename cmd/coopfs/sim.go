@@ -223,9 +223,10 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asCSV := fs.Bool("csv", false, "print CSV")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
+	memProfile := fs.String("memprofile", "", "")  // hidden: heap profile at the end
 	pf := addParamFlags(fs)
 	gf := addGenFlags(fs)
-	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile")
+	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile", "memprofile")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -306,6 +307,12 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
+	}
+	if *memProfile != "" {
+		if f, err := os.Create(*memProfile); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 	}
 	switch {
 	case *asJSON:
