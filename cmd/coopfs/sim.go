@@ -209,6 +209,7 @@ func addGenFlags(fs *flag.FlagSet) *genFlags {
 	fs.Float64Var(&g.c.Active, "active", d.Active, "generator (office): fraction of active clients")
 	fs.Float64Var(&g.c.Shared, "shared", d.Shared, "generator (office): fraction of sessions on shared files")
 	fs.Float64Var(&g.c.Write, "write", d.Write, "generator (office): fraction of sessions that rewrite the file")
+	fs.Float64Var(&g.c.SharedWrite, "shared-write", 0, "generator (office): fraction of shared-file sessions that rewrite the file (0: --write/4)")
 	fs.Float64Var(&g.c.Temp, "temp", d.Temp, "generator (office): fraction of sessions on temporary files")
 	fs.IntVar(&g.c.Private, "private", d.Private, "generator (office): private files per client")
 	fs.Float64Var(&g.c.IdleRate, "idle-rate", d.IdleRate, "generator (office): idle client activity relative to an active one")
@@ -719,10 +720,15 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 		return benchRow{}, fmt.Errorf("libCacheSim cannot read the %s format: convert the trace (coopfs sim convert --to oracleGeneral)", f)
 	}
 	size := fmt.Sprint(blocks)
-	if sizes != string(sim.SizesIgnore) {
+	hasSizes := f == sim.FormatOracle || f == sim.FormatCSV
+	if hasSizes && sizes != string(sim.SizesIgnore) {
 		size = fmt.Sprint(int64(blocks) * 8 << 10)
 	}
-	args = append(args, algo, size, "--ignore-obj-size", map[bool]string{true: "1", false: "0"}[sizes == string(sim.SizesIgnore)])
+	ignore := "1"
+	if hasSizes && sizes != string(sim.SizesIgnore) {
+		ignore = "0"
+	}
+	args = append(args, algo, size, "--ignore-obj-size", ignore)
 	if f == sim.FormatCSV {
 		if csvSpec == "" {
 			csvSpec = "time-col=1,obj-id-col=2,obj-size-col=3,has-header=true"
