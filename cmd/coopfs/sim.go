@@ -586,6 +586,8 @@ func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reps := fs.Int("reps", 1, "runs of each; the median is reported")
 	lcs := fs.String("libcachesim", "", "libCacheSim's cachesim binary: baseline and optimal on one client are also run there (lru, belady)")
 	asJSON := fs.Bool("json", false, "print JSON rows")
+	bin := fs.String("coopfs", "", "") // hidden: the coopfs binary to run (default: this one)
+	hideFlags(fs, stderr, "--trace F --format FMT [--algo A,B] [--clients 1,42] [--cache-blocks N] [--libcachesim PATH]", "coopfs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -602,9 +604,12 @@ func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := os.Stat(*trace); err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	self := *bin
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return err
+		}
 	}
 	var rows []benchRow
 	for _, cs := range strings.Split(*clientList, ",") {
