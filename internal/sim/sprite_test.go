@@ -22,6 +22,8 @@ func TestSpritePeriods(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := p.Thesis
+			t.Logf("reads %d, unique %d, active %d, sharing %.3f, invalidations/access %.4f", got.BlockReads, got.UniqueBlocks,
+				got.ActiveClients, got.Sharing, got.InvalidationRate)
 			for _, c := range []struct {
 				name      string
 				got, want float64
