@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -206,6 +209,7 @@ func addGenFlags(fs *flag.FlagSet) *genFlags {
 	fs.Float64Var(&g.c.Active, "active", d.Active, "generator (office): fraction of active clients")
 	fs.Float64Var(&g.c.Shared, "shared", d.Shared, "generator (office): fraction of sessions on shared files")
 	fs.Float64Var(&g.c.Write, "write", d.Write, "generator (office): fraction of sessions that rewrite the file")
+	fs.Float64Var(&g.c.SharedWrite, "shared-write", 0, "generator (office): fraction of shared-file sessions that rewrite the file (0: --write/4)")
 	fs.Float64Var(&g.c.Temp, "temp", d.Temp, "generator (office): fraction of sessions on temporary files")
 	fs.IntVar(&g.c.Private, "private", d.Private, "generator (office): private files per client")
 	fs.Float64Var(&g.c.IdleRate, "idle-rate", d.IdleRate, "generator (office): idle client activity relative to an active one")
@@ -223,9 +227,10 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asCSV := fs.Bool("csv", false, "print CSV")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
+	memProfile := fs.String("memprofile", "", "")  // hidden: heap profile at the end
 	pf := addParamFlags(fs)
 	gf := addGenFlags(fs)
-	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile")
+	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile", "memprofile")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -306,6 +311,12 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
+	}
+	if *memProfile != "" {
+		if f, err := os.Create(*memProfile); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 	}
 	switch {
 	case *asJSON:
@@ -547,6 +558,204 @@ func compressWriter(w io.Writer, name string) (io.WriteCloser, error) {
 	return nopWriteCloser{w}, nil
 }
 
+// benchRow is one measured run of 'sim bench'.
+type benchRow struct {
+	Tool      string  `json:"tool"` // coopfs or libCacheSim
+	Algorithm string  `json:"algorithm"`
+	Clients   int     `json:"clients"`
+	Accesses  int64   `json:"accesses"`
+	WallS     float64 `json:"wall_s"`
+	CPUS      float64 `json:"cpu_s"` // user + system
+	PerSec    float64 `json:"accesses_per_s"`
+	PerCPUSec float64 `json:"accesses_per_cpu_s"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	MissRatio float64 `json:"miss_ratio"` // reads that missed the local cache / reads
+}
+
+// lcsAlgo is libCacheSim's name for the coopfs algorithm that is exactly
+// it on one client.
+var lcsAlgo = map[string]string{"baseline": "lru", "optimal": "belady"}
+
 func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("sim bench: not yet")
+	fs := newFlagSet("sim bench", "--trace F --format FMT [--algo A,B] [--clients 1,42] [--cache-blocks N] [--libcachesim PATH]", stderr)
+	trace := fs.String("trace", "", "trace file (gzip and zstd are detected)")
+	tf := addTraceFlags(fs)
+	algos := fs.String("algo", "baseline,globallru,nchance,gms,directory,optimal,hints", "algorithms, comma-separated")
+	clientList := fs.String("clients", "1", "client counts, comma-separated (a trace with more clients needs more)")
+	cacheBlocks := fs.Int("cache-blocks", 100000, "client cache in blocks with one client (no server memory); more clients use seed 002 table 5.2")
+	reps := fs.Int("reps", 1, "runs of each; the median is reported")
+	lcs := fs.String("libcachesim", "", "libCacheSim's cachesim binary: baseline and optimal on one client are also run there (lru, belady)")
+	asJSON := fs.Bool("json", false, "print JSON rows")
+	bin := fs.String("coopfs", "", "") // hidden: the coopfs binary to run (default: this one)
+	hideFlags(fs, stderr, "--trace F --format FMT [--algo A,B] [--clients 1,42] [--cache-blocks N] [--libcachesim PATH]", "coopfs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *trace == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("give --trace (and --format), no arguments")
+	}
+	if *reps < 1 || *cacheBlocks < 1 {
+		return errors.New("--reps and --cache-blocks must be at least 1")
+	}
+	if _, err := tf.options(8 << 10); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*trace); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	self := *bin
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	var rows []benchRow
+	for _, cs := range strings.Split(*clientList, ",") {
+		var c int
+		if _, err := fmt.Sscan(strings.TrimSpace(cs), &c); err != nil || c < 1 {
+			return fmt.Errorf("--clients %q: want positive integers", *clientList)
+		}
+		for _, a := range strings.Split(*algos, ",") {
+			a = strings.TrimSpace(a)
+			if _, err := study.Lookup(a); err != nil {
+				return err
+			}
+			cmd := []string{"sim", "run", "--trace", *trace, "--format", *tf.format, "--sizes", *tf.sizes, "--algo", a,
+				"--clients", fmt.Sprint(c), "--warmup", "0", "--quiet", "--json"}
+			if *tf.csvSpec != "" {
+				cmd = append(cmd, "--csv-spec", *tf.csvSpec)
+			}
+			if c == 1 {
+				cmd = append(cmd, "--client-cache-blocks", fmt.Sprint(*cacheBlocks), "--server-cache-blocks", "0")
+			}
+			r, err := benchRun(ctx, *reps, self, cmd, parseCoopfsBench)
+			if err != nil {
+				return fmt.Errorf("%s, %d clients: %w", a, c, err)
+			}
+			r.Tool, r.Algorithm, r.Clients = "coopfs", a, c
+			rows = append(rows, r)
+			fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, a, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
+			if la, ok := lcsAlgo[a]; ok && c == 1 && *lcs != "" {
+				if r, err = benchLibCacheSim(ctx, *reps, *lcs, *trace, *tf.format, *tf.csvSpec, *tf.sizes, la, *cacheBlocks); err != nil {
+					fmt.Fprintf(stderr, "libCacheSim %s: %v (skipped)\n", la, err)
+					continue
+				}
+				r.Algorithm, r.Clients = a+" ("+la+")", 1
+				rows = append(rows, r)
+				fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, la, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
+			}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	fmt.Fprintf(stdout, "| tool | algorithm | clients | accesses | M accesses/s | M accesses/CPU-s | peak RSS MB | miss ratio |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.2f | %.2f | %.0f | %.4f |\n", r.Tool, r.Algorithm, r.Clients, r.Accesses, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
+	}
+	return nil
+}
+
+// benchRun runs a command reps times and returns the median run (by wall
+// time) with its peak RSS and CPU time; parse reads the accesses and the
+// miss ratio from the output.
+func benchRun(ctx context.Context, reps int, bin string, args []string, parse func(out []byte) (int64, float64, error)) (benchRow, error) {
+	var runs []benchRow
+	for range reps {
+		var out, errb bytes.Buffer
+		c := exec.CommandContext(ctx, bin, args...)
+		c.Stdout, c.Stderr = &out, &errb
+		start := time.Now()
+		if err := c.Run(); err != nil {
+			msg := strings.TrimSpace(errb.String())
+			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+				msg = msg[i+1:]
+			}
+			return benchRow{}, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
+		}
+		wall := time.Since(start).Seconds()
+		n, miss, err := parse(append(out.Bytes(), errb.Bytes()...))
+		if err != nil {
+			return benchRow{}, fmt.Errorf("%s: %w", filepath.Base(bin), err)
+		}
+		r := benchRow{Accesses: n, WallS: wall, MissRatio: miss}
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.PeakRSSMB = float64(ru.Maxrss) / 1024
+			r.CPUS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
+		r.PerSec = float64(n) / wall
+		if r.CPUS > 0 {
+			r.PerCPUSec = float64(n) / r.CPUS
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].WallS < runs[j].WallS })
+	return runs[len(runs)/2], nil
+}
+
+func parseCoopfsBench(out []byte) (int64, float64, error) {
+	var ms []sim.Metrics
+	if err := json.Unmarshal(out, &ms); err != nil || len(ms) != 1 {
+		return 0, 0, fmt.Errorf("unexpected output of sim run: %v", err)
+	}
+	m := ms[0]
+	return m.Accesses, 1 - m.LocalHitRatio, nil
+}
+
+// benchLibCacheSim runs libCacheSim's cachesim on the same trace: one
+// cache of blocks objects (bytes of 8 KiB blocks when sizes count).
+func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec, sizes, algo string, blocks int) (benchRow, error) {
+	f, err := sim.ParseFormat(format)
+	if err != nil {
+		return benchRow{}, err
+	}
+	args := []string{trace}
+	switch f {
+	case sim.FormatOracle:
+		args = append(args, "oracleGeneral")
+	case sim.FormatCSV:
+		args = append(args, "csv")
+	case sim.FormatTxt, sim.FormatLIRS:
+		args = append(args, "txt")
+	default:
+		return benchRow{}, fmt.Errorf("libCacheSim cannot read the %s format: convert the trace (coopfs sim convert --to oracleGeneral)", f)
+	}
+	size := fmt.Sprint(blocks)
+	hasSizes := f == sim.FormatOracle || f == sim.FormatCSV
+	if hasSizes && sizes != string(sim.SizesIgnore) {
+		size = fmt.Sprint(int64(blocks) * 8 << 10)
+	}
+	ignore := "1"
+	if hasSizes && sizes != string(sim.SizesIgnore) {
+		ignore = "0"
+	}
+	args = append(args, algo, size, "--ignore-obj-size", ignore)
+	if f == sim.FormatCSV {
+		if csvSpec == "" {
+			csvSpec = "time-col=1,obj-id-col=2,obj-size-col=3,has-header=true"
+		}
+		args = append(args, "-t", csvSpec)
+	}
+	r, err := benchRun(ctx, reps, bin, args, func(out []byte) (int64, float64, error) {
+		i := bytes.LastIndex(out, []byte(" req, miss ratio "))
+		if i < 0 {
+			return 0, 0, errors.New("no miss ratio in cachesim's output")
+		}
+		var n int64
+		var miss float64
+		j := bytes.LastIndexByte(out[:i], ',')
+		if _, err := fmt.Sscan(string(out[j+1:i]), &n); err != nil {
+			return 0, 0, fmt.Errorf("cachesim's request count: %w", err)
+		}
+		if _, err := fmt.Sscan(strings.TrimSuffix(strings.Fields(string(out[i+len(" req, miss ratio "):]))[0], ","), &miss); err != nil {
+			return 0, 0, fmt.Errorf("cachesim's miss ratio: %w", err)
+		}
+		return n, miss, nil
+	})
+	r.Tool = "libCacheSim"
+	return r, err
 }

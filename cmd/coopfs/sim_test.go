@@ -76,3 +76,90 @@ func TestSimGenRoundTrip(t *testing.T) {
 		t.Errorf("csv: %q", res.String())
 	}
 }
+
+// TestSimConvert converts a generated trace to oracleGeneral and to a
+// zstd-compressed csv and checks that one-client LRU sees the same hit
+// ratio on all three.
+func TestSimConvert(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := runSim(context.Background(), []string{"gen", "zipf", "--clients", "1", "--accesses", "20000", "--files", "300"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "z.trace")
+	os.WriteFile(src, out.Bytes(), 0o644)
+	og := filepath.Join(dir, "z.oracleGeneral")
+	csv := filepath.Join(dir, "z.csv.zst")
+	for _, args := range [][]string{
+		{"convert", "--trace", src, "--format", "coopfs", "--to", "oracleGeneral", "--out", og},
+		{"convert", "--trace", og, "--format", "oracle", "--to", "csv", "--out", csv},
+	} {
+		if err := runSim(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	ratio := func(args ...string) float64 {
+		t.Helper()
+		var res bytes.Buffer
+		args = append([]string{"run", "--algo", "baseline", "--clients", "1", "--client-cache-blocks", "500",
+			"--server-cache-blocks", "0", "--warmup", "0", "--json", "--quiet"}, args...)
+		if err := runSim(context.Background(), args, &res, &errb); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal(res.Bytes(), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%v: %v %s", args, err, res.String())
+		}
+		return rows[0]["local_hit_ratio"].(float64)
+	}
+	want := ratio("--trace", src, "--format", "coopfs")
+	if got := ratio("--trace", og, "--format", "oracleGeneral", "--sizes", "ignore"); got != want {
+		t.Errorf("oracleGeneral: hit ratio %v, coopfs %v", got, want)
+	}
+	if got := ratio("--trace", csv, "--format", "csv", "--sizes", "ignore"); got != want {
+		t.Errorf("csv.zst: hit ratio %v, coopfs %v", got, want)
+	}
+	for _, bad := range [][]string{
+		{"convert", "--trace", src, "--format", "coopfs", "--out", og},
+		{"convert", "--trace", src, "--format", "coopfs", "--to", "nope", "--out", og},
+		{"convert", "--trace", src, "--format", "coopfs", "--csv-spec", "obj-id-col=1", "--to", "csv", "--out", og},
+		{"run", "--trace", og, "--format", "oracle", "--sizes", "bytes"},
+		{"run", "--trace", src, "--format", "csv", "--csv-spec", "obj-id-col=0"},
+	} {
+		if err := runSim(context.Background(), bad, &out, &errb); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: err = %v, want one line", bad, err)
+		}
+	}
+}
+
+// TestSimBench runs the bench on a small trace with the built binary.
+func TestSimBench(t *testing.T) {
+	if e2e.bin == "" {
+		t.Skip("needs the coopfs binary (not built with -short)")
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := runSim(context.Background(), []string{"gen", "random", "--clients", "1", "--accesses", "5000", "--blocks", "800"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "r.trace")
+	os.WriteFile(src, out.Bytes(), 0o644)
+	out.Reset()
+	err := runSim(context.Background(), []string{"bench", "--coopfs", e2e.bin, "--trace", src, "--algo", "baseline,optimal",
+		"--cache-blocks", "100", "--json"}, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	var rows []benchRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for _, r := range rows {
+		if r.Accesses != 5000 || r.PeakRSSMB <= 0 || r.MissRatio <= 0 || r.MissRatio >= 1 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if rows[1].MissRatio > rows[0].MissRatio {
+		t.Errorf("optimal misses more than LRU: %+v", rows)
+	}
+}

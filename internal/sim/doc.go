@@ -7,8 +7,11 @@
 //     file, block, op). Workload.Open starts it again from the beginning and
 //     yields the same sequence every time; readers stream (memory grows with
 //     unique blocks, not with trace length). Trace readers (coopfs text
-//     format, LIRS block traces, lottery merge) and seeded generators live
-//     here.
+//     format, LIRS block traces, libCacheSim's oracleGeneral, csv and txt,
+//     gzip and zstd, object sizes as blocks or ignored), the converter
+//     between them, the lottery merge and seeded generators live here.
+//     Run reads trace files and generators ahead on their own goroutine
+//     (ReadAheader); closed-loop sources are read in step.
 //   - An Algorithm is a deterministic state machine with one method,
 //     Access(a, c) Outcome: simulate the access, update the caches, record
 //     every message in the Counters (manager messages by cause, lookup

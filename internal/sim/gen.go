@@ -39,6 +39,9 @@ type GenConfig struct {
 	Active   float64 `json:"active"`    // office: fraction of clients active
 	Shared   float64 `json:"shared"`    // office: fraction of sessions on shared files
 	Write    float64 `json:"write"`     // office: fraction of sessions that rewrite the file
+	// SharedWrite is the fraction of sessions on shared files that rewrite
+	// the file (office; 0: Write/4).
+	SharedWrite float64 `json:"shared_write"`
 	Temp     float64 `json:"temp"`      // office: fraction of sessions on temporary files
 	Private  int     `json:"private"`   // office: private files per client
 	IdleRate float64 `json:"idle_rate"` // office: an idle client's activity relative to an active one
@@ -97,9 +100,9 @@ func (g GenConfig) Validate() error {
 		return fmt.Errorf("generator sizes must be positive")
 	case g.ZipfS < 0:
 		return fmt.Errorf("zipf_s = %v, want >= 0", g.ZipfS)
-	case g.Active > 1 || g.Shared > 1 || g.Write > 1 || g.Temp > 1 || g.IdleRate > 1 ||
-		g.Active < 0 || g.Shared < 0 || g.Write < 0 || g.Temp < 0 || g.IdleRate < 0:
-		return fmt.Errorf("fractions (active, shared, write, temp, idle_rate) must be in [0,1]")
+	case g.Active > 1 || g.Shared > 1 || g.Write > 1 || g.Temp > 1 || g.IdleRate > 1 || g.SharedWrite > 1 ||
+		g.Active < 0 || g.Shared < 0 || g.Write < 0 || g.Temp < 0 || g.IdleRate < 0 || g.SharedWrite < 0:
+		return fmt.Errorf("fractions (active, shared, write, shared_write, temp, idle_rate) must be in [0,1]")
 	}
 	return nil
 }
@@ -288,7 +291,11 @@ func (s *genSource) officeSession() {
 		s.emit(Access{Client: client, File: f, Block: n, Op: OpDelete})
 	case u < c.Temp+c.Shared:
 		f := uint64(s.zipf.draw(s.rng)) + 1
-		s.readFile(client, f, s.rng.Float64() < c.Write/4) // shared files are written rarely
+		sw := c.SharedWrite
+		if sw == 0 {
+			sw = c.Write / 4 // shared files are written rarely
+		}
+		s.readFile(client, f, s.rng.Float64() < sw)
 	default:
 		f := uint64(1<<24) + uint64(client)*uint64(c.Private) + uint64(s.private.draw(s.rng))
 		s.readFile(client, f, s.rng.Float64() < c.Write)

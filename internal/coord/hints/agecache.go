@@ -26,20 +26,20 @@ type entry struct {
 type ageCache struct {
 	capacity int
 	seq      uint64
-	byID     map[block.ID]*entry
+	byID     idTable
 	files    map[uint64]*entry // head of each file's list
 	heap     []*entry
 }
 
 func newAgeCache(capacity int) *ageCache {
-	return &ageCache{capacity: capacity, byID: make(map[block.ID]*entry), files: make(map[uint64]*entry)}
+	return &ageCache{capacity: capacity, files: make(map[uint64]*entry)}
 }
 
 func (c *ageCache) len() int { return len(c.heap) }
 
 func (c *ageCache) full() bool { return len(c.heap) >= c.capacity }
 
-func (c *ageCache) get(id block.ID) *entry { return c.byID[id] }
+func (c *ageCache) get(id block.ID) *entry { return c.byID.get(id) }
 
 // oldest returns the age of the oldest block, or Free while there is room.
 func (c *ageCache) oldest() Time {
@@ -53,7 +53,7 @@ func (c *ageCache) oldest() Time {
 func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, global bool) *entry {
 	c.seq++
 	e := &entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global, heapAt: len(c.heap)}
-	c.byID[id] = e
+	c.byID.put(id, e)
 	if h := c.files[id.File]; h != nil {
 		e.fnext, h.fprev = h, e
 	}
@@ -101,7 +101,7 @@ func (c *ageCache) remove(e *entry) {
 	if i != last {
 		c.fix(i)
 	}
-	delete(c.byID, e.id)
+	c.byID.del(e.id)
 	if e.fprev != nil {
 		e.fprev.fnext = e.fnext
 	} else if e.fnext != nil {
@@ -177,8 +177,8 @@ func (c *ageCache) fix(i int) {
 
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
-	if len(c.heap) != len(c.byID) {
-		return errorf("age cache: heap has %d entries, index %d", len(c.heap), len(c.byID))
+	if len(c.heap) != c.byID.len() {
+		return errorf("age cache: heap has %d entries, index %d", len(c.heap), c.byID.len())
 	}
 	if len(c.heap) > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", len(c.heap), c.capacity)
@@ -194,7 +194,7 @@ func (c *ageCache) check() error {
 	n := 0
 	for f, h := range c.files {
 		for e := h; e != nil; e = e.fnext {
-			if e.id.File != f || c.byID[e.id] != e {
+			if e.id.File != f || c.byID.get(e.id) != e {
 				return errorf("age cache: file list of %d holds %v", f, e.id)
 			}
 			n++

@@ -519,8 +519,8 @@ func (c *Client) Check() error {
 			}
 		}
 	}
-	for id, e := range c.cache.byID {
-		if e.master {
+	for _, e := range c.cache.heap {
+		if id := e.id; e.master {
 			if h, ok := c.HintFor(id); !ok || h.Holder != c.cfg.ID {
 				return fmt.Errorf("client %d: master copy of %v without a self hint", c.cfg.ID, id)
 			}

@@ -134,6 +134,7 @@ func Studies() []Study {
 	return []Study{
 		{Name: "sarkar", Summary: "seed 002: figures 5.1, 5.2, 5.8-5.11, tables 5.3 and 5.7", Run: Sarkar},
 		{Name: "nfscc", Summary: "seed 000: figure 6, tables 2-5 (forward misses with and without discard notifications), queue sweep", Run: NFSCCStudy},
+		{Name: "sprite", Summary: "seed 002 on the four generated Sprite periods (tables 5.1/5.5 statistics): manager load, lookup messages, hint correctness, table 5.7 per period", Run: SpriteStudy},
 		{Name: "nasd", Summary: "seed 004: figures 3-7 (server schemes, 1-Chance variants, nine combinations, client cache and hops sweeps)", Run: NASDStudy},
 	}
 }
