@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -83,11 +84,32 @@ func TestReopenGeometryAndLock(t *testing.T) {
 	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 4, Assoc: 4}); err == nil {
 		t.Fatal("a second Open of a cache in use succeeded")
 	}
-	c.Close()
-	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 2, Assoc: 4}); err == nil {
-		t.Fatal("Open with another geometry succeeded")
+	id := block.ID{File: 1, Index: 2}
+	if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+		t.Fatal(err)
 	}
-	open(t, dir).Close()
+	c.Close()
+	other := Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 2, Assoc: 4}
+	if _, err := Open(other); err == nil || !strings.Contains(err.Error(), "1 dirty blocks") {
+		t.Fatalf("Open with another geometry over a dirty block = %v; want a refusal", err)
+	}
+	// Once nothing is dirty, other sizes start the directory afresh.
+	c = open(t, dir)
+	if ok, err := c.MarkClean(id, 1); !ok || err != nil {
+		t.Fatal("MarkClean found no dirty block")
+	}
+	c.Close()
+	c, err := Open(other)
+	if err != nil {
+		t.Fatalf("Open with other sizes over a clean cache: %v", err)
+	}
+	if s := c.Stats(); s.Entries != 0 || s.Capacity != 64*testBS {
+		t.Fatalf("after starting afresh: %+v", s)
+	}
+	c.Close()
+	if banks, _ := filepath.Glob(filepath.Join(dir, "bank-*")); len(banks) != 2 {
+		t.Fatalf("bank files after starting afresh with 2 banks: %v", banks)
+	}
 }
 
 func TestPersistence(t *testing.T) {
