@@ -337,3 +337,21 @@ func TestDuplicateTagsResolveBySeq(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestNoRoomAtOpen: a cache larger than the free space of its file system
+// fails at open with a message, instead of failing block by block later.
+func TestNoRoomAtOpen(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	_, err := Open(Config{Dir: filepath.Join(dir, "c"), Size: 4 << 20, BlockSize: testBS, Banks: 2, Assoc: 2})
+	if err == nil || !strings.Contains(err.Error(), "not enough free space") {
+		t.Fatalf("Open of a 4 MiB cache on a 1 MiB file system = %v; want a no-space error", err)
+	}
+	t.Log(err)
+}

@@ -211,7 +211,7 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 	if fi, err := f.Stat(); err != nil {
 		return b, fmt.Errorf("disk cache: %w", err)
 	} else if fi.Size() < c.g.bankSize() {
-		if err := f.Truncate(c.g.bankSize()); err != nil {
+		if err := allocate(f, c.g.bankSize()); err != nil {
 			return b, fmt.Errorf("disk cache: size bank file %s: %w", path, err)
 		}
 	}
@@ -239,6 +239,22 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 		b.setMem(fr, t)
 	}
 	return b, nil
+}
+
+// allocate reserves a bank file's blocks up front (fallocate), so a cache
+// that does not fit its disk fails at open rather than block by block
+// later; where fallocate is not supported the file is sized sparsely.
+func allocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("not enough free space for the cache (%w); give a smaller --disk-cache-size or free some space", err)
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		return f.Truncate(size)
+	}
+	return err
 }
 
 // Close syncs the bank files and releases the directory. The Cache must
