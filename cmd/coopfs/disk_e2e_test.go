@@ -35,6 +35,25 @@ func scrapeReadBytes(t *testing.T, addr string) map[string]float64 {
 	return out
 }
 
+// scrapeGauge returns the value of one exact series from /metrics.
+func scrapeGauge(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if val, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			v, _ := strconv.ParseFloat(val, 64)
+			return v
+		}
+	}
+	t.Fatalf("%s: no series %s", addr, series)
+	return 0
+}
+
 func serverBytes(m map[string]float64) float64 { return m["server_memory"] + m["server_disk"] }
 
 // TestE2EDiskCacheRestart: a mount with --disk-cache reads a file from the
@@ -48,7 +67,7 @@ func TestE2EDiskCacheRestart(t *testing.T) {
 	cacheDir := filepath.Join(t.TempDir(), "cache")
 	want := make([]byte, 6<<20+12345)
 	rand.Read(want)
-	other := []byte("version one\n")
+	other := bytes.Repeat([]byte("version one\n"), 1<<17) // 1.5 MiB: two blocks
 	for name, data := range map[string][]byte{"big": want, "other": other} {
 		if err := os.WriteFile(filepath.Join(export, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -94,6 +113,16 @@ func TestE2EDiskCacheRestart(t *testing.T) {
 	read(m2, "other", []byte("version two, longer\n"))
 	if got := scrapeReadBytes(t, addr2); serverBytes(got) != float64(len("version two, longer\n")) {
 		t.Fatalf("restarted mount read a changed file: %v; want it fetched from the server", got)
+	}
+	// The changed file's two old blocks were dropped at open and its one
+	// new block stored (in the background): the disk tier holds the big
+	// file's 7 blocks and 1 of "other".
+	deadline := time.Now().Add(5 * time.Second)
+	for n := 0.0; n != 8; {
+		if n = scrapeGauge(t, addr2, `coopfs_cache_entries{tier="local_disk"}`); n != 8 && time.Now().After(deadline) {
+			t.Fatalf("disk tier holds %v blocks; want 7 of big and 1 of other", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -376,6 +376,8 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.mu.Unlock()
 	if known && old != v {
 		a.dropFile(ino)
+	} else if !known {
+		a.dropOtherDiskVersion(ino, v)
 	}
 	return known && old == v
 }

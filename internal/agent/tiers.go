@@ -90,6 +90,16 @@ func (a *Agent) closeDisk() error {
 	return a.disk.Close()
 }
 
+// dropOtherDiskVersion frees the disk tier's blocks of a file first seen
+// since the start (a restart) at a version other than the one they hold:
+// the file changed while we were away, and they can never hit again. The
+// first block stands for the file.
+func (a *Agent) dropOtherDiskVersion(ino, v uint64) {
+	if old, ok := a.diskPeek(block.ID{File: ino}); ok && uint64(old) != v {
+		a.disk.RemoveFile(ino)
+	}
+}
+
 // diskPeek returns the version the disk tier holds for id.
 func (a *Agent) diskPeek(id block.ID) (block.Version, bool) {
 	if a.disk == nil {
