@@ -65,7 +65,16 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 		return
 	}
 	a.diskSem <- struct{}{}
-	a.diskWG.Add(1)
+	a.diskMu.Lock()
+	closed := a.diskClosed
+	if !closed {
+		a.diskWG.Add(1) // never concurrently with closeDisk's Wait
+	}
+	a.diskMu.Unlock()
+	if closed {
+		<-a.diskSem
+		return
+	}
 	go func() {
 		defer func() { <-a.diskSem; a.diskWG.Done() }()
 		a.disk.Put(id, v, data)
@@ -86,6 +95,9 @@ func (a *Agent) closeDisk() error {
 	if a.disk == nil {
 		return nil
 	}
+	a.diskMu.Lock()
+	a.diskClosed = true
+	a.diskMu.Unlock()
 	a.diskWG.Wait()
 	return a.disk.Close()
 }
