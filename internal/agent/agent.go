@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -85,19 +84,15 @@ func (c *Config) validate() error {
 
 // Agent is a connected coopfs client.
 type Agent struct {
-	cfg        Config
-	log        *slog.Logger
-	metrics    *obs.Metrics
-	sess       *session
-	cache      *mem.Cache
-	disk       *disk.Cache    // nil without --disk-cache
-	diskSem    chan struct{}  // bounds the background disk writes
-	diskWG     sync.WaitGroup // the background disk writes in flight
-	diskMu     sync.Mutex     // guards diskClosed and diskWG.Add
-	diskClosed bool
-	flights    singleflight.Group
-	prefetch   chan struct{} // bounds read-ahead fetches in flight
-	coop       *coop         // the directory policy's client side; nil under "none"
+	cfg      Config
+	log      *slog.Logger
+	metrics  *obs.Metrics
+	sess     *session
+	cache    *mem.Cache
+	disk     diskTier // the disk tier under memory (tiers.go); off without --disk-cache
+	flights  singleflight.Group
+	prefetch chan struct{} // bounds read-ahead fetches in flight
+	coop     *coop         // the directory policy's client side; nil under "none"
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
