@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
@@ -55,6 +56,25 @@ type Cache struct {
 	acct  accounting
 
 	hits, misses, evictions atomic.Uint64
+
+	// warnings are rate-limited: a failing disk must not flood the log.
+	lastWarn   atomic.Int64 // unix nanoseconds of the last warning logged
+	suppressed atomic.Uint64
+}
+
+// warn logs a warning, at most one a second; the next one logged says how
+// many were left out.
+func (c *Cache) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := c.lastWarn.Load()
+	if now-last < int64(time.Second) || !c.lastWarn.CompareAndSwap(last, now) {
+		c.suppressed.Add(1)
+		return
+	}
+	if n := c.suppressed.Swap(0); n > 0 {
+		args = append(args, "warnings_suppressed", n)
+	}
+	c.log.Warn(msg, args...)
 }
 
 type lockedBank struct {
@@ -129,7 +149,7 @@ func (c *Cache) get(b *bank, id block.ID, v block.Version, buf []byte) ([]byte, 
 	}
 	data, err := b.readData(fr, buf)
 	if err != nil {
-		c.log.Warn("disk cache: dropping unreadable frame", "block", id, "err", err)
+		c.warn("disk cache: dropping unreadable frame", "block", id, "err", err)
 		c.invalidate(b, fr)
 		return nil, false
 	}
@@ -145,7 +165,7 @@ func (c *Cache) invalidate(b *bank, fr int) {
 	}
 	if err != nil {
 		b.setMem(fr, tag{}) // never serve it again, even if the tag write failed
-		c.log.Warn("disk cache: invalidating a frame", "bank", b.num, "frame", fr, "err", err)
+		c.warn("disk cache: invalidating a frame", "bank", b.num, "frame", fr, "err", err)
 	}
 }
 
@@ -166,7 +186,7 @@ func (c *Cache) Peek(id block.ID) (block.Version, bool) {
 // dropped). Errors are logged; the block is then simply not cached.
 func (c *Cache) Put(id block.ID, v block.Version, data []byte) {
 	if err := c.put(id, v, data, stateClean); err != nil && !errors.Is(err, ErrTooBig) {
-		c.log.Warn("disk cache: storing a block failed", "block", id, "err", err)
+		c.warn("disk cache: storing a block failed", "block", id, "err", err)
 	}
 }
 
@@ -221,7 +241,7 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 		// one needs no sync (if both survive a crash, the higher seq wins).
 		if err := b.setTag(old, tag{}); err != nil {
 			b.setMem(old, tag{})
-			c.log.Warn("disk cache: invalidating a superseded frame", "block", id, "err", err)
+			c.warn("disk cache: invalidating a superseded frame", "block", id, "err", err)
 		}
 	}
 	return nil
@@ -264,7 +284,7 @@ func (c *Cache) makeRoom(b *bank, id block.ID, s, skip int) (int, error) {
 		t := b.tags[fr]
 		data, err := b.readData(fr, nil)
 		if errors.Is(err, errCorrupt) {
-			c.log.Warn("disk cache: a dirty frame is corrupt; its data is lost", "block", t.id, "err", err)
+			c.warn("disk cache: a dirty frame is corrupt; its data is lost", "block", t.id, "err", err)
 			return fr, nil
 		}
 		if err == nil {
@@ -291,7 +311,7 @@ func (c *Cache) Remove(id block.ID) {
 // stale list. It costs O(banks + blocks of the file).
 func (c *Cache) RemoveFile(file uint64) {
 	if err := c.purgeFile(file); err != nil {
-		c.log.Warn("disk cache: removing a file's blocks", "file", file, "err", err)
+		c.warn("disk cache: removing a file's blocks", "file", file, "err", err)
 	}
 }
 
@@ -423,7 +443,7 @@ func (c *Cache) writeBackOne(d DirtyBlock) (bool, error) {
 	}
 	data, err := b.readData(fr, nil)
 	if err != nil {
-		c.log.Warn("disk cache: dropping an unreadable dirty frame", "block", d.ID, "err", err)
+		c.warn("disk cache: dropping an unreadable dirty frame", "block", d.ID, "err", err)
 		c.invalidate(b, fr)
 		return false, nil
 	}

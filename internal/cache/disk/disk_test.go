@@ -3,6 +3,7 @@ package disk
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -354,4 +355,27 @@ func TestNoRoomAtOpen(t *testing.T) {
 		t.Fatalf("Open of a 4 MiB cache on a 1 MiB file system = %v; want a no-space error", err)
 	}
 	t.Log(err)
+}
+
+// TestWarningsRateLimited: a disk that fails every write logs one warning
+// a second, not one per block.
+func TestWarningsRateLimited(t *testing.T) {
+	var logged bytes.Buffer
+	c := open(t, t.TempDir(), func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	lb := &c.banks[0]
+	lb.mu.Lock()
+	lb.b.f.Close() // every I/O on this bank now fails
+	lb.mu.Unlock()
+	n := 0
+	for i := uint64(0); n < 50; i++ {
+		id := block.ID{File: 1, Index: i}
+		if bn, _ := c.place(id); bn == 0 {
+			c.Put(id, 1, data(id, 1))
+			n++
+		}
+	}
+	if lines := strings.Count(logged.String(), "\n"); lines != 1 {
+		t.Fatalf("%d failed Puts logged %d lines; want 1:\n%s", n, lines, logged.String())
+	}
+	c.Close()
 }
