@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/fusefs/posixtest"
 )
 
 // scrapeReadBytes returns coopfs_read_bytes_total by layer from a
@@ -154,4 +156,48 @@ func TestE2EDiskCacheBadFlags(t *testing.T) {
 	dir := newMountpoint(t)
 	p, code := runCoopfs(t, 10*time.Second, nil, "mount", "--server", srv.addr, "--disk-cache", cacheDir, "--disk-cache-size", "64MiB", dir)
 	wantOneLineError(t, p, code, "coopfs mount:", "in use by another process")
+}
+
+// TestE2EDiskCacheConsistency: a client whose memory tier holds one block
+// reads through its disk tier, and still sees every change another client
+// makes (close-to-open), before and after it is restarted on the same
+// cache directory; the POSIX suite passes on its mount.
+func TestE2EDiskCacheConsistency(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t))
+	a := startMount(t, srv.addr, "--name", "A")
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	mountB := func() *e2eMount {
+		return startMount(t, srv.addr, "--name", "B", "--cache-size", "1MiB", "--disk-cache", cacheDir,
+			"--disk-cache-size", "64MiB", "--disk-banks", "4", "--disk-assoc", "4")
+	}
+	b := mountB()
+	data := patterned(3<<20+777, 21)
+	mustWrite(t, a.path("f"), data)
+	wantFile(t, "B first read", b.path("f"), data)
+	wantFile(t, "B second read (from its disk tier)", b.path("f"), data)
+	patch := func(seed byte, off int64) {
+		t.Helper()
+		f, err := os.OpenFile(a.path("f"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bytes.Repeat([]byte{seed}, 4096)
+		if _, err := f.WriteAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		copy(data[off:], p)
+	}
+	patch(0xAB, 1<<20+100)
+	wantFile(t, "B after A patched the middle", b.path("f"), data)
+	b.cleanup(t)
+	patch(0xCD, 2<<20+5)
+	b = mountB()
+	wantFile(t, "restarted B after A patched while it was down", b.path("f"), data)
+	mustWrite(t, a.path("f"), []byte("short now"))
+	wantFile(t, "B after A shrank the file", b.path("f"), []byte("short now"))
+	t.Run("Posix", func(t *testing.T) { posixtest.Run(t, b.dir) })
 }
