@@ -36,7 +36,19 @@ func suiteTier(t testing.TB) func(int64) cache.Tier {
 }
 
 func TestSuite(t *testing.T) {
-	cachetest.Run(t, suiteTier(t), cachetest.WithBlockSize(testBS))
+	reopen := func(ct cache.Tier) cache.Tier {
+		c := ct.(*Cache)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cachetest.Run(t, suiteTier(t), cachetest.WithBlockSize(testBS), cachetest.WithReopen(reopen))
 }
 
 func open(t testing.TB, dir string, mod ...func(*Config)) *Cache {
