@@ -204,6 +204,10 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 			return err
 		}
 	}
+	var crc uint32
+	if len(data) <= c.g.BlockSize {
+		crc = checksum(data) // before locking: readers of the bank need not wait for it
+	}
 	lb, set := c.lock(id)
 	defer lb.mu.Unlock()
 	b := lb.b
@@ -232,7 +236,7 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 	if t := b.tags[fr]; t.state != stateInvalid && t.id != id {
 		c.evictions.Add(1)
 	}
-	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: checksum(data)}
+	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: crc}
 	if err := c.writeFrame(b, fr, t, data, state == stateDirty || oldDirty); err != nil {
 		return err
 	}
