@@ -130,29 +130,36 @@ func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
 
 // GetInto is Get reading into buf when it is large enough (a pooled reply
 // buffer), sparing an allocation per block.
+//
+// The data is read under the bank's lock and checksummed after it is
+// released; a mismatch invalidates the frame only if it still holds the
+// same tag.
 func (c *Cache) GetInto(id block.ID, v block.Version, buf []byte) ([]byte, bool) {
 	lb, _ := c.lock(id)
-	data, ok := c.get(lb.b, id, v, buf)
-	lb.mu.Unlock()
-	if ok {
-		c.hits.Add(1)
-	} else {
-		c.misses.Add(1)
-	}
-	return data, ok
-}
-
-func (c *Cache) get(b *bank, id block.ID, v block.Version, buf []byte) ([]byte, bool) {
+	b := lb.b
 	fr, ok := b.lookup(id)
 	if !ok || b.tags[fr].v != v || c.isStale(id.File) {
+		lb.mu.Unlock()
+		c.misses.Add(1)
 		return nil, false
 	}
-	data, err := b.readData(fr, buf)
+	t := b.tags[fr]
+	data, err := b.readRaw(fr, buf)
+	lb.mu.Unlock()
+	if err == nil {
+		err = b.verify(fr, t, data)
+	}
 	if err != nil {
 		c.warn("disk cache: dropping unreadable frame", "block", id, "err", err)
-		c.invalidate(b, fr)
+		lb.mu.Lock()
+		if b.tags[fr] == t {
+			c.invalidate(b, fr)
+		}
+		lb.mu.Unlock()
+		c.misses.Add(1)
 		return nil, false
 	}
+	c.hits.Add(1)
 	return data, true
 }
 
