@@ -40,7 +40,8 @@ func (a *Agent) openDisk() error {
 		return nil
 	}
 	bs, _ := a.sess.params()
-	c, err := disk.Open(disk.Config{Dir: dc.Dir, Size: dc.Size, BlockSize: bs, Banks: dc.Banks, Assoc: dc.Assoc, Logger: a.log})
+	c, err := disk.Open(disk.Config{Dir: dc.Dir, Size: dc.Size, BlockSize: bs, Banks: dc.Banks, Assoc: dc.Assoc,
+		Logger: a.log, OnEvict: func(id block.ID, _ block.Version) { a.diskEvicted(id) }})
 	if err != nil {
 		return fmt.Errorf("open --disk-cache: %w", err)
 	}
@@ -135,15 +136,25 @@ func (a *Agent) forPeer(id block.ID, v block.Version) ([]byte, bool) {
 
 // memEvicted is the memory tier's eviction callback. Under the directory
 // policy the block joins the discard queue unless the disk tier still
-// holds it: the server keeps forwarding to us what our disk can serve. A
-// block the disk tier drops later is discarded on demand, when a forward
-// finds it absent.
+// holds it: the server keeps forwarding to us what our disk can serve; it
+// is discarded when the disk tier drops it (diskEvicted).
 func (a *Agent) memEvicted(id block.ID) {
 	a.fresh.Delete(id)
 	if a.coop == nil {
 		return
 	}
 	if _, onDisk := a.diskPeek(id); !onDisk {
+		a.coop.evicted(id)
+	}
+}
+
+// diskEvicted is the disk tier's eviction callback: under the directory
+// policy a block neither tier holds any more joins the discard queue.
+func (a *Agent) diskEvicted(id block.ID) {
+	if a.coop == nil {
+		return
+	}
+	if _, inMem := a.cache.Peek(id); !inMem {
 		a.coop.evicted(id)
 	}
 }

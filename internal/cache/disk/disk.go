@@ -216,15 +216,26 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 		crc = checksum(data) // before locking: readers of the bank need not wait for it
 	}
 	lb, set := c.lock(id)
-	defer lb.mu.Unlock()
-	b := lb.b
+	ev, err := c.putLocked(lb.b, set, id, v, data, crc, state)
+	lb.mu.Unlock()
+	if ev != nil && c.cfg.OnEvict != nil {
+		c.cfg.OnEvict(ev.ID, ev.Version)
+	}
+	return err
+}
+
+// putLocked is put with the block's bank locked; it returns the block it
+// evicted, if any.
+func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data []byte, crc uint32, state uint8) (*DirtyBlock, error) {
+	var ev *DirtyBlock
 	old, hasOld := b.lookup(id)
 	if len(data) > c.g.BlockSize {
 		if hasOld {
+			ev = &DirtyBlock{id, b.tags[old].v}
 			c.invalidate(b, old)
 			c.evictions.Add(1)
 		}
-		return fmt.Errorf("%w: %d bytes, block size %d", ErrTooBig, len(data), c.g.BlockSize)
+		return ev, fmt.Errorf("%w: %d bytes, block size %d", ErrTooBig, len(data), c.g.BlockSize)
 	}
 	oldDirty := hasOld && b.tags[old].state == stateDirty
 	fr, skip := old, -1
@@ -235,17 +246,20 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 		var err error
 		if fr, err = c.makeRoom(b, id, set, skip); err != nil {
 			if state == stateDirty || !hasOld {
-				return err
+				return nil, err
 			}
 			fr = old // a clean copy over a dirty one: in place, synced below
 		}
 	}
 	if t := b.tags[fr]; t.state != stateInvalid && t.id != id {
 		c.evictions.Add(1)
+		if !c.isStale(t.id.File) {
+			ev = &DirtyBlock{t.id, t.v}
+		}
 	}
 	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: crc}
 	if err := c.writeFrame(b, fr, t, data, state == stateDirty || oldDirty); err != nil {
-		return err
+		return ev, err
 	}
 	if hasOld && old != fr {
 		// The new copy is durable if the old one was dirty: dropping the old
@@ -255,7 +269,7 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 			c.warn("disk cache: invalidating a superseded frame", "block", id, "err", err)
 		}
 	}
-	return nil
+	return ev, nil
 }
 
 // writeFrame writes data and then tag t into frame fr, syncing if asked.

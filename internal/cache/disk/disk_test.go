@@ -391,3 +391,33 @@ func TestWarningsRateLimited(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestOnEvict: the victim of a Put is reported after the bank's lock is
+// released (the callback may call the cache); removals are not reported.
+func TestOnEvict(t *testing.T) {
+	var got []block.ID
+	var c *Cache
+	c = open(t, t.TempDir(), func(cfg *Config) {
+		cfg.Size, cfg.Banks, cfg.Assoc = 2*testBS, 1, 2
+		cfg.OnEvict = func(id block.ID, v block.Version) {
+			if _, held := c.Peek(id); held {
+				t.Errorf("evicted %v still held", id)
+			}
+			got = append(got, id)
+		}
+	})
+	defer c.Close()
+	ids := []block.ID{{File: 1}, {File: 2}, {File: 3}}
+	for _, id := range ids {
+		c.Put(id, 1, data(id, 1))
+	}
+	if len(got) != 1 || (got[0] != ids[0] && got[0] != ids[1]) {
+		t.Fatalf("OnEvict saw %v; want one of the first two blocks", got)
+	}
+	c.Remove(ids[2])
+	c.RemoveFile(1)
+	c.RemoveFile(2)
+	if len(got) != 1 {
+		t.Fatalf("removals reported as evictions: %v", got)
+	}
+}
