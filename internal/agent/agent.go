@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
@@ -99,9 +98,7 @@ type Agent struct {
 	metrics    *obs.Metrics
 	sess       *session
 	cache      *mem.Cache
-	disk       *disk.Cache // nil without --disk-cache
-	diskSem    chan struct{}
-	diskWG     sync.WaitGroup
+	disk       diskTier // the disk tier under memory (tiers.go); off without --disk-cache
 	flights    singleflight.Group
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
 	coop       *coop         // the directory policy's client side; nil under "none"
@@ -388,6 +385,8 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.mu.Unlock()
 	if known && old != v {
 		a.dropFile(ino)
+	} else if !known {
+		a.dropOtherDiskVersion(ino, v)
 	}
 	return known && old == v
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/disk"
@@ -19,6 +20,18 @@ type DiskConfig struct {
 	Assoc int    // ways per set; 0 means disk.DefaultAssoc
 }
 
+// diskWriters bounds the disk tier writes in flight behind fetches.
+const diskWriters = 4
+
+// diskTier is the agent's disk tier and its background writers.
+type diskTier struct {
+	c      *disk.Cache // nil without --disk-cache
+	sem    chan struct{}
+	wg     sync.WaitGroup // the background writes in flight
+	mu     sync.Mutex     // guards closed and wg.Add
+	closed bool
+}
+
 // openDisk opens the disk tier once the block size is known (from the
 // server's handshake) and registers its counters as tier local_disk.
 func (a *Agent) openDisk() error {
@@ -27,11 +40,12 @@ func (a *Agent) openDisk() error {
 		return nil
 	}
 	bs, _ := a.sess.params()
-	c, err := disk.Open(disk.Config{Dir: dc.Dir, Size: dc.Size, BlockSize: bs, Banks: dc.Banks, Assoc: dc.Assoc, Logger: a.log})
+	c, err := disk.Open(disk.Config{Dir: dc.Dir, Size: dc.Size, BlockSize: bs, Banks: dc.Banks, Assoc: dc.Assoc,
+		Logger: a.log, OnEvict: func(id block.ID, _ block.Version) { a.diskEvicted(id) }})
 	if err != nil {
 		return fmt.Errorf("open --disk-cache: %w", err)
 	}
-	a.disk, a.diskSem = c, make(chan struct{}, diskWriters)
+	a.disk.c, a.disk.sem = c, make(chan struct{}, diskWriters)
 	a.metrics.Register(obs.NewTierCollector(obs.LayerLocalDisk, c.Stats))
 	s := c.Stats()
 	a.log.Info("disk cache open", "dir", dc.Dir, "capacity", block.Size(s.Capacity).String(), "blocks_held", s.Entries)
@@ -41,10 +55,10 @@ func (a *Agent) openDisk() error {
 // fromDisk returns block id at version v from the disk tier and, on a hit,
 // promotes it to the memory tier and counts the read as local_disk.
 func (a *Agent) fromDisk(id block.ID, v block.Version) ([]byte, bool) {
-	if a.disk == nil {
+	if a.disk.c == nil {
 		return nil, false
 	}
-	data, ok := a.disk.Get(id, v)
+	data, ok := a.disk.c.Get(id, v)
 	if !ok {
 		return nil, false
 	}
@@ -53,22 +67,29 @@ func (a *Agent) fromDisk(id block.ID, v block.Version) ([]byte, bool) {
 	return data, true
 }
 
-// diskWriters bounds the disk tier writes in flight behind fetches.
-const diskWriters = 4
-
 // toDisk stores a fetched block in the disk tier, in the background so the
 // reader does not wait for the write and its checksum; at most diskWriters
 // run at once, and a fetch waits for a free one rather than drop the block
 // (blocks are shared read-only, so the write may outlive the fetch).
 func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
-	if a.disk == nil {
+	d := &a.disk
+	if d.c == nil {
 		return
 	}
-	a.diskSem <- struct{}{}
-	a.diskWG.Add(1)
+	d.sem <- struct{}{}
+	d.mu.Lock()
+	closed := d.closed
+	if !closed {
+		d.wg.Add(1) // never concurrently with closeDisk's Wait
+	}
+	d.mu.Unlock()
+	if closed {
+		<-d.sem
+		return
+	}
 	go func() {
-		defer func() { <-a.diskSem; a.diskWG.Done() }()
-		a.disk.Put(id, v, data)
+		defer func() { <-d.sem; d.wg.Done() }()
+		d.c.Put(id, v, data)
 	}()
 }
 
@@ -77,25 +98,27 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 // is freed at once.
 func (a *Agent) dropFile(ino uint64) {
 	a.cache.RemoveFile(ino)
-	if a.disk != nil {
-		a.disk.RemoveFile(ino)
+	if a.disk.c != nil {
+		a.disk.c.RemoveFile(ino)
 	}
 }
 
-func (a *Agent) closeDisk() error {
-	if a.disk == nil {
-		return nil
+// dropOtherDiskVersion frees the disk tier's blocks of a file first seen
+// since the start (a restart) at a version other than the one they hold:
+// the file changed while we were away, and they can never hit again. The
+// first block stands for the file.
+func (a *Agent) dropOtherDiskVersion(ino, v uint64) {
+	if old, ok := a.diskPeek(block.ID{File: ino}); ok && uint64(old) != v {
+		a.disk.c.RemoveFile(ino)
 	}
-	a.diskWG.Wait()
-	return a.disk.Close()
 }
 
 // diskPeek returns the version the disk tier holds for id.
 func (a *Agent) diskPeek(id block.ID) (block.Version, bool) {
-	if a.disk == nil {
+	if a.disk.c == nil {
 		return 0, false
 	}
-	return a.disk.Peek(id)
+	return a.disk.c.Peek(id)
 }
 
 // forPeer returns block id at version v for a peer the server forwarded a
@@ -105,17 +128,16 @@ func (a *Agent) forPeer(id block.ID, v block.Version) ([]byte, bool) {
 	if data, ok := a.cache.Get(id, v); ok {
 		return data, true
 	}
-	if a.disk == nil {
+	if a.disk.c == nil {
 		return nil, false
 	}
-	return a.disk.Get(id, v)
+	return a.disk.c.Get(id, v)
 }
 
 // memEvicted is the memory tier's eviction callback. Under the directory
 // policy the block joins the discard queue unless the disk tier still
-// holds it: the server keeps forwarding to us what our disk can serve. A
-// block the disk tier drops later is discarded on demand, when a forward
-// finds it absent.
+// holds it: the server keeps forwarding to us what our disk can serve; it
+// is discarded when the disk tier drops it (diskEvicted).
 func (a *Agent) memEvicted(id block.ID) {
 	a.fresh.Delete(id)
 	if a.coop == nil {
@@ -124,4 +146,28 @@ func (a *Agent) memEvicted(id block.ID) {
 	if _, onDisk := a.diskPeek(id); !onDisk {
 		a.coop.evicted(id)
 	}
+}
+
+// diskEvicted is the disk tier's eviction callback: under the directory
+// policy a block neither tier holds any more joins the discard queue.
+func (a *Agent) diskEvicted(id block.ID) {
+	if a.coop == nil {
+		return
+	}
+	if _, inMem := a.cache.Peek(id); !inMem {
+		a.coop.evicted(id)
+	}
+}
+
+// closeDisk waits for the background writes and closes the disk tier.
+func (a *Agent) closeDisk() error {
+	d := &a.disk
+	if d.c == nil {
+		return nil
+	}
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.wg.Wait()
+	return d.c.Close()
 }

@@ -92,3 +92,42 @@ func TestDiskTierRestartAndPeers(t *testing.T) {
 	}
 
 }
+
+// TestDiskTierEvictionsDiscard: under the directory policy, a block that
+// leaves the memory tier but stays on disk is not discarded, and one the
+// disk tier then drops is: the server's directory follows what the client
+// can still serve.
+func TestDiskTierEvictionsDiscard(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(256<<10, 5)
+	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := startDirServer(t, export, obs.NewMetrics())
+	ctx := context.Background()
+	m := obs.NewMetrics()
+	a, err := agent.New(ctx, agent.Config{Server: addr, Policy: "directory", Metrics: m, CacheSize: 16 << 10,
+		DiscardQueue: 1000, ReconnectTimeout: time.Second,
+		Disk: agent.DiskConfig{Dir: t.TempDir(), Size: 128 << 10, Banks: 2, Assoc: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if got, err := readAll(ctx, a, "f"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %d bytes, %v", len(got), err)
+	}
+	// 64 blocks went through a memory tier of 4 and a disk tier of 32: the
+	// 28 or so the disk tier dropped are queued for discard, the ones it
+	// holds are not.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := scrape(t, m).Sum("coopfs_discard_queue", nil)
+		if q >= 28 && q <= 60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("discard queue holds %v blocks; want those the disk tier dropped (about 28 of 64)", q)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

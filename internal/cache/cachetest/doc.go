@@ -2,7 +2,7 @@
 // version tagging, replacement, removal, the capacity bound (checked after
 // every operation), agreement with a simple reference model under random
 // operations, concurrent use (run it with -race) and, for tiers that promise
-// it, exact LRU eviction order.
+// them, exact LRU eviction order and persistence across a reopen.
 //
 // A tier's test calls it like this:
 //

@@ -17,6 +17,7 @@ type Option func(*options)
 type options struct {
 	lru       bool
 	blockSize int
+	reopen    func(cache.Tier) cache.Tier
 }
 
 // WithLRU runs the eviction-order tests too: the tier evicts the least
@@ -29,13 +30,20 @@ func WithLRU() Option { return func(o *options) { o.lru = true } }
 // and capacities that are multiples of it.
 func WithBlockSize(n int) Option { return func(o *options) { o.blockSize = n } }
 
+// WithReopen runs the persistence test too, for tiers that keep their
+// blocks across restarts: reopen closes the tier and returns a new one
+// opened on the same storage.
+func WithReopen(reopen func(cache.Tier) cache.Tier) Option {
+	return func(o *options) { o.reopen = reopen }
+}
+
 // Run runs the whole suite against tiers made by newTier.
 func Run(t *testing.T, newTier func(capacity int64) cache.Tier, opts ...Option) {
 	o := options{blockSize: 4096}
 	for _, f := range opts {
 		f(&o)
 	}
-	s := suite{newTier: newTier, bs: o.blockSize}
+	s := suite{newTier: newTier, bs: o.blockSize, reopen: o.reopen}
 	t.Run("EmptyMisses", s.testEmptyMisses)
 	t.Run("PutGetVersion", s.testPutGetVersion)
 	t.Run("Replace", s.testReplace)
@@ -45,6 +53,9 @@ func Run(t *testing.T, newTier func(capacity int64) cache.Tier, opts ...Option) 
 	t.Run("CapacityBound", s.testCapacityBound)
 	t.Run("ReferenceModel", s.testReferenceModel)
 	t.Run("Concurrent", s.testConcurrent)
+	if o.reopen != nil {
+		t.Run("Reopen", s.testReopen)
+	}
 	if o.lru {
 		t.Run("LRU", s.testLRU)
 		t.Run("LRUReplaceTouches", s.testLRUReplaceTouches)
@@ -56,6 +67,7 @@ func Run(t *testing.T, newTier func(capacity int64) cache.Tier, opts ...Option) 
 type suite struct {
 	newTier func(capacity int64) cache.Tier // an empty tier bounded by capacity bytes
 	bs      int
+	reopen  func(cache.Tier) cache.Tier // nil for tiers that do not persist
 }
 
 // Data returns n bytes that depend on id and v, so that a hit can be checked
@@ -453,5 +465,56 @@ func (s suite) testLRUBytes(t *testing.T) {
 	s.expect(t, c, []uint64{3}, []uint64{0, 1, 2})
 	if st := c.Stats(); st.Evictions != 3 || st.Bytes != capacity {
 		t.Fatalf("stats %+v; want 3 evictions and a full tier", st)
+	}
+}
+
+// testReopen: after a restart, a persistent tier holds exactly what it held
+// before (same versions, same data, short and empty blocks included), and
+// nothing that was replaced, removed or dropped with its file comes back.
+func (s suite) testReopen(t *testing.T) {
+	capacity := int64(16 * s.bs)
+	c := s.newTier(capacity)
+	type put struct {
+		id block.ID
+		v  block.Version
+		n  int
+	}
+	puts := []put{
+		{block.ID{File: 1, Index: 0}, 1, s.bs}, {block.ID{File: 1, Index: 1}, 2, s.bs / 2},
+		{block.ID{File: 2, Index: 0}, 1, 0}, {block.ID{File: 3, Index: 0}, 1, s.bs},
+		{block.ID{File: 3, Index: 1}, 1, 7}, {block.ID{File: 1, Index: 2}, 1, s.bs},
+		{block.ID{File: 1, Index: 0}, 2, 10}, // replaces v1
+	}
+	for _, p := range puts {
+		c.Put(p.id, p.v, Data(p.id, p.v, p.n))
+	}
+	c.Remove(block.ID{File: 1, Index: 2})
+	c.RemoveFile(3)
+	want := map[block.ID]put{}
+	for _, p := range puts {
+		if p.id.File != 3 && p.id != (block.ID{File: 1, Index: 2}) {
+			want[p.id] = p
+		}
+	}
+	held := map[block.ID]bool{}
+	for id, p := range want {
+		_, held[id] = c.Get(id, p.v)
+	}
+	before := c.Stats()
+	c = s.reopen(c)
+	checkInvariants(t, c, capacity, "reopen")
+	for id, p := range want {
+		if held[id] {
+			mustHit(t, c, id, p.v, Data(id, p.v, p.n))
+		} else {
+			mustMiss(t, c, id, p.v)
+		}
+	}
+	mustMiss(t, c, block.ID{File: 1, Index: 0}, 1)
+	mustMiss(t, c, block.ID{File: 1, Index: 2}, 1)
+	mustMiss(t, c, block.ID{File: 3, Index: 0}, 1)
+	mustMiss(t, c, block.ID{File: 3, Index: 1}, 1)
+	if after := c.Stats(); after.Entries != before.Entries || after.Bytes != before.Bytes {
+		t.Fatalf("after reopen: %d entries, %d bytes; before: %d, %d", after.Entries, after.Bytes, before.Entries, before.Bytes)
 	}
 }

@@ -77,6 +77,17 @@ func (b *bank) setMem(fr int, t tag) {
 // readData reads frame fr's data into buf (a new slice if buf is too
 // small) and checks it against its tag.
 func (b *bank) readData(fr int, buf []byte) ([]byte, error) {
+	data, err := b.readRaw(fr, buf)
+	if err == nil {
+		err = b.verify(fr, b.tags[fr], data)
+	}
+	return data, err
+}
+
+// readRaw reads frame fr's data into buf (a new slice if buf is too small)
+// without checking it: the caller checks it with verify, possibly after
+// releasing the bank's lock (the data read under the lock is the tag's).
+func (b *bank) readRaw(fr int, buf []byte) ([]byte, error) {
 	if b.f == nil {
 		return nil, os.ErrClosed
 	}
@@ -89,10 +100,15 @@ func (b *bank) readData(fr int, buf []byte) ([]byte, error) {
 	if _, err := b.f.ReadAt(data, b.g.frameOff(fr)); err != nil {
 		return nil, fmt.Errorf("disk cache: read bank %d frame %d: %w", b.num, fr, err)
 	}
-	if checksum(data) != t.dataCRC {
-		return nil, fmt.Errorf("disk cache: bank %d frame %d (block %v): %w", b.num, fr, t.id, errCorrupt)
-	}
 	return data, nil
+}
+
+// verify checks data read from frame fr against its tag t.
+func (b *bank) verify(fr int, t tag, data []byte) error {
+	if checksum(data) != t.dataCRC {
+		return fmt.Errorf("disk cache: bank %d frame %d (block %v): %w", b.num, fr, t.id, errCorrupt)
+	}
+	return nil
 }
 
 func (b *bank) writeData(fr int, data []byte) error {

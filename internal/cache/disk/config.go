@@ -40,6 +40,12 @@ type Config struct {
 	// dirty frames are never evicted: a set full of dirty frames refuses new
 	// blocks (PutDirty returns a *FullError).
 	WriteBack WriteBackFunc
+	// OnEvict, if set, is called for every block the cache drops on its
+	// own: the victim of a Put, or the old copy of a block whose new data
+	// is too big to store (not Remove, RemoveFile, Truncate or a stale
+	// file's frames). It runs after the bank's lock is released, on the
+	// goroutine that called Put; it may call the cache.
+	OnEvict func(id block.ID, v block.Version)
 	// Logger receives warnings (I/O errors, corrupt frames); nil discards.
 	Logger *slog.Logger
 	// Seed seeds the random choice of victims (tests); zero picks one.

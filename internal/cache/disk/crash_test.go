@@ -20,7 +20,9 @@ import (
 // COOPFS_DISK_CRASH_DIR and does random writes until it is killed,
 // printing "b F I" before an operation on block (F, I) and, once it
 // returned, "d F I V" (PutDirty), "c F I V" (Put) or "r F I" (Remove);
-// "w F I V" when the write-back function is called for a block.
+// "bf F" before an operation on file F and "t F SIZE" (Truncate) or "s F"
+// (MarkStale) after it; "w F I V" when the write-back function is called
+// for a block.
 const crashEnv = "COOPFS_DISK_CRASH_DIR"
 
 func crashConfig(dir string, wb WriteBackFunc) Config {
@@ -55,6 +57,25 @@ func TestCrashChild(t *testing.T) {
 	say("ready")
 	for v := block.Version(gen); ; v++ {
 		id := block.ID{File: uint64(rng.IntN(4)), Index: uint64(rng.IntN(16))}
+		switch r := rng.IntN(100); {
+		case r >= 95:
+			say("bf %d", id.File)
+			size := int64(rng.IntN(16 * testBS))
+			if err := c.Truncate(id.File, size); err != nil {
+				say("error %v", err)
+				return
+			}
+			say("t %d %d", id.File, size)
+			continue
+		case r >= 92:
+			say("bf %d", id.File)
+			if err := c.MarkStale(id.File); err != nil {
+				say("error %v", err)
+				return
+			}
+			say("s %d", id.File)
+			continue
+		}
 		say("b %d %d", id.File, id.Index)
 		switch r := rng.IntN(100); {
 		case r < 70:
@@ -76,9 +97,27 @@ func TestCrashChild(t *testing.T) {
 // crashState is what the parent knows: per block, the last acknowledged
 // operation, and whether that dirty version was written back.
 type crashState struct {
-	dirty    map[block.ID]block.Version // acknowledged dirty, not written back
-	maybe    map[block.ID]block.Version // written back: may or may not be dirty
-	inFlight *block.ID
+	dirty      map[block.ID]block.Version // acknowledged dirty, not written back
+	maybe      map[block.ID]block.Version // written back: may or may not be dirty
+	inFlight   *block.ID
+	inFlightOf *uint64 // a whole-file operation (Truncate, MarkStale) in flight
+}
+
+// unsure reports whether id's state is open: an operation on it or on its
+// file was in flight at the kill.
+func (s *crashState) unsure(id block.ID) bool {
+	return (s.inFlight != nil && *s.inFlight == id) || (s.inFlightOf != nil && *s.inFlightOf == id.File)
+}
+
+// dropFile applies an acknowledged Truncate to size (or MarkStale: size 0).
+func (s *crashState) dropFile(file uint64, size int64) {
+	for _, m := range []map[block.ID]block.Version{s.dirty, s.maybe} {
+		for id := range m {
+			if id.File == file && int64(id.Index)*testBS >= size {
+				delete(m, id)
+			}
+		}
+	}
 }
 
 func (s *crashState) apply(line string) error {
@@ -95,6 +134,15 @@ func (s *crashState) apply(line string) error {
 		return fmt.Errorf("child: %s", line)
 	case "b":
 		s.inFlight = &block.ID{File: n[0], Index: n[1]}
+	case "bf":
+		s.inFlightOf = &n[0]
+	case "t", "s":
+		size := int64(0)
+		if f[0] == "t" {
+			size = int64(n[1])
+		}
+		s.dropFile(n[0], size)
+		s.inFlightOf = nil
 	case "d", "c", "r":
 		id := block.ID{File: n[0], Index: n[1]}
 		delete(s.dirty, id)
@@ -116,7 +164,8 @@ func (s *crashState) apply(line string) error {
 // TestCrashSIGKILL kills a writing child process with SIGKILL at random
 // points, several times over one cache directory on a real disk, and checks
 // after each kill that every acknowledged dirty block is found again with
-// its data, nothing else is dirty, and every hit carries the right data.
+// its data (cut by truncations), nothing else is dirty (nothing truncated
+// away, nothing of a stale file), and every hit carries the right data.
 func TestCrashSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -179,7 +228,7 @@ func (s *crashState) check(t *testing.T, dir string, round int) {
 		got[d.ID] = d.Version
 	}
 	for id, v := range s.dirty {
-		if s.inFlight != nil && *s.inFlight == id {
+		if s.unsure(id) {
 			continue
 		}
 		if got[id] != v {
@@ -187,11 +236,11 @@ func (s *crashState) check(t *testing.T, dir string, round int) {
 		}
 	}
 	for id, v := range got {
-		ok := s.dirty[id] == v || s.maybe[id] == v || (s.inFlight != nil && *s.inFlight == id)
+		ok := s.dirty[id] == v || s.maybe[id] == v || s.unsure(id)
 		if !ok {
 			t.Fatalf("round %d: block %v is dirty at v%d, which was never acknowledged last", round, id, v)
 		}
-		if d, hit := c.Get(id, v); !hit || !bytes.Equal(d, crashData(id, v)) {
+		if d, hit := c.Get(id, v); !hit || !bytes.HasPrefix(crashData(id, v), d) {
 			t.Fatalf("round %d: dirty block %v v%d does not read back", round, id, v)
 		}
 	}
@@ -201,12 +250,12 @@ func (s *crashState) check(t *testing.T, dir string, round int) {
 			if tg.state == stateInvalid {
 				continue
 			}
-			if d, hit := c.Get(tg.id, tg.v); hit && !bytes.Equal(d, crashData(tg.id, tg.v)) {
+			if d, hit := c.Get(tg.id, tg.v); hit && !bytes.HasPrefix(crashData(tg.id, tg.v), d) {
 				t.Fatalf("round %d: block %v v%d reads back wrong data", round, tg.id, tg.v)
 			}
 		}
 	}
 	// The next round starts from what the cache holds now.
-	s.dirty, s.maybe, s.inFlight = got, map[block.ID]block.Version{}, nil
+	s.dirty, s.maybe, s.inFlight, s.inFlightOf = got, map[block.ID]block.Version{}, nil, nil
 	t.Logf("round %d: %d dirty blocks found again, stats %+v", round, len(got), c.Stats())
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
@@ -55,6 +56,25 @@ type Cache struct {
 	acct  accounting
 
 	hits, misses, evictions atomic.Uint64
+
+	// warnings are rate-limited: a failing disk must not flood the log.
+	lastWarn   atomic.Int64 // unix nanoseconds of the last warning logged
+	suppressed atomic.Uint64
+}
+
+// warn logs a warning, at most one a second; the next one logged says how
+// many were left out.
+func (c *Cache) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := c.lastWarn.Load()
+	if now-last < int64(time.Second) || !c.lastWarn.CompareAndSwap(last, now) {
+		c.suppressed.Add(1)
+		return
+	}
+	if n := c.suppressed.Swap(0); n > 0 {
+		args = append(args, "warnings_suppressed", n)
+	}
+	c.log.Warn(msg, args...)
 }
 
 type lockedBank struct {
@@ -110,29 +130,36 @@ func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
 
 // GetInto is Get reading into buf when it is large enough (a pooled reply
 // buffer), sparing an allocation per block.
+//
+// The data is read under the bank's lock and checksummed after it is
+// released; a mismatch invalidates the frame only if it still holds the
+// same tag.
 func (c *Cache) GetInto(id block.ID, v block.Version, buf []byte) ([]byte, bool) {
 	lb, _ := c.lock(id)
-	data, ok := c.get(lb.b, id, v, buf)
-	lb.mu.Unlock()
-	if ok {
-		c.hits.Add(1)
-	} else {
-		c.misses.Add(1)
-	}
-	return data, ok
-}
-
-func (c *Cache) get(b *bank, id block.ID, v block.Version, buf []byte) ([]byte, bool) {
+	b := lb.b
 	fr, ok := b.lookup(id)
 	if !ok || b.tags[fr].v != v || c.isStale(id.File) {
+		lb.mu.Unlock()
+		c.misses.Add(1)
 		return nil, false
 	}
-	data, err := b.readData(fr, buf)
+	t := b.tags[fr]
+	data, err := b.readRaw(fr, buf)
+	lb.mu.Unlock()
+	if err == nil {
+		err = b.verify(fr, t, data)
+	}
 	if err != nil {
-		c.log.Warn("disk cache: dropping unreadable frame", "block", id, "err", err)
-		c.invalidate(b, fr)
+		c.warn("disk cache: dropping unreadable frame", "block", id, "err", err)
+		lb.mu.Lock()
+		if b.tags[fr] == t {
+			c.invalidate(b, fr)
+		}
+		lb.mu.Unlock()
+		c.misses.Add(1)
 		return nil, false
 	}
+	c.hits.Add(1)
 	return data, true
 }
 
@@ -145,7 +172,7 @@ func (c *Cache) invalidate(b *bank, fr int) {
 	}
 	if err != nil {
 		b.setMem(fr, tag{}) // never serve it again, even if the tag write failed
-		c.log.Warn("disk cache: invalidating a frame", "bank", b.num, "frame", fr, "err", err)
+		c.warn("disk cache: invalidating a frame", "bank", b.num, "frame", fr, "err", err)
 	}
 }
 
@@ -166,7 +193,7 @@ func (c *Cache) Peek(id block.ID) (block.Version, bool) {
 // dropped). Errors are logged; the block is then simply not cached.
 func (c *Cache) Put(id block.ID, v block.Version, data []byte) {
 	if err := c.put(id, v, data, stateClean); err != nil && !errors.Is(err, ErrTooBig) {
-		c.log.Warn("disk cache: storing a block failed", "block", id, "err", err)
+		c.warn("disk cache: storing a block failed", "block", id, "err", err)
 	}
 }
 
@@ -184,16 +211,31 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 			return err
 		}
 	}
+	var crc uint32
+	if len(data) <= c.g.BlockSize {
+		crc = checksum(data) // before locking: readers of the bank need not wait for it
+	}
 	lb, set := c.lock(id)
-	defer lb.mu.Unlock()
-	b := lb.b
+	ev, err := c.putLocked(lb.b, set, id, v, data, crc, state)
+	lb.mu.Unlock()
+	if ev != nil && c.cfg.OnEvict != nil {
+		c.cfg.OnEvict(ev.ID, ev.Version)
+	}
+	return err
+}
+
+// putLocked is put with the block's bank locked; it returns the block it
+// evicted, if any.
+func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data []byte, crc uint32, state uint8) (*DirtyBlock, error) {
+	var ev *DirtyBlock
 	old, hasOld := b.lookup(id)
 	if len(data) > c.g.BlockSize {
 		if hasOld {
+			ev = &DirtyBlock{id, b.tags[old].v}
 			c.invalidate(b, old)
 			c.evictions.Add(1)
 		}
-		return fmt.Errorf("%w: %d bytes, block size %d", ErrTooBig, len(data), c.g.BlockSize)
+		return ev, fmt.Errorf("%w: %d bytes, block size %d", ErrTooBig, len(data), c.g.BlockSize)
 	}
 	oldDirty := hasOld && b.tags[old].state == stateDirty
 	fr, skip := old, -1
@@ -204,27 +246,30 @@ func (c *Cache) put(id block.ID, v block.Version, data []byte, state uint8) erro
 		var err error
 		if fr, err = c.makeRoom(b, id, set, skip); err != nil {
 			if state == stateDirty || !hasOld {
-				return err
+				return nil, err
 			}
 			fr = old // a clean copy over a dirty one: in place, synced below
 		}
 	}
 	if t := b.tags[fr]; t.state != stateInvalid && t.id != id {
 		c.evictions.Add(1)
+		if !c.isStale(t.id.File) {
+			ev = &DirtyBlock{t.id, t.v}
+		}
 	}
-	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: checksum(data)}
+	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: crc}
 	if err := c.writeFrame(b, fr, t, data, state == stateDirty || oldDirty); err != nil {
-		return err
+		return ev, err
 	}
 	if hasOld && old != fr {
 		// The new copy is durable if the old one was dirty: dropping the old
 		// one needs no sync (if both survive a crash, the higher seq wins).
 		if err := b.setTag(old, tag{}); err != nil {
 			b.setMem(old, tag{})
-			c.log.Warn("disk cache: invalidating a superseded frame", "block", id, "err", err)
+			c.warn("disk cache: invalidating a superseded frame", "block", id, "err", err)
 		}
 	}
-	return nil
+	return ev, nil
 }
 
 // writeFrame writes data and then tag t into frame fr, syncing if asked.
@@ -264,7 +309,7 @@ func (c *Cache) makeRoom(b *bank, id block.ID, s, skip int) (int, error) {
 		t := b.tags[fr]
 		data, err := b.readData(fr, nil)
 		if errors.Is(err, errCorrupt) {
-			c.log.Warn("disk cache: a dirty frame is corrupt; its data is lost", "block", t.id, "err", err)
+			c.warn("disk cache: a dirty frame is corrupt; its data is lost", "block", t.id, "err", err)
 			return fr, nil
 		}
 		if err == nil {
@@ -291,7 +336,7 @@ func (c *Cache) Remove(id block.ID) {
 // stale list. It costs O(banks + blocks of the file).
 func (c *Cache) RemoveFile(file uint64) {
 	if err := c.purgeFile(file); err != nil {
-		c.log.Warn("disk cache: removing a file's blocks", "file", file, "err", err)
+		c.warn("disk cache: removing a file's blocks", "file", file, "err", err)
 	}
 }
 
@@ -423,7 +468,7 @@ func (c *Cache) writeBackOne(d DirtyBlock) (bool, error) {
 	}
 	data, err := b.readData(fr, nil)
 	if err != nil {
-		c.log.Warn("disk cache: dropping an unreadable dirty frame", "block", d.ID, "err", err)
+		c.warn("disk cache: dropping an unreadable dirty frame", "block", d.ID, "err", err)
 		c.invalidate(b, fr)
 		return false, nil
 	}

@@ -3,8 +3,10 @@ package disk
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -34,7 +36,19 @@ func suiteTier(t testing.TB) func(int64) cache.Tier {
 }
 
 func TestSuite(t *testing.T) {
-	cachetest.Run(t, suiteTier(t), cachetest.WithBlockSize(testBS))
+	reopen := func(ct cache.Tier) cache.Tier {
+		c := ct.(*Cache)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cachetest.Run(t, suiteTier(t), cachetest.WithBlockSize(testBS), cachetest.WithReopen(reopen))
 }
 
 func open(t testing.TB, dir string, mod ...func(*Config)) *Cache {
@@ -83,11 +97,32 @@ func TestReopenGeometryAndLock(t *testing.T) {
 	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 4, Assoc: 4}); err == nil {
 		t.Fatal("a second Open of a cache in use succeeded")
 	}
-	c.Close()
-	if _, err := Open(Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 2, Assoc: 4}); err == nil {
-		t.Fatal("Open with another geometry succeeded")
+	id := block.ID{File: 1, Index: 2}
+	if err := c.PutDirty(id, 1, data(id, 1)); err != nil {
+		t.Fatal(err)
 	}
-	open(t, dir).Close()
+	c.Close()
+	other := Config{Dir: dir, Size: 64 * testBS, BlockSize: testBS, Banks: 2, Assoc: 4}
+	if _, err := Open(other); err == nil || !strings.Contains(err.Error(), "1 dirty blocks") {
+		t.Fatalf("Open with another geometry over a dirty block = %v; want a refusal", err)
+	}
+	// Once nothing is dirty, other sizes start the directory afresh.
+	c = open(t, dir)
+	if ok, err := c.MarkClean(id, 1); !ok || err != nil {
+		t.Fatal("MarkClean found no dirty block")
+	}
+	c.Close()
+	c, err := Open(other)
+	if err != nil {
+		t.Fatalf("Open with other sizes over a clean cache: %v", err)
+	}
+	if s := c.Stats(); s.Entries != 0 || s.Capacity != 64*testBS {
+		t.Fatalf("after starting afresh: %+v", s)
+	}
+	c.Close()
+	if banks, _ := filepath.Glob(filepath.Join(dir, "bank-*")); len(banks) != 2 {
+		t.Fatalf("bank files after starting afresh with 2 banks: %v", banks)
+	}
 }
 
 func TestPersistence(t *testing.T) {
@@ -313,5 +348,76 @@ func TestDuplicateTagsResolveBySeq(t *testing.T) {
 			t.Fatalf("duplicate not invalidated: %+v", s)
 		}
 		c.Close()
+	}
+}
+
+// TestNoRoomAtOpen: a cache larger than the free space of its file system
+// fails at open with a message, instead of failing block by block later.
+func TestNoRoomAtOpen(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	_, err := Open(Config{Dir: filepath.Join(dir, "c"), Size: 4 << 20, BlockSize: testBS, Banks: 2, Assoc: 2})
+	if err == nil || !strings.Contains(err.Error(), "not enough free space") {
+		t.Fatalf("Open of a 4 MiB cache on a 1 MiB file system = %v; want a no-space error", err)
+	}
+	t.Log(err)
+}
+
+// TestWarningsRateLimited: a disk that fails every write logs one warning
+// a second, not one per block.
+func TestWarningsRateLimited(t *testing.T) {
+	var logged bytes.Buffer
+	c := open(t, t.TempDir(), func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	lb := &c.banks[0]
+	lb.mu.Lock()
+	lb.b.f.Close() // every I/O on this bank now fails
+	lb.mu.Unlock()
+	n := 0
+	for i := uint64(0); n < 50; i++ {
+		id := block.ID{File: 1, Index: i}
+		if bn, _ := c.place(id); bn == 0 {
+			c.Put(id, 1, data(id, 1))
+			n++
+		}
+	}
+	if lines := strings.Count(logged.String(), "\n"); lines != 1 {
+		t.Fatalf("%d failed Puts logged %d lines; want 1:\n%s", n, lines, logged.String())
+	}
+	c.Close()
+}
+
+// TestOnEvict: the victim of a Put is reported after the bank's lock is
+// released (the callback may call the cache); removals are not reported.
+func TestOnEvict(t *testing.T) {
+	var got []block.ID
+	var c *Cache
+	c = open(t, t.TempDir(), func(cfg *Config) {
+		cfg.Size, cfg.Banks, cfg.Assoc = 2*testBS, 1, 2
+		cfg.OnEvict = func(id block.ID, v block.Version) {
+			if _, held := c.Peek(id); held {
+				t.Errorf("evicted %v still held", id)
+			}
+			got = append(got, id)
+		}
+	})
+	defer c.Close()
+	ids := []block.ID{{File: 1}, {File: 2}, {File: 3}}
+	for _, id := range ids {
+		c.Put(id, 1, data(id, 1))
+	}
+	if len(got) != 1 || (got[0] != ids[0] && got[0] != ids[1]) {
+		t.Fatalf("OnEvict saw %v; want one of the first two blocks", got)
+	}
+	c.Remove(ids[2])
+	c.RemoveFile(1)
+	c.RemoveFile(2)
+	if len(got) != 1 {
+		t.Fatalf("removals reported as evictions: %v", got)
 	}
 }

@@ -56,7 +56,7 @@ func parseSuperblock(s string) (geometry, error) {
 
 // Open opens the cache in cfg.Dir, creating it if needed, and rebuilds its
 // index from the bank files' tags. A directory made with another geometry
-// is an error (the message says how to proceed).
+// starts afresh when it holds no dirty block, and is an error otherwise.
 func Open(cfg Config) (*Cache, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -134,11 +134,68 @@ func (c *Cache) checkSuperblock() error {
 	if err != nil {
 		return fmt.Errorf("disk cache: %s: %w; remove the directory to start afresh", path, err)
 	}
-	if old != c.g {
-		return fmt.Errorf("disk cache: %s holds a cache of %d banks × %d sets × %d ways of %v blocks, not the %d × %d × %d of %v asked for; use the same sizes, or flush it and remove the directory",
-			c.cfg.Dir, old.Banks, old.Sets, old.Assoc, block.Size(old.BlockSize), c.g.Banks, c.g.Sets, c.g.Assoc, block.Size(c.g.BlockSize))
+	if old == c.g {
+		return nil
+	}
+	return c.reformat(old)
+}
+
+// reformat starts the directory afresh with the new geometry when the old
+// cache holds no dirty block (nothing is lost but clean copies); a cache
+// with dirty blocks is refused, since they must be written back first.
+func (c *Cache) reformat(old geometry) error {
+	dirty, err := countDirty(c.cfg.Dir, old)
+	if err != nil {
+		return err
+	}
+	if dirty > 0 {
+		return fmt.Errorf("disk cache: %s holds a cache of %d banks × %d sets × %d ways of %v blocks with %d dirty blocks, not the %d × %d × %d of %v asked for; use the same sizes until it is flushed",
+			c.cfg.Dir, old.Banks, old.Sets, old.Assoc, block.Size(old.BlockSize), dirty, c.g.Banks, c.g.Sets, c.g.Assoc, block.Size(c.g.BlockSize))
+	}
+	c.log.Info("disk cache: the sizes changed and no block is dirty: starting afresh", "dir", c.cfg.Dir,
+		"old_banks", old.Banks, "old_sets", old.Sets, "old_assoc", old.Assoc, "old_block_size", old.BlockSize)
+	banks, _ := filepath.Glob(filepath.Join(c.cfg.Dir, "bank-*"))
+	for _, p := range append(banks, filepath.Join(c.cfg.Dir, "stale")) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("disk cache: start afresh: %w", err)
+		}
+	}
+	if err := writeFileSync(filepath.Join(c.cfg.Dir, "superblock"), []byte(c.g.superblock())); err != nil {
+		return fmt.Errorf("disk cache: write superblock: %w", err)
 	}
 	return nil
+}
+
+// countDirty counts the dirty frames of files not on the stale list in a
+// cache directory of geometry g.
+func countDirty(dir string, g geometry) (int, error) {
+	st, err := openStale(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	area := make([]byte, g.framesPerBank()*tagSize)
+	for i := range g.Banks {
+		f, err := os.Open(filepath.Join(dir, fmt.Sprintf("bank-%04d", i)))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("disk cache: %w", err)
+		}
+		clear(area)
+		_, err = f.ReadAt(area, 0)
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("disk cache: read tags: %w", err)
+		}
+		for fr := range g.framesPerBank() {
+			if t, ok := decodeTag(area[fr*tagSize:], g.BlockSize); ok && t.state == stateDirty && !st.files[t.id.File] {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // openBank opens (or creates) bank file i and rebuilds its index. Two valid
@@ -154,7 +211,7 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 	if fi, err := f.Stat(); err != nil {
 		return b, fmt.Errorf("disk cache: %w", err)
 	} else if fi.Size() < c.g.bankSize() {
-		if err := f.Truncate(c.g.bankSize()); err != nil {
+		if err := allocate(f, c.g.bankSize()); err != nil {
 			return b, fmt.Errorf("disk cache: size bank file %s: %w", path, err)
 		}
 	}
@@ -182,6 +239,22 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 		b.setMem(fr, t)
 	}
 	return b, nil
+}
+
+// allocate reserves a bank file's blocks up front (fallocate), so a cache
+// that does not fit its disk fails at open rather than block by block
+// later; where fallocate is not supported the file is sized sparsely.
+func allocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("not enough free space for the cache (%w); give a smaller --disk-cache-size or free some space", err)
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		return f.Truncate(size)
+	}
+	return err
 }
 
 // Close syncs the bank files and releases the directory. The Cache must
