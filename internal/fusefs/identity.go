@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -106,15 +107,15 @@ func readGroups(pid uint32) ([]uint32, error) {
 
 // run calls op with a context carrying the caller's identity. When the
 // backend denies the operation (EACCES, EPERM) and the groups came from the
-// cache, it reads them again and retries once: the process may have
-// changed its groups since.
+// cache, it reads them again and, if they changed since, retries once.
 func (a *adapter) run(ctx context.Context, op func(ctx context.Context) error) error {
 	ctx = keep(ctx)
 	c, cached := a.ids.caller(ctx, false)
 	err := op(vfs.WithCaller(ctx, c))
 	if cached && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
-		c, _ = a.ids.caller(ctx, true)
-		err = op(vfs.WithCaller(ctx, c))
+		if fresh, _ := a.ids.caller(ctx, true); !slices.Equal(fresh.Groups, c.Groups) {
+			err = op(vfs.WithCaller(ctx, fresh))
+		}
 	}
 	return err
 }
