@@ -255,3 +255,20 @@ func TestXattrRootAndSymlink(t *testing.T) {
 		t.Error("remove an xattr of a path outside the export: no error")
 	}
 }
+
+// A file's generation does not depend on who looks it up (the export's
+// ancestors may be closed to the caller: t.TempDir is 0700 root).
+func TestGenerationSameForEveryCaller(t *testing.T) {
+	a, _ := identityCluster(t, server.SquashNone)
+	r, err := a.Lookup(as(0, 0), "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := a.Lookup(as(testUID, testGID), "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Gen != u.Gen || r.Gen == 0 {
+		t.Errorf("generation of one directory: %d for root, %d for uid %d", r.Gen, u.Gen, testUID)
+	}
+}
