@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestE2ERootSquash serves with the default --squash root: root on the
@@ -51,4 +52,16 @@ func TestE2ERootSquash(t *testing.T) {
 	if err := os.Chown(m.path("open/mine"), 0, 0); !errors.Is(err, syscall.EPERM) {
 		t.Errorf("squashed root chowns to root: %v, want EPERM", err)
 	}
+}
+
+// TestE2EServeBadSquash: a wrong --squash or anonymous id is a one-line
+// error and exit non-zero.
+func TestE2EServeBadSquash(t *testing.T) {
+	needBinary(t)
+	addr := e2eFreeAddr(t)
+	dir := t.TempDir()
+	p, code := runCoopfs(t, 10*time.Second, nil, "serve", "--export", dir, "--listen", addr, "--squash", "some")
+	wantOneLineError(t, p, code, "coopfs serve:", "--squash", "root, all or none")
+	p, code = runCoopfs(t, 10*time.Second, nil, "serve", "--export", dir, "--listen", addr, "--anon-uid", "0")
+	wantOneLineError(t, p, code, "coopfs serve:", "--anon-uid", "--squash none")
 }
