@@ -249,6 +249,24 @@ func TestACLEnforced(t *testing.T) {
 	if !strings.Contains(got, "user:4242:rw") {
 		t.Errorf("a file made in a directory with a default ACL did not inherit it:\n%s", got)
 	}
+	// The umask applies where the parent has no default ACL, and a
+	// default ACL replaces it, as on a local file system: with umask 022,
+	// a 0666 create is 0644 in a plain directory and 0664 (the ACL's
+	// mask rw-) in d. Both are made by a shell with its own umask.
+	runCmd(t, 10*time.Second, "sh", "-c", `umask 022 && : > "$1/u" && : > "$2/u" && mkdir "$1/ud" "$2/ud"`, "sh", m.dir, d)
+	for p, want := range map[string]os.FileMode{
+		m.path("u"): 0o644, filepath.Join(d, "u"): 0o664,
+		m.path("ud"): 0o755 | os.ModeDir, filepath.Join(d, "ud"): 0o775 | os.ModeDir,
+	} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if st.Mode() != want {
+			t.Errorf("%s made with umask 022: mode %v, want %v", p, st.Mode(), want)
+		}
+	}
 }
 
 // TestXattrUnsupportedExport serves an export on ramfs, which has no

@@ -212,3 +212,63 @@ func TestKillPrivOnWrite(t *testing.T) {
 		t.Errorf("non-writer clears set-id bits: %v, want EPERM", err)
 	}
 }
+
+// Xattrs on the export root and on a symlink itself (not its target).
+func TestXattrRootAndSymlink(t *testing.T) {
+	a, export := identityCluster(t, server.SquashNone)
+	root := as(0, 0)
+	if err := a.SetXattr(root, "", "user.r", []byte("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	v, n, err := a.GetXattr(root, "", "user.r", 100)
+	if err != nil || string(v) != "root" || n != 4 {
+		t.Errorf("root xattr = %q %d %v", v, n, err)
+	}
+	if _, n, err := a.GetXattr(root, "", "user.r", 0); err != nil || n != 4 {
+		t.Errorf("size of root xattr = %d %v, want 4", n, err)
+	}
+	if _, _, err := a.GetXattr(root, "", "user.r", 2); !errors.Is(err, syscall.ERANGE) {
+		t.Errorf("xattr into a short buffer: %v, want ERANGE", err)
+	}
+	if _, _, err := a.GetXattr(root, "", "user.none", 10); !errors.Is(err, syscall.ENODATA) {
+		t.Errorf("missing xattr: %v, want ENODATA", err)
+	}
+	if err := os.Symlink("secret", filepath.Join(export, "ln")); err != nil {
+		t.Fatal(err)
+	}
+	// user.* xattrs are not allowed on symlinks: the link itself is
+	// addressed, not its target.
+	if err := a.SetXattr(root, "ln", "user.x", []byte("1"), 0); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("user xattr on a symlink: %v, want EPERM (the link, not its target)", err)
+	}
+	if err := a.SetXattr(root, "ln", "trusted.x", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	names, _, err := a.ListXattr(root, "ln", 1000)
+	if err != nil || string(names) != "trusted.x\x00" {
+		t.Errorf("symlink's xattrs = %q %v", names, err)
+	}
+	if err := a.RemoveXattr(root, "ln", "trusted.x"); err != nil {
+		t.Error(err)
+	}
+	if err := a.RemoveXattr(root, "", "../x"); err == nil {
+		t.Error("remove an xattr of a path outside the export: no error")
+	}
+}
+
+// A file's generation does not depend on who looks it up (the export's
+// ancestors may be closed to the caller: t.TempDir is 0700 root).
+func TestGenerationSameForEveryCaller(t *testing.T) {
+	a, _ := identityCluster(t, server.SquashNone)
+	r, err := a.Lookup(as(0, 0), "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := a.Lookup(as(testUID, testGID), "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Gen != u.Gen || r.Gen == 0 {
+		t.Errorf("generation of one directory: %d for root, %d for uid %d", r.Gen, u.Gen, testUID)
+	}
+}

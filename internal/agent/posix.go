@@ -17,7 +17,7 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 	if !ok {
 		return m
 	}
-	return &wire.As{UID: c.UID, GID: c.GID, Groups: c.Groups, Msg: m}
+	return &wire.As{UID: c.UID, GID: c.GID, Groups: c.Groups, HasUmask: c.HasUmask, Umask: c.Umask, Msg: m}
 }
 
 // Mknod makes a special file in the export (fusefs.Mknoder).

@@ -127,11 +127,15 @@ func MountOptions(cfg Config) *fs.Options {
 			// POSIX ACLs: the kernel reads system.posix_acl_access and
 			// _default through getxattr, caches them and enforces them
 			// in its permission checks, as for a local file system.
-			EnableAcl:    true,
-			MaxWrite:     cfg.MaxWrite,
-			MaxReadAhead: readAhead,
-			FsName:       cfg.FsName,
-			Name:         "coopfs",
+			EnableAcl: true,
+			// The kernel leaves the mode of a create unmasked and the
+			// server applies the caller's umask only where the parent
+			// has no default ACL, as a local file system does.
+			ExtraCapabilities: fuse.CAP_DONT_MASK,
+			MaxWrite:          cfg.MaxWrite,
+			MaxReadAhead:      readAhead,
+			FsName:            cfg.FsName,
+			Name:              "coopfs",
 			// As root, mount(2) directly: no dependence on the setuid
 			// fusermount3 helper (it is the fallback).
 			DirectMount: os.Geteuid() == 0,

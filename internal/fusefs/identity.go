@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -64,11 +66,11 @@ func (ids *identities) caller(ctx context.Context, fresh bool) (c vfs.Caller, ca
 		c.Groups = e.groups
 		return c, true
 	}
-	g, err := readGroups(fc.Pid)
+	g, umask, err := readStatus(fc.Pid)
 	if err != nil {
 		return c, false // the process is gone: no supplementary groups
 	}
-	c.Groups = g
+	c.Groups, c.Umask, c.HasUmask = g, umask, true
 	ids.mu.Lock()
 	if len(ids.cache) >= maxGroupsCache {
 		clear(ids.cache)
@@ -78,45 +80,72 @@ func (ids *identities) caller(ctx context.Context, fresh bool) (c vfs.Caller, ca
 	return c, false
 }
 
-// readGroups reads the "Groups:" line of /proc/PID/status (PID may be a
-// thread id: the file exists for every thread and shows its credentials).
-func readGroups(pid uint32) ([]uint32, error) {
+// readStatus reads the "Groups:" and "Umask:" lines of /proc/PID/status
+// (PID may be a thread id: the file exists for every thread and shows its
+// credentials and umask).
+func readStatus(pid uint32) (groups []uint32, umask uint32, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
+	for sc.Scan() && found < 2 {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("Umask:")); ok {
+			u, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 32)
+			if err != nil {
+				return nil, 0, fmt.Errorf("umask in /proc status: %w", err)
+			}
+			umask, found = uint32(u), found+1
+			continue
+		}
 		line, ok := bytes.CutPrefix(sc.Bytes(), []byte("Groups:"))
 		if !ok {
 			continue
 		}
-		var groups []uint32
 		for _, f := range bytes.Fields(line) {
 			g, err := strconv.ParseUint(string(f), 10, 32)
 			if err != nil {
-				return nil, err
+				return nil, 0, fmt.Errorf("groups in /proc status: %w", err)
 			}
 			groups = append(groups, uint32(g))
 		}
-		return groups, nil
+		found++
 	}
-	return nil, errors.New("no Groups line in /proc status")
+	if found < 2 {
+		return nil, 0, errors.New("no Groups or Umask line in /proc status")
+	}
+	return groups, umask, nil
 }
 
 // run calls op with a context carrying the caller's identity. When the
 // backend denies the operation (EACCES, EPERM) and the groups came from the
-// cache, it reads them again and retries once: the process may have
-// changed its groups since.
+// cache, it reads them again and, if they changed since, retries once.
 func (a *adapter) run(ctx context.Context, op func(ctx context.Context) error) error {
 	ctx = keep(ctx)
 	c, cached := a.ids.caller(ctx, false)
 	err := op(vfs.WithCaller(ctx, c))
 	if cached && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
-		c, _ = a.ids.caller(ctx, true)
-		err = op(vfs.WithCaller(ctx, c))
+		if fresh, _ := a.ids.caller(ctx, true); !slices.Equal(fresh.Groups, c.Groups) {
+			err = op(vfs.WithCaller(ctx, fresh))
+		}
 	}
 	return err
+}
+
+// defaultUmask is applied to a create whose caller's umask could not be
+// read (the mount asks the kernel not to apply it: see Config's DONT_MASK).
+const defaultUmask = 0o022
+
+// runCreate is run for the calls that create a file: the caller's groups
+// and umask are read afresh (a process may change its umask at any time).
+func (a *adapter) runCreate(ctx context.Context, op func(ctx context.Context) error) error {
+	ctx = keep(ctx)
+	c, _ := a.ids.caller(ctx, true)
+	if !c.HasUmask {
+		c.Umask, c.HasUmask = defaultUmask, true
+	}
+	return op(vfs.WithCaller(ctx, c))
 }
 
 // ctxOf is ctx with the caller, for reads: they stay interruptible (no

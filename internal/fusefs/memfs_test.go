@@ -228,6 +228,9 @@ func (m *memFS) add(path string, mode uint32, c vfs.Caller) (*memNode, error) {
 	if _, ok := d.children[name]; ok {
 		return nil, syscall.EEXIST
 	}
+	if c.HasUmask && mode&syscall.S_IFMT != syscall.S_IFLNK {
+		mode &^= c.Umask & 0o777 // the mount leaves modes unmasked (DONT_MASK)
+	}
 	n := m.newNode(mode, c)
 	d.children[name] = n
 	if n.isDir() {

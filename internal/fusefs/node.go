@@ -249,7 +249,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, syscall.ENOENT
 	}
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+	err := n.a.runCreate(ctx, func(ctx context.Context) (err error) {
 		attr, err = n.a.b.Mkdir(ctx, p, mode)
 		return err
 	})
@@ -273,7 +273,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	var f vfs.File
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+	err := n.a.runCreate(ctx, func(ctx context.Context) (err error) {
 		f, attr, err = n.a.b.Create(ctx, p, flags, mode)
 		return err
 	})

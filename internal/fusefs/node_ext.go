@@ -30,7 +30,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		return nil, syscall.ENOENT
 	}
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+	err := n.a.runCreate(ctx, func(ctx context.Context) (err error) {
 		attr, err = mk.Mknod(ctx, p, mode, rdev)
 		return err
 	})

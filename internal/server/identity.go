@@ -84,6 +84,9 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 	switch as := m.(type) {
 	case *wire.As:
 		id, m = s.squash(as), as.Msg
+		if as.HasUmask {
+			s.applyUmask(m, as.Umask)
+		}
 	default:
 		if !needsIdentity(m) {
 			return s.dispatch(ctx, c, m)
@@ -252,3 +255,41 @@ func (s *Server) initCreds() error {
 // mode of every create (and a parent's default ACL, which replaces the
 // umask, is applied by the export's kernel).
 const umaskOff = 0
+
+// applyUmask applies the caller's umask to the mode of a Create, Mkdir or
+// Mknod, unless the parent directory has a default ACL: then, as on a
+// local file system, the ACL takes the umask's place (the export's kernel
+// applies it). The mount's kernel leaves modes unmasked for this
+// (FUSE_DONT_MASK). The parent is read as the server: its default ACL is
+// not a secret, and a caller who may not search it fails in the create.
+func (s *Server) applyUmask(m wire.Msg, umask uint32) {
+	var p string
+	var mode *uint32
+	switch m := m.(type) {
+	case *wire.Create:
+		p, mode = m.Path, &m.Mode
+	case *wire.Mkdir:
+		p, mode = m.Path, &m.Mode
+	case *wire.Mknod:
+		p, mode = m.Path, &m.Mode
+	default:
+		return
+	}
+	if !s.parentHasDefaultACL(p) {
+		*mode &^= umask & 0o777
+	}
+}
+
+func (s *Server) parentHasDefaultACL(raw string) bool {
+	p, err := clean(raw)
+	if err != nil || p == "." {
+		return false
+	}
+	dir, _, err := s.openParent(p)
+	if err != nil {
+		return false
+	}
+	defer dir.Close()
+	n, err := unix.Fgetxattr(int(dir.Fd()), "system.posix_acl_default", nil)
+	return err == nil && n > 0
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -151,7 +150,10 @@ func (s *Server) lstat(p string) (*wire.AttrReply, error) {
 	// The birth time comes from statx by path; it is used only if it
 	// describes the very inode os.Root found inside the export.
 	var stx unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, filepath.Join(s.exportAbs, p), unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Ino == a.Ino {
+	// It is resolved from the export's own descriptor, not its absolute
+	// path: the caller the server acts as may not search the export's
+	// ancestors.
+	if unix.Statx(int(s.exportDir.Fd()), p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Ino == a.Ino {
 		a.Gen = genOf(&stx)
 	}
 	return &wire.AttrReply{Attr: a}, nil

@@ -73,7 +73,9 @@ func (s *Server) xattrPath(raw string) (name string, done func(), err error) {
 		if err != nil {
 			return "", nil, err
 		}
-		return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), func() { f.Close() }, nil
+		// "/." follows the descriptor's magic link (the l*xattr calls would
+		// otherwise act on the /proc link itself).
+		return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "/.", func() { f.Close() }, nil
 	}
 	dir, base, err := s.openParent(p)
 	if err != nil {

@@ -119,7 +119,8 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	root        *os.Root
-	exportAbs   string // the export's absolute path
+	exportAbs   string   // the export's absolute path
+	exportDir   *os.File // the export directory, for statx relative to it
 	bootID      uint64
 	versions    *versions
 	cache       *mem.Cache
@@ -163,6 +164,10 @@ func New(cfg Config) (*Server, error) {
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err
+	}
+	if s.exportDir, err = root.Open("."); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open export: %w", err)
 	}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
@@ -252,6 +257,7 @@ func (s *Server) Close() error {
 	s.handles.closeAll()
 	s.pins.closeAll()
 	s.dirs.closeAll()
+	s.exportDir.Close()
 	return s.root.Close()
 }
 

@@ -14,6 +14,12 @@ type Caller struct {
 	UID, GID uint32
 	Groups   []uint32
 	PID      uint32 // the calling thread, 0 if unknown (for logs)
+	// Umask is the caller's umask, for the calls that create a file
+	// (HasUmask is false when it is unknown). The kernel leaves the mode
+	// of a create unmasked, so that a parent's default ACL can replace
+	// the umask as on a local file system; the server applies it.
+	Umask    uint32
+	HasUmask bool
 }
 
 type callerKey struct{}

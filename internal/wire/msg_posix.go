@@ -26,6 +26,11 @@ const maxGroups = 65536
 type As struct {
 	UID, GID uint32
 	Groups   []uint32
+	// HasUmask says that Umask is the caller's umask: the server applies
+	// it to the mode of a Create, Mkdir or Mknod unless the parent
+	// directory has a default ACL (which replaces the umask).
+	HasUmask bool
+	Umask    uint32
 	Msg      Msg
 }
 
@@ -113,6 +118,8 @@ func (m *As) encode(e *encoder) {
 	for _, g := range m.Groups {
 		e.u32(g)
 	}
+	e.boolean(m.HasUmask)
+	e.u32(m.Umask)
 	e.u32(uint32(m.Msg.Type()))
 	m.Msg.encode(e)
 }
@@ -128,6 +135,8 @@ func (m *As) decode(d *decoder) {
 	for i := range m.Groups {
 		m.Groups[i] = d.u32()
 	}
+	m.HasUmask = d.boolean()
+	m.Umask = d.u32()
 	t := d.u32()
 	if d.err != nil {
 		return

@@ -8,6 +8,7 @@ import (
 func posixSamples() []Msg {
 	return []Msg{
 		&As{UID: 1000, GID: 100, Groups: []uint32{100, 27}, Msg: &Lookup{Path: "a/b"}},
+		&As{UID: 1000, GID: 100, Groups: []uint32{100}, HasUmask: true, Umask: 0o022, Msg: &Mkdir{Path: "d", Mode: 0o777}},
 		&As{UID: 0, GID: 0, Groups: []uint32{}, Msg: &SetAttr{Path: "p", Valid: SetMode, Mode: 0o4755}},
 		&Mknod{Path: "fifo", Mode: 0o10644, Rdev: 0},
 		&GetXattr{Path: "f", Name: "user.x", Size: 100},
