@@ -94,20 +94,25 @@ func (c *Config) validate() error {
 
 // Server is a running file server.
 type Server struct {
-	cfg         Config
-	log         *slog.Logger
-	root        *os.Root
-	exportAbs   string // the export's absolute path
-	bootID      uint64
-	versions    *versions
-	cache       *mem.Cache
-	handles     *handles
-	coop        *coop        // the directory policy; nil under "none"
-	stuck       atomic.Int64 // handlers that outlived their deadline and still run
-	locks       *lockTable
-	pins        *pins       // recently looked-up files (pins.go)
-	dirs        *dirCursors // directories being listed (readdir.go)
-	pinnedOpens atomic.Int64
+	cfg                  Config
+	log                  *slog.Logger
+	root                 *os.Root
+	exportAbs            string // the export's absolute path
+	bootID               uint64
+	versions             *versions
+	cache                *mem.Cache
+	handles              *handles
+	coop                 *coop        // the directory policy; nil under "none"
+	stuck                atomic.Int64 // handlers that outlived their deadline and still run
+	locks                *lockTable
+	pins                 *pins        // recently looked-up files (pins.go)
+	dirs                 *dirCursors  // directories being listed (readdir.go)
+	drc                  *replyCache  // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64 // writes answered without applying them again
+	xattrWarn            sync.Once
+	testCrashAfterAppend bool // drc.go's test hook
+	crashOnce            atomic.Bool
+	pinnedOpens          atomic.Int64
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -132,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("export path: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
+		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
