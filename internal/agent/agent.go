@@ -369,6 +369,9 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.mu.Lock()
 	old, known := a.versions[ino]
 	a.versions[ino] = v
+	if !known {
+		a.boundVersions()
+	}
 	a.mu.Unlock()
 	if known && old != v {
 		a.cache.RemoveFile(ino)

@@ -154,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.versions = newVersions(s.bootID, onChange)
+	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
 		return nil, err
