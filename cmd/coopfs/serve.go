@@ -27,6 +27,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
 	forwardChoice := fs.String("forward-choice", "round-robin", "directory policy: how the server picks the holder a miss is forwarded to: round-robin (the seed's) or balanced (the holder with the fewest recent forwards; the server serves only blocks no client holds)")
 	pingTimeout := fs.Duration("ping-timeout", directory.DefaultPingTimeout, "directory policy: how long a pinged client has to answer before it is marked failed")
+	maxHandles := fs.Int("max-handles", server.DefaultLimits.MaxHandles, "open files one client connection may hold; past it opens fail with EMFILE")
+	maxInflight := block.Size(server.DefaultLimits.MaxInFlightBytes)
+	fs.Var(&maxInflight, "max-inflight", "request bytes one client connection may have being served at once; past it the server stops reading from it")
+	handlerTimeout := fs.Duration("handler-timeout", server.DefaultLimits.HandlerTimeout, "deadline of one request (a hung export is answered ETIMEDOUT); below the clients' request timeout")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -54,7 +58,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Secret: secret, Policy: *policy, Logger: log, Metrics: m,
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
-		PingTimeout: *pingTimeout})
+		PingTimeout: *pingTimeout,
+		Limits:      server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}})
 	if err != nil {
 		return err
 	}

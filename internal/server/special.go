@@ -34,7 +34,13 @@ func (s *Server) openable(p string) error {
 // openData opens p for data without ever blocking on a special file, and
 // returns the open file with its stat.
 func (s *Server) openData(p string, flags, mode uint32) (*os.File, os.FileInfo, error) {
-	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
+	open := func() (*os.File, error) {
+		return s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
+	}
+	f, err := open()
+	if err != nil && isExhaustion(err) && s.pins.closeAll() > 0 {
+		f, err = open() // shed what can be given back (the pinned lookups), once
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ENXIO) {
 			return nil, nil, errSpecial(p) // a FIFO without a reader, opened for writing
