@@ -160,6 +160,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.cfg.Metrics.Register(obs.NewTierCollector("server_memory", s.cache.Stats))
+	if err := s.cfg.Metrics.Register(s.limitMetrics()...); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("register server metrics: %w", err)
+	}
 	return s, nil
 }
 
