@@ -202,3 +202,17 @@ func TestVersionsAreBounded(t *testing.T) {
 		t.Fatalf("%d forgotten files reported as changed, want 90", changed)
 	}
 }
+
+func TestOpenNeverFollowsASymlink(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o644)
+	os.Symlink("f", filepath.Join(export, "link"))
+	_, addr := testServer(t, Config{Export: export})
+	c := dial(t, addr, 1)
+	if _, err := call(t, c, &wire.Open{Path: "link"}); !errors.Is(err, syscall.ELOOP) {
+		t.Fatalf("open of a symlink: %v, want ELOOP", err)
+	}
+	if _, err := call(t, c, &wire.Open{Path: "f"}); err != nil {
+		t.Fatal(err)
+	}
+}
