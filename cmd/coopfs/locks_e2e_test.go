@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +49,22 @@ func lockHelper(mode, path string) int {
 		}
 		if err != nil {
 			fmt.Println(err)
+			return 2
+		}
+		fmt.Println("locked")
+		time.Sleep(time.Hour)
+		return 0
+	case "wait-once":
+		// One F_SETLKW that the test interrupts with signals (SIGUSR1 to
+		// this very thread). Go's handlers have SA_RESTART, so the kernel
+		// restarts the interrupted F_SETLKW, as on a local file system;
+		// it must then get the lock once the holder is gone.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGUSR1)
+		runtime.LockOSThread()
+		fmt.Println("waiting", syscall.Gettid())
+		err = syscall.FcntlFlock(f.Fd(), syscall.F_SETLKW, &lk)
+		if err != nil {
+			fmt.Println("setlkw:", err)
 			return 2
 		}
 		fmt.Println("locked")
@@ -279,5 +297,55 @@ func TestE2ESQLiteTwoClients(t *testing.T) {
 		if got := sql(m, "SELECT count(*) FROM t;"); got != strconv.Itoa(turns+2*each) {
 			t.Fatalf("rows through %s: %s, want %d", m.name, got, turns+2*each)
 		}
+	}
+}
+
+func TestE2EFcntlWaitInterrupted(t *testing.T) {
+	needFUSE(t)
+	_, a, b := twoClients(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, a.path("db"), make([]byte, 200))
+	env := func(mode, path string) []string {
+		return []string{"COOPFS_E2E_LOCK_HELPER=" + mode, "COOPFS_E2E_LOCK_FILE=" + path}
+	}
+	holder := startLockProc(t, env("hold", a.path("db")), self)
+	holder.waitLine(t, "locked")
+	waiter := startLockProc(t, env("wait-once", b.path("db")), self)
+	line, _ := waiter.out.ReadString('\n')
+	tid, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "waiting "))
+	if err != nil {
+		t.Fatalf("waiter printed %q", line)
+	}
+	for i := 0; i < 3; i++ {
+		time.Sleep(300 * time.Millisecond)
+		if err := syscall.Tgkill(waiter.cmd.Process.Pid, tid, syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	// The interrupted waits were cancelled on the server and the restarted
+	// one waits: once the holder is killed, the waiter gets the lock, and
+	// a third process does not.
+	holder.kill()
+	waiter.waitLine(t, "locked")
+	if code, out := runExit(t, 20*time.Second, env("try", a.path("db")), self); code != 1 {
+		t.Fatalf("F_SETLK on A while B's waiter holds the lock: exit %d (%s), want 1", code, out)
+	}
+	waiter.kill()
+	// flock(1) -w times out with SIGALRM (no SA_RESTART) in its blocked
+	// flock(2): EINTR reaches it, the wait ends, and nothing is left
+	// waiting on the server.
+	mustWrite(t, a.path("f"), nil)
+	fholder := startLockProc(t, nil, "flock", "-o", a.path("f"), "sh", "-c", "echo locked; exec sleep 3600")
+	fholder.waitLine(t, "locked")
+	if code, out := runExit(t, 20*time.Second, nil, "flock", "-w", "0.5", b.path("f"), "true"); code != 1 {
+		t.Fatalf("flock -w 0.5 through B against A's lock: exit %d (%s), want 1 (timed out)", code, out)
+	}
+	fholder.kill()
+	if code, out := runExit(t, 20*time.Second, nil, "flock", "-n", b.path("f"), "true"); code != 0 {
+		t.Fatalf("flock -n through B after A's holder died: exit %d (%s)", code, out)
 	}
 }

@@ -34,6 +34,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	squash := fs.String("squash", server.SquashRoot, "map client users as NFS does: root (a client's root acts as the anonymous user), all (every user does) or none (client users are trusted as they are)")
 	anonUID := fs.Uint("anon-uid", server.DefaultAnonID, "uid of the anonymous user that squashed requests act as")
 	anonGID := fs.Uint("anon-gid", server.DefaultAnonID, "gid of the anonymous user that squashed requests act as")
+	maxHandles := fs.Int("max-handles", server.DefaultLimits.MaxHandles, "open files one client connection may hold; past it opens fail with EMFILE")
+	maxInflight := block.Size(server.DefaultLimits.MaxInFlightBytes)
+	fs.Var(&maxInflight, "max-inflight", "request bytes one client connection may have being served at once; past it the server stops reading from it")
+	handlerTimeout := fs.Duration("handler-timeout", server.DefaultLimits.HandlerTimeout, "deadline of one request (a hung export is answered ETIMEDOUT); below the clients' request timeout")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -66,7 +70,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m,
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
-		Conns: wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes}})
+		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
+		Limits: server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}})
 	if err != nil {
 		return err
 	}

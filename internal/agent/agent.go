@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,6 +104,7 @@ type Agent struct {
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
 	coop       *coop         // the directory policy's client side; nil under "none"
 	lockOwners lockOwners    // fcntl lock owners per file (lock.go)
+	writeSeq   atomic.Uint64 // sequence numbers of writes (exactly once: the server's drc.go)
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -382,6 +384,9 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	a.mu.Lock()
 	old, known := a.versions[ino]
 	a.versions[ino] = v
+	if !known {
+		a.boundVersions()
+	}
 	a.mu.Unlock()
 	if known && old != v {
 		a.dropFile(ino)

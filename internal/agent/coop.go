@@ -282,6 +282,7 @@ func (c *coop) peer(addr string) (*wire.Conn, error) {
 	if p == nil {
 		p = &peerConn{}
 		c.peers[addr] = p
+		c.prunePeers(addr)
 	}
 	c.peerMu.Unlock()
 	p.mu.Lock()

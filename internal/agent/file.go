@@ -332,7 +332,12 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 // returns (write-through), and the file's cached blocks of the old version
 // are dropped.
 func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
-	r, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Write{Handle: h, Offset: uint64(off), Data: p} }, true)
+	// One sequence number for every try: the server applies it once
+	// (WriteSeq), so resending it after a lost reply is safe, appends too.
+	seq := f.a.writeSeq.Add(1)
+	r, err := f.call(ctx, func(h uint64) wire.Msg {
+		return &wire.WriteSeq{Seq: seq, Handle: h, Offset: uint64(off), Data: p}
+	}, true)
 	if err != nil {
 		return 0, err
 	}

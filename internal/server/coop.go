@@ -29,6 +29,7 @@ type coop struct {
 	// their check (digests.go); badReports is their sum.
 	bad        map[uint32]int
 	badReports uint64
+	departed   []directory.ClientID // disconnected clients, oldest first
 }
 
 // sentForward is a forward the server sent: who waits for it, and how to
@@ -88,6 +89,7 @@ func (c *coop) joined(id uint32, conn *wire.Conn, listen string) {
 func (c *coop) left(id uint32) {
 	c.mu.Lock()
 	c.dir.ClientFailed(directory.ClientID(id))
+	c.forgetDeparted(id)
 	delete(c.conns, directory.ClientID(id))
 	delete(c.bad, id)
 	lost := c.inFlight[directory.ClientID(id)]
@@ -263,5 +265,19 @@ func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
 			t = prometheus.GaugeValue
 		}
 		ch <- prometheus.MustNewConstMetric(cc.descs[name], t, v)
+	}
+}
+
+// maxDeparted is how many disconnected clients the directory remembers
+// (their counters, one metric series each); older ones are forgotten.
+const maxDeparted = 64
+
+// forgetDeparted records a departed client and forgets the oldest past
+// maxDeparted (c.mu held).
+func (c *coop) forgetDeparted(id uint32) {
+	c.departed = append(c.departed, directory.ClientID(id))
+	for len(c.departed) > maxDeparted {
+		c.dir.Forget(c.departed[0])
+		c.departed = c.departed[1:]
 	}
 }

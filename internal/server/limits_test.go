@@ -182,3 +182,37 @@ func TestAcceptKeepsServingAfterEMFILE(t *testing.T) {
 	default:
 	}
 }
+
+func TestVersionsAreBounded(t *testing.T) {
+	var changed int
+	v := newVersions(1, func(uint64) { changed++ })
+	v.max = 10
+	last := uint64(0)
+	for ino := uint64(1); ino <= 100; ino++ {
+		ver := v.observe(&syscall.Stat_t{Ino: ino, Size: 1})
+		if ver <= last {
+			t.Fatalf("version %d after %d", ver, last)
+		}
+		last = ver
+		if len(v.files) > 10 {
+			t.Fatalf("%d files remembered, bound 10", len(v.files))
+		}
+	}
+	if changed != 90 {
+		t.Fatalf("%d forgotten files reported as changed, want 90", changed)
+	}
+}
+
+func TestOpenNeverFollowsASymlink(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o644)
+	os.Symlink("f", filepath.Join(export, "link"))
+	_, addr := testServer(t, Config{Export: export})
+	c := dial(t, addr, 1)
+	if _, err := call(t, c, &wire.Open{Path: "link"}); !errors.Is(err, syscall.ELOOP) {
+		t.Fatalf("open of a symlink: %v, want ELOOP", err)
+	}
+	if _, err := call(t, c, &wire.Open{Path: "f"}); err != nil {
+		t.Fatal(err)
+	}
+}

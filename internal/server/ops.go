@@ -527,6 +527,11 @@ func (s *Server) write(c *wire.Conn, m *wire.Write) (*wire.AttrReply, error) {
 	if of == nil {
 		return nil, fmt.Errorf("write to unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
+	return s.writeTo(of, m)
+}
+
+// writeTo writes m's data to an open file.
+func (s *Server) writeTo(of *openFile, m *wire.Write) (*wire.AttrReply, error) {
 	// pwrite(2) itself: os.File.WriteAt refuses O_APPEND files, for which the
 	// kernel appends whatever the offset, as a local append would.
 	if err := pwriteAll(of.f, m.Data, int64(m.Offset)); err != nil {

@@ -117,13 +117,16 @@ func (ps *pins) reopen(ino, gen uint64, flags uint32) (*os.File, bool) {
 	return f, true
 }
 
-func (ps *pins) closeAll() {
+// closeAll closes every pinned descriptor and returns how many.
+func (ps *pins) closeAll() int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	n := len(ps.m)
 	for _, p := range ps.m {
 		p.f.Close()
 	}
 	ps.m, ps.order = make(map[pinKey]pin), nil
+	return n
 }
 
 // openPinned serves OpenPinned: the name's file if it is still the one the

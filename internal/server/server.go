@@ -133,9 +133,14 @@ type Server struct {
 	pinnedOpens atomic.Int64
 	// switchCreds: requests are performed as their (squashed) caller
 	// (identity.go); ownGroups are the server's own groups to return to.
-	switchCreds bool
-	ownGroups   []uint32
-	digests     *digests // block digests for forwards (directory policy)
+	switchCreds          bool
+	ownGroups            []uint32
+	digests              *digests     // block digests for forwards (directory policy)
+	drc                  *replyCache  // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64 // writes answered without applying them again
+	xattrWarn            sync.Once
+	testCrashAfterAppend bool // drc.go's test hook
+	crashOnce            atomic.Bool
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
@@ -160,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("export path: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
+		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
 	if err := s.initCreds(); err != nil {
 		root.Close()
@@ -185,11 +191,16 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.versions = newVersions(s.bootID, onChange)
+	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
 		return nil, err
 	}
 	s.cfg.Metrics.Register(obs.NewTierCollector("server_memory", s.cache.Stats))
+	if err := s.cfg.Metrics.Register(s.limitMetrics()...); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("register server metrics: %w", err)
+	}
 	return s, nil
 }
 

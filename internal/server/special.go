@@ -19,13 +19,20 @@ func errSpecial(p string) error {
 	return fmt.Errorf("open %s: a FIFO, device or socket is not opened through the server: %w", p, syscall.ENXIO)
 }
 
-// openable refuses a path that names a special file now.
+// openable refuses a path that names a special file or a symbolic link
+// now. The client's kernel follows symbolic links itself (readlink), so an
+// open never has to follow one in the server: one there means the export
+// changed under the client, and the open fails with ELOOP, as O_NOFOLLOW
+// gives.
 func (s *Server) openable(p string) error {
-	fi, err := s.root.Stat(p)
+	fi, err := s.root.Lstat(p)
 	if err != nil {
 		return nil // the open itself reports it (or creates the file)
 	}
-	if !fi.Mode().IsRegular() && !fi.IsDir() {
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("open %s: a symbolic link is followed by the client, not the server: %w", p, syscall.ELOOP)
+	case !fi.Mode().IsRegular() && !fi.IsDir():
 		return errSpecial(p)
 	}
 	return nil
@@ -34,7 +41,13 @@ func (s *Server) openable(p string) error {
 // openData opens p for data without ever blocking on a special file, and
 // returns the open file with its stat.
 func (s *Server) openData(p string, flags, mode uint32) (*os.File, os.FileInfo, error) {
-	f, err := s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
+	open := func() (*os.File, error) {
+		return s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
+	}
+	f, err := open()
+	if err != nil && isExhaustion(err) && s.pins.closeAll() > 0 {
+		f, err = open() // shed what can be given back (the pinned lookups), once
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ENXIO) {
 			return nil, nil, errSpecial(p) // a FIFO without a reader, opened for writing

@@ -16,6 +16,7 @@ type versions struct {
 	next     uint64
 	files    map[uint64]*fileState
 	onChange func(ino uint64) // called, unlocked, when a known file gets a new version
+	max      int              // files remembered at most; 0: no bound (limits.go MaxFiles)
 }
 
 // fileState is what the version of one file was derived from.
@@ -49,9 +50,13 @@ func (v *versions) observe(st *syscall.Stat_t) uint64 {
 	v.next++
 	*f = fileState{version: v.next, size: st.Size, mtime: mt, ctime: ct}
 	ver := f.version
+	dropped := v.bound(st.Ino)
 	v.mu.Unlock()
 	if known {
 		v.onChange(st.Ino)
+	}
+	for _, ino := range dropped {
+		v.onChange(ino)
 	}
 	return ver
 }
@@ -64,8 +69,12 @@ func (v *versions) bump(st *syscall.Stat_t) uint64 {
 	v.next++
 	ver := v.next
 	v.files[st.Ino] = &fileState{version: ver, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	dropped := v.bound(st.Ino)
 	v.mu.Unlock()
 	v.onChange(st.Ino)
+	for _, ino := range dropped {
+		v.onChange(ino)
+	}
 	return ver
 }
 
@@ -74,4 +83,24 @@ func (v *versions) forget(ino uint64) {
 	v.mu.Lock()
 	delete(v.files, ino)
 	v.mu.Unlock()
+}
+
+// bound forgets files past max, at random (Go's map iteration order), never
+// keep, and returns them (v.mu held). A forgotten file gets a new version
+// when it is seen again: its clients drop what they cached, which is safe.
+func (v *versions) bound(keep uint64) []uint64 {
+	if v.max <= 0 || len(v.files) <= v.max {
+		return nil
+	}
+	var dropped []uint64
+	for ino := range v.files {
+		if len(v.files) <= v.max {
+			break
+		}
+		if ino != keep {
+			delete(v.files, ino)
+			dropped = append(dropped, ino)
+		}
+	}
+	return dropped
 }

@@ -307,6 +307,16 @@ func (d *Directory) Distrust(c ClientID) {
 	d.purge(c)
 }
 
+// Forget drops what the directory keeps of a failed client (its counters):
+// the server forgets departed clients so that its tables and per-client
+// metric series stay bounded. A client that is not failed is kept.
+func (d *Directory) Forget(c ClientID) {
+	if cl := d.clients[c]; cl != nil && cl.Failed {
+		d.purge(c)
+		delete(d.clients, c)
+	}
+}
+
 // PingFailed is ClientFailed for a ping that got no answer.
 func (d *Directory) PingFailed(c ClientID) { d.ClientFailed(c) }
 

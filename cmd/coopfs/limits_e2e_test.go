@@ -1,0 +1,212 @@
+package main
+
+// End-to-end cases of issue 7 point 6: one client that opens files until
+// the server's limit does not stop the server serving others, and a FIFO
+// in the export never blocks the server.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// openUntilFailure opens files of the mount until an open fails (or n are
+// open) and returns them with the error.
+func openUntilFailure(t *testing.T, m *e2eMount, n int) ([]*os.File, error) {
+	t.Helper()
+	var fs []*os.File
+	for i := 0; i < n; i++ {
+		f, err := os.Open(m.path(fmt.Sprintf("f%03d", i)))
+		if err != nil {
+			return fs, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+func manyFiles(t *testing.T, export string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		mustWrite(t, filepath.Join(export, fmt.Sprintf("f%03d", i)), []byte("data"))
+	}
+}
+
+// stillServed checks that a client gets answers: a stat and a read.
+func stillServed(t *testing.T, m *e2eMount, what string) {
+	t.Helper()
+	err := within(t, 20*time.Second, what, func() error {
+		if _, err := os.Stat(m.path("f000")); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(m.path("f001"))
+		if err == nil && string(b) != "data" {
+			err = fmt.Errorf("read %q", b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func TestE2EHandleCapPerClient(t *testing.T) {
+	needFUSE(t)
+	export := newExport(t)
+	manyFiles(t, export, 100)
+	srv := startServer(t, export, "--max-handles", "40")
+	a := startMount(t, srv.addr, "--name", "A")
+	b := startMount(t, srv.addr, "--name", "B")
+	fs, err := openUntilFailure(t, a, 100)
+	defer closeAll(fs)
+	if !errors.Is(err, syscall.EMFILE) || len(fs) != 40 {
+		t.Fatalf("A opened %d files, then %v; want 40, then EMFILE", len(fs), err)
+	}
+	stillServed(t, b, "B while A holds its cap")
+	closeAll(fs)
+	fs, err = openUntilFailure(t, a, 10)
+	closeAll(fs)
+	if err != nil {
+		t.Fatalf("A after closing its files: %v", err)
+	}
+}
+
+// startServerLimited starts `coopfs serve` under prlimit with at most
+// nofile descriptors.
+func startServerLimited(t *testing.T, nofile int, export string) *e2eServer {
+	t.Helper()
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit missing: apt-get install util-linux")
+	}
+	addr := e2eFreeAddr(t)
+	p := &e2eProc{name: "server " + addr, done: make(chan struct{})}
+	p.cmd = exec.Command("prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--",
+		e2e.bin, "serve", "--export", export, "--listen", addr)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	started := make(chan error, 1)
+	e2eStarter <- func() { started <- p.cmd.Start() }
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	s := &e2eServer{e2eProc: p, addr: addr, export: export}
+	t.Cleanup(func() {
+		if !s.stop(5 * time.Second) {
+			t.Errorf("%s did not stop on SIGTERM within 5s; killed", s.name)
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", s.name, s.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.stderr.String(), "msg=serving") {
+		if s.exited() || time.Now().After(deadline) {
+			t.Fatalf("%s did not start; stderr:\n%s", s.name, s.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func TestE2EServerOutOfDescriptors(t *testing.T) {
+	needFUSE(t)
+	export := newExport(t)
+	manyFiles(t, export, 200)
+	srv := startServerLimited(t, 64, export)
+	a := startMount(t, srv.addr, "--name", "A")
+	b := startMount(t, srv.addr, "--name", "B")
+	fs, err := openUntilFailure(t, a, 200)
+	defer closeAll(fs)
+	if err == nil {
+		t.Fatalf("A opened %d files on a server limited to 64 descriptors", len(fs))
+	}
+	t.Logf("A opened %d files, then: %v", len(fs), err)
+	if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+		t.Errorf("open past the server's descriptors: %v, want EMFILE", err)
+	}
+	// A new connection while the server has no descriptor left: accept(2)
+	// fails with EMFILE, which must not end the server.
+	if nc, err := net.DialTimeout("tcp", srv.addr, 5*time.Second); err == nil {
+		defer nc.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if srv.exited() {
+		t.Fatalf("the server exited when a connection came in without a descriptor left; stderr:\n%s", srv.stderr.String())
+	}
+	// B is still answered: a stat needs no descriptor; an open fails at once
+	// rather than hanging.
+	if err := within(t, 20*time.Second, "stat through B", func() error {
+		_, err := os.Stat(b.path("f199"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 20*time.Second, "open through B", func() error {
+		f, err := os.Open(b.path("f199"))
+		if err == nil {
+			f.Close()
+		}
+		return nil
+	})
+	closeAll(fs)
+	fs = nil
+	stillServed(t, b, "B after A closed its files")
+	// The accept loop survived: a new client connects and is served.
+	c := startMount(t, srv.addr, "--name", "C")
+	stillServed(t, c, "a new client C")
+	if srv.exited() {
+		t.Fatal("the server exited")
+	}
+}
+
+func TestE2EFIFOInExport(t *testing.T) {
+	needFUSE(t)
+	export := newExport(t)
+	manyFiles(t, export, 2)
+	if err := syscall.Mkfifo(filepath.Join(export, "fifo"), 0o666); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	srv := startServer(t, export)
+	m := startMount(t, srv.addr)
+	err := within(t, 20*time.Second, "stat and open the FIFO through the mount", func() error {
+		fi, err := os.Stat(m.path("fifo"))
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeNamedPipe == 0 {
+			return fmt.Errorf("mode %v, want a named pipe", fi.Mode())
+		}
+		// O_NONBLOCK: a reader does not wait for a writer (this is the
+		// client kernel's pipe; the server never opens the FIFO).
+		fd, err := syscall.Open(m.path("fifo"), syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		return syscall.Close(fd)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillServed(t, m, "after opening the FIFO")
+	out := runCmd(t, 20*time.Second, "ls", "-l", m.dir)
+	if !strings.Contains(out, "fifo") {
+		t.Fatalf("ls -l of the mount: %s", out)
+	}
+}
