@@ -93,8 +93,8 @@ func startServerLimited(t *testing.T, nofile int, export string) *e2eServer {
 	}
 	addr := e2eFreeAddr(t)
 	p := &e2eProc{name: "server " + addr, done: make(chan struct{})}
-	p.cmd = exec.Command("prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--",
-		e2e.bin, "serve", "--export", export, "--listen", addr)
+	p.cmd = exec.Command("prlimit", append([]string{fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--", e2e.bin},
+		withCredentials([]string{"serve", "--export", export, "--listen", addr})...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	started := make(chan error, 1)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -173,6 +174,10 @@ func (s *Server) lookup(p string) (*wire.AttrReply, error) {
 	// by name and an open by name could find two different files when the
 	// name is renamed over in between.
 	f, err := s.root.OpenFile(cp, unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// Out of descriptors: answer the lookup without a pin.
+		return s.lstat(cp)
+	}
 	if err != nil {
 		return nil, err
 	}
