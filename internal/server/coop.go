@@ -47,11 +47,17 @@ const (
 	inFlightMax = 4096
 )
 
-// sent records a forward to holder for the requester on conn.
+// sent records a forward to holder for the requester on conn. A holder
+// that left between the Forward and this record was missed by left(): its
+// requester gets the negative reply here instead.
 func (c *coop) sent(holder uint32, requester *wire.Conn, nack wire.PeerNack) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.conns[directory.ClientID(holder)]; !ok {
+		go requester.Send(&nack)
+		return
+	}
 	fs := c.inFlight[directory.ClientID(holder)]
 	for len(fs) > 0 && (now.Sub(fs[0].at) > inFlightAge || len(fs) >= inFlightMax) {
 		fs = fs[1:]
