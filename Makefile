@@ -16,11 +16,15 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/coopfs
 
-# deps installs the system packages the mounts, the testbed and the tests use.
+# deps installs the system packages the mounts, the testbed and the tests
+# use: each command below comes from the Debian package after its colon.
+DEPS := fusermount3:fuse3 ip:iproute2 tc:iproute2 setfattr:attr setfacl:acl \
+	rsync:rsync sqlite3:sqlite3 bindfs:bindfs prlimit:util-linux flock:util-linux
 deps:
-	@if ! command -v fusermount3 >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then \
-		echo "installing fuse3 and iproute2 (apt-get)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 iproute2 >/dev/null; \
+	@missing=$$(for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || echo $${d##*:}; done | sort -u | tr '\n' ' '); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing(apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 demo: deps build
