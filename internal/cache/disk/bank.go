@@ -85,20 +85,28 @@ func (b *bank) readData(fr int, buf []byte) ([]byte, error) {
 }
 
 // readRaw reads frame fr's data into buf (a new slice if buf is too small)
-// without checking it: the caller checks it with verify, possibly after
-// releasing the bank's lock (the data read under the lock is the tag's).
+// without checking it.
 func (b *bank) readRaw(fr int, buf []byte) ([]byte, error) {
-	if b.f == nil {
+	data, err := readFrame(b.f, b.g.frameOff(fr), b.tags[fr].n, buf)
+	if err != nil {
+		return nil, fmt.Errorf("disk cache: read bank %d frame %d: %w", b.num, fr, err)
+	}
+	return data, nil
+}
+
+// readFrame reads n bytes at off of a bank file into buf (a new slice if
+// buf is too small). It needs no lock: the caller revalidates the tag.
+func readFrame(f *os.File, off int64, n uint32, buf []byte) ([]byte, error) {
+	if f == nil {
 		return nil, os.ErrClosed
 	}
-	t := b.tags[fr]
 	data := buf[:0]
-	if cap(buf) < int(t.n) {
-		data = make([]byte, t.n)
+	if cap(buf) < int(n) {
+		data = make([]byte, n)
 	}
-	data = data[:t.n]
-	if _, err := b.f.ReadAt(data, b.g.frameOff(fr)); err != nil {
-		return nil, fmt.Errorf("disk cache: read bank %d frame %d: %w", b.num, fr, err)
+	data = data[:n]
+	if _, err := f.ReadAt(data, off); err != nil {
+		return nil, err
 	}
 	return data, nil
 }

@@ -131,9 +131,11 @@ func (c *Cache) Get(id block.ID, v block.Version) ([]byte, bool) {
 // GetInto is Get reading into buf when it is large enough (a pooled reply
 // buffer), sparing an allocation per block.
 //
-// The data is read under the bank's lock and checksummed after it is
-// released; a mismatch invalidates the frame only if it still holds the
-// same tag.
+// The frame is read and checksummed outside the bank's lock, so readers of
+// one bank (a file's consecutive blocks) run in parallel; the frame's tag
+// is checked again afterwards, under the lock: if any write touched the
+// frame meanwhile (every write changes the tag), the read is a miss. A
+// checksum mismatch with the tag unchanged invalidates the frame.
 func (c *Cache) GetInto(id block.ID, v block.Version, buf []byte) ([]byte, bool) {
 	lb, _ := c.lock(id)
 	b := lb.b
@@ -143,19 +145,20 @@ func (c *Cache) GetInto(id block.ID, v block.Version, buf []byte) ([]byte, bool)
 		c.misses.Add(1)
 		return nil, false
 	}
-	t := b.tags[fr]
-	data, err := b.readRaw(fr, buf)
+	t, f, off := b.tags[fr], b.f, b.g.frameOff(fr)
 	lb.mu.Unlock()
+	data, err := readFrame(f, off, t.n, buf)
 	if err == nil {
 		err = b.verify(fr, t, data)
 	}
-	if err != nil {
+	lb.mu.Lock()
+	same := b.tags[fr] == t
+	if err != nil && same {
 		c.warn("disk cache: dropping unreadable frame", "block", id, "err", err)
-		lb.mu.Lock()
-		if b.tags[fr] == t {
-			c.invalidate(b, fr)
-		}
-		lb.mu.Unlock()
+		c.invalidate(b, fr)
+	}
+	lb.mu.Unlock()
+	if err != nil || !same {
 		c.misses.Add(1)
 		return nil, false
 	}

@@ -43,6 +43,10 @@
 //
 // # Locking
 //
-// Each bank has its own mutex, held across that bank's I/O. WriteBack runs
-// under the lock of the bank being evicted from and must not call the cache.
+// Each bank has its own mutex, held across that bank's writes (a Put
+// checksums its data before taking it). Reads take it only to look up the
+// frame and, after reading and checksumming outside it, to check that the
+// frame's tag did not change meanwhile (every write changes it). WriteBack
+// runs under the lock of the bank being evicted from and must not call the
+// cache; OnEvict runs after the lock is released.
 package disk
