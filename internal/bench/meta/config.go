@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
+	"strings"
 )
 
 // Defaults of Config.
@@ -43,6 +45,10 @@ type Config struct {
 	// C2OFiles is the number of files of the cross-client close-to-open
 	// check (0: DefaultC2OFiles; < 0: skipped).
 	C2OFiles int
+	// Steps are the step keys to run (nil: all); StepTar and StepRm always
+	// run, since they make and remove the tree, and a warm step brings its
+	// cold step (the one that warms the caches).
+	Steps []string
 	// Passthrough is PassAuto, PassBindfs or PassLoopback.
 	Passthrough string
 	// Binary and Env run the coopfs processes ("" = this program).
@@ -94,6 +100,15 @@ func (c *Config) Validate() error {
 	case c.PyModules > 100000:
 		return fmt.Errorf("--py-modules %d: want at most 100000", c.PyModules)
 	}
+	known := []string{StepRTT}
+	for _, st := range steps() {
+		known = append(known, st.key)
+	}
+	for _, k := range c.Steps {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("--steps: unknown step %q; the steps are %s", k, strings.Join(known, ", "))
+		}
+	}
 	switch c.Passthrough {
 	case PassAuto, PassBindfs, PassLoopback:
 	default:
@@ -124,4 +139,12 @@ func (c *Config) tools() (string, error) {
 		return PassBindfs, nil
 	}
 	return c.Passthrough, nil
+}
+
+// selected reports whether step key runs: chosen, always run, or the cold
+// step a chosen warm step needs before it (grep-cold before grep-warm).
+func (c *Config) selected(key string) bool {
+	warm, isCold := strings.CutSuffix(key, "-cold")
+	return c.Steps == nil || key == StepTar || key == StepRm || slices.Contains(c.Steps, key) ||
+		(isCold && slices.Contains(c.Steps, warm+"-warm"))
 }

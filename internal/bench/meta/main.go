@@ -55,6 +55,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 	fs.StringVar(&cfg.Tree, "tree", "", "directory whose tarball is extracted (default: the src directory of the Go installation, go env GOROOT)")
 	fs.IntVar(&cfg.GenFiles, "gen-files", 0, "extract a generated tree of this many small files instead of --tree")
 	fs.IntVar(&cfg.PyModules, "py-modules", DefaultPyModules, "modules of the generated Python package tree (-1: no Python import)")
+	stepList := fs.String("steps", "", "comma-separated steps to run (default: all; tar and rm always run, a warm step brings its cold one): "+stepNames())
 	fs.IntVar(&cfg.C2OFiles, "c2o-files", DefaultC2OFiles, "files of the close-to-open check across two mounts (-1: skipped)")
 	fs.StringVar(&cfg.Passthrough, "passthrough", PassAuto, "the FUSE passthrough: bindfs, loopback (go-fuse's, in its own process) or auto (bindfs if installed)")
 	fs.Var(&mountArgs, "mount-arg", "extra flag for coopfs mount, repeatable (e.g. --mount-arg=--attr-timeout=10s)")
@@ -84,6 +85,9 @@ func ParseFlags(args []string, stderr io.Writer) (Config, Output, error) {
 		cfg.C2OFiles = -1
 	}
 	cfg.MountArgs = mountArgs
+	if *stepList != "" {
+		cfg.Steps = strings.Split(*stepList, ",")
+	}
 	cfg.Command = strings.TrimSpace("coopfs bench meta " + strings.Join(args, " "))
 	cfg.Progress = stderr
 	cfg.Logger = obs.NewLogger(stderr, *logLevel)
@@ -179,4 +183,12 @@ func ReadResult(path string) (*Result, error) {
 		return nil, fmt.Errorf("%s is not a bench meta result (%v)", path, err)
 	}
 	return &res, nil
+}
+
+func stepNames() string {
+	var ks []string
+	for _, st := range steps() {
+		ks = append(ks, st.key)
+	}
+	return strings.Join(append(ks, StepRTT), ",")
 }

@@ -148,25 +148,32 @@ func (r *run) prepare(ctx context.Context, pass string) error {
 	if len(r.cfg.MountArgs) > 0 {
 		params["mount_args"] = strings.Join(r.cfg.MountArgs, " ")
 	}
+	r.declareRows(pass)
+	return nil
+}
+
+// declareRows picks the steps to run and declares their rows.
+func (r *run) declareRows(pass string) {
+	rep := r.res.Report
 	for _, st := range steps() {
-		if st.isPython() && r.s.python == "" {
+		if (st.isPython() && r.s.python == "") || !r.cfg.selected(st.key) {
 			continue
 		}
 		r.steps = append(r.steps, st)
 		r.res.Steps = append(r.res.Steps, StepInfo{Key: st.key, Name: st.name, Target: st.target})
-		rep := r.res.Report
 		rep.Row(RowKey(st.key, TargetExt4), st.name+", export directly", UnitSeconds)
 		rep.Row(RowKey(st.key, TargetPass), st.name+", "+pass, UnitSeconds).Compare(RowKey(st.key, TargetExt4), 0)
 		rep.Row(RowKey(st.key, TargetCoopfs), st.name+", coopfs", UnitSeconds).Compare(RowKey(st.key, TargetPass), 0)
 	}
+	if !r.cfg.selected(StepRTT) {
+		return
+	}
 	for _, q := range []struct{ key, name string }{{StepRTT, "median"}, {StepRTT + "-p90", "90th percentile"}} {
 		name := fmt.Sprintf("lstat of a name whose entry expired, %s of %d calls", q.name, RTTFiles)
-		rep := r.res.Report
 		rep.Row(RowKey(q.key, TargetExt4), name+", export directly", UnitMicros)
 		rep.Row(RowKey(q.key, TargetPass), name+", "+pass, UnitMicros).Compare(RowKey(q.key, TargetExt4), 0)
 		rep.Row(RowKey(q.key, TargetCoopfs), name+", coopfs", UnitMicros).Compare(RowKey(q.key, TargetPass), 0)
 	}
-	return nil
 }
 
 // findPython returns the real interpreter behind python3 (not a pyenv
@@ -281,11 +288,14 @@ func (r *run) repetition(ctx context.Context, t target) error {
 			}
 			r.addMessages(st.key, subMessages(after, before))
 		}
-		if st.key == StepTar && r.s.python != "" {
+		if st.key == StepTar && r.s.python != "" && (r.cfg.selected(StepPyCold) || r.cfg.selected(StepPyWarm)) {
 			if err := r.s.py.write(filepath.Join(root, pyDir)); err != nil {
 				return err
 			}
 		}
+	}
+	if !r.cfg.selected(StepRTT) {
+		return nil
 	}
 	return r.rtt(ctx, t)
 }
@@ -336,7 +346,10 @@ func (r *run) finish() {
 	for _, st := range r.steps {
 		keys = append(keys, st.key)
 	}
-	for _, key := range append(keys, StepRTT) {
+	if r.cfg.selected(StepRTT) {
+		keys = append(keys, StepRTT)
+	}
+	for _, key := range keys {
 		total := rep.Row("msgs/"+key, "messages sent by the coopfs client, "+key, "messages")
 		byType := r.res.Messages[key]
 		for i := range r.cfg.Repeat {

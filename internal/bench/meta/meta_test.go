@@ -39,7 +39,13 @@ func TestParseFlags(t *testing.T) {
 	if out.JSON != "r.json" || out.Out != "d" || !strings.HasPrefix(cfg.Command, "coopfs bench meta --repeat 5") {
 		t.Errorf("output %+v, command %q", out, cfg.Command)
 	}
+	cfg, _, err = ParseFlags([]string{"--steps", "grep-warm,stat-rtt"}, &stderr)
+	if err != nil || !cfg.selected(StepGrepWarm) || !cfg.selected(StepRTT) || !cfg.selected(StepTar) || !cfg.selected(StepRm) ||
+		!cfg.selected(StepGrepCold) || cfg.selected(StepFindCold) || cfg.selected(StepPyWarm) {
+		t.Errorf("--steps: %v %v", cfg.Steps, err)
+	}
 	for _, bad := range [][]string{
+		{"--steps", "grep-warm,nope"},
 		{"--repeat", "0"}, {"--gen-files", "-2"}, {"--tree", "/x", "--gen-files", "5"}, {"--passthrough", "nfs"}, {"extra"}, {"--nope"},
 	} {
 		stderr.Reset()
