@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,7 @@ type Conn struct {
 	err     error // why the connection closed; set once
 	done    chan struct{}
 
+	crc    bool            // data sections carry a CRC32C (plaintext); not over TLS
 	ctx    context.Context // canceled when the connection closes
 	cancel context.CancelFunc
 	Value  atomic.Value // the owner's per-connection state (e.g. the client id)
@@ -82,6 +84,8 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
 		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
 		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
+	_, isTLS := nc.(*tls.Conn)
+	c.crc = !isTLS
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	limitUnsent(nc)
 	go c.readLoop()
@@ -177,7 +181,7 @@ func (c *Conn) write(m Msg, flags uint8, id uint64) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	head, data := appendFrame(nil, m, flags, id)
+	head, data := appendFrameCRC(nil, m, flags, id, c.crc)
 	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
 		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
 	}
@@ -265,7 +269,7 @@ const writeTimeout = 60 * time.Second
 func (c *Conn) readLoop() {
 	hdr := make([]byte, HeaderSize)
 	for {
-		h, m, err := readFrame(c.br, hdr, c.cfg.Limits)
+		h, m, err := readFrameCRC(c.br, hdr, c.cfg.Limits, c.crc)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.EOF
