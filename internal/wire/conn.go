@@ -63,10 +63,11 @@ type Conn struct {
 	err     error // why the connection closed; set once
 	done    chan struct{}
 
-	crc    bool            // data sections carry a CRC32C (plaintext); not over TLS
-	ctx    context.Context // canceled when the connection closes
-	cancel context.CancelFunc
-	Value  atomic.Value // the owner's per-connection state (e.g. the client id)
+	crc     bool            // data sections carry a CRC32C (plaintext); not over TLS
+	batcher *bufferedConn   // under TLS: gathers a frame's records into few writes
+	ctx     context.Context // canceled when the connection closes
+	cancel  context.CancelFunc
+	Value   atomic.Value // the owner's per-connection state (e.g. the client id)
 }
 
 // NewConn starts the read loop of a connection whose handshake is done. br
@@ -84,8 +85,11 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
 		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
 		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
-	_, isTLS := nc.(*tls.Conn)
+	tc, isTLS := nc.(*tls.Conn)
 	c.crc = !isTLS
+	if isTLS {
+		c.batcher, _ = tc.NetConn().(*bufferedConn)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	limitUnsent(nc)
 	go c.readLoop()
@@ -234,7 +238,15 @@ func (c *Conn) writeLoop() {
 			bufs = append(bufs, r.data)
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if c.batcher != nil {
+			c.batcher.startBatch()
+		}
 		_, err := bufs.WriteTo(c.nc)
+		if c.batcher != nil {
+			if ferr := c.batcher.flush(); err == nil {
+				err = ferr
+			}
+		}
 		if err != nil {
 			c.fail(err)
 			err = c.Err()

@@ -208,7 +208,7 @@ func clientTransport(ctx context.Context, nc net.Conn, sec *Security, serverName
 	if !sec.TLS() {
 		return hs, nil
 	}
-	tc := tls.Client(nc, sec.clientTLS(serverName))
+	tc := tls.Client(newBufferedConn(nc), sec.clientTLS(serverName))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, friendlyTLSError(err)
 	}
@@ -319,7 +319,7 @@ func serverTransport(nc net.Conn, sec *Security) (net.Conn, error) {
 		(&handshakeIO{nc: nc}).send(&Error{Errno: uint32(syscall.EPROTO), Msg: msg}, FlagReply)
 		return nil, errors.New(msg)
 	}
-	tc := tls.Server(pc, sec.serverTLS())
+	tc := tls.Server(newBufferedConn(pc), sec.serverTLS())
 	if err := tc.Handshake(); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
