@@ -62,9 +62,10 @@ func addSecurityFlags(fs *flag.FlagSet) *securityFlags {
 	}
 }
 
-// load reads the secret and certificates and says loudly when the
-// connections will not be encrypted.
-func (f *securityFlags) load(log *slog.Logger, stderr io.Writer) (*wire.Security, error) {
+// load reads the secret and certificates; warn then says loudly when the
+// connections will not be encrypted (after the other checks, so that a
+// refusal stays one line).
+func (f *securityFlags) load() (*wire.Security, error) {
 	secret, err := readSecret(*f.secretFile)
 	if err != nil {
 		return nil, err
@@ -73,11 +74,14 @@ func (f *securityFlags) load(log *slog.Logger, stderr io.Writer) (*wire.Security
 	if err != nil {
 		return nil, err
 	}
-	if *f.insecure {
+	return sec, nil
+}
+
+func warnInsecure(sec *wire.Security, log *slog.Logger, stderr io.Writer) {
+	if !sec.TLS() {
 		fmt.Fprintln(stderr, "WARNING: --insecure: connections are NOT encrypted; anyone on the network path can read and change file data.")
 		log.Warn("INSECURE: TLS is off; file data crosses the network in plaintext", "mode", sec.Mode())
 	}
-	return sec, nil
 }
 
 // serveMetrics serves /metrics on addr in the background when addr is set;

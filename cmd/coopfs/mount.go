@@ -64,10 +64,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := obs.NewLogger(stderr, *logLevel)
-	sec, err := secFlags.load(log, stderr)
+	sec, err := secFlags.load()
 	if err != nil {
 		return err
 	}
+	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	if err := serveMetrics(ctx, m, *metrics, log); err != nil {
 		return err

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"crypto/tls"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // TestE2ECertificates: `coopfs ca init` and `coopfs ca issue` make the
@@ -85,4 +90,59 @@ func TestE2ESecretCommand(t *testing.T) {
 	m := startMount(t, srv.addr, "--secret-file", s)
 	mustWrite(t, m.path("f"), []byte("x"))
 	wantFile(t, "client with the generated secret", m.path("f"), []byte("x"))
+}
+
+// TestE2ERelayRefused: a man in the middle that terminates TLS toward the
+// mount and toward the server (it does not hold the secret) and relays the
+// bytes in between: the mount is refused with one line, the server logs
+// the failed authentication and keeps serving.
+func TestE2ERelayRefused(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t))
+	ca, err := wire.NewCA("mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := wire.Issue(ca, "mallory", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				up, err := tls.Dial("tcp", srv.addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				down := tls.Server(nc, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+				go io.Copy(up, down)
+				io.Copy(down, up)
+			}()
+		}
+	}()
+	dir := newMountpoint(t)
+	pr, code := runCoopfs(t, 20*time.Second, nil, "mount", "--server", ln.Addr().String(), "--reconnect-timeout", "2s", dir)
+	wantOneLineError(t, pr, code, "coopfs mount:", "authentication failed")
+	if e2eIsMounted(dir) {
+		t.Errorf("%s is mounted through a relay", dir)
+	}
+	srv.waitStderr(t, "authentication failed", 5*time.Second)
+	m := startMount(t, srv.addr)
+	mustWrite(t, m.path("f"), []byte("direct"))
+	wantFile(t, "client connected directly", m.path("f"), []byte("direct"))
 }

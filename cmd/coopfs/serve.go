@@ -58,13 +58,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--anon-uid %d / --anon-gid %d: want a non-root id below 4294967295 (to trust client root, use --squash none)", *anonUID, *anonGID)
 	}
 	log := obs.NewLogger(stderr, *logLevel)
-	sec, err := secFlags.load(log, stderr)
+	sec, err := secFlags.load()
 	if err != nil {
 		return err
 	}
 	if !sec.Authenticates() && !server.IsLoopback(*listen) {
 		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", *listen)
 	}
+	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m,

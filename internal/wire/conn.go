@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -68,9 +69,11 @@ type Conn struct {
 	err     error // why the connection closed; set once
 	done    chan struct{}
 
-	ctx    context.Context // canceled when the connection closes
-	cancel context.CancelFunc
-	Value  atomic.Value // the owner's per-connection state (e.g. the client id)
+	crc     bool            // data sections carry a CRC32C (plaintext); not over TLS
+	batcher *bufferedConn   // under TLS: gathers a frame's records into few writes
+	ctx     context.Context // canceled when the connection closes
+	cancel  context.CancelFunc
+	Value   atomic.Value // the owner's per-connection state (e.g. the client id)
 }
 
 // NewConn starts the read loop of a connection whose handshake is done. br
@@ -90,6 +93,11 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
 	if cfg.MaxInFlightBytes > 0 {
 		c.mem = semaphore.NewWeighted(cfg.MaxInFlightBytes)
+	}
+	tc, isTLS := nc.(*tls.Conn)
+	c.crc = !isTLS
+	if isTLS {
+		c.batcher, _ = tc.NetConn().(*bufferedConn)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	limitUnsent(nc)
@@ -186,7 +194,7 @@ func (c *Conn) write(m Msg, flags uint8, id uint64) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	head, data := appendFrame(nil, m, flags, id)
+	head, data := appendFrameCRC(nil, m, flags, id, c.crc)
 	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
 		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
 	}
@@ -239,7 +247,15 @@ func (c *Conn) writeLoop() {
 			bufs = append(bufs, r.data)
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if c.batcher != nil {
+			c.batcher.startBatch()
+		}
 		_, err := bufs.WriteTo(c.nc)
+		if c.batcher != nil {
+			if ferr := c.batcher.flush(); err == nil {
+				err = ferr
+			}
+		}
 		if err != nil {
 			c.fail(err)
 			err = c.Err()
@@ -274,7 +290,7 @@ const writeTimeout = 60 * time.Second
 func (c *Conn) readLoop() {
 	hdr := make([]byte, HeaderSize)
 	for {
-		h, m, err := readFrame(c.br, hdr, c.cfg.Limits)
+		h, m, err := readFrameCRC(c.br, hdr, c.cfg.Limits, c.crc)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.EOF

@@ -2,9 +2,13 @@
 // length-prefixed frames with a fixed 24-byte header, a metadata section
 // encoded with varints and a separate, checksummed data section, multiplexed
 // by request id so that many requests are in flight on one connection in both
-// directions. A connection starts with a versioned handshake that
-// authenticates both ends with the cluster secret (HMAC-SHA256 over fresh
-// nonces). docs/protocol.md describes every message and limit.
+// directions. Every connection runs TLS 1.3 (unless both ends are
+// --insecure) and then a versioned handshake that authenticates both ends:
+// by certificates of the cluster CA, or by the cluster secret, proven with
+// HMACs bound to the TLS session's exported keying material so that a relay
+// fails (tls.go, handshake.go). Listeners cap their connections (limits.go).
+// docs/protocol.md describes every message and limit; docs/security.md the
+// threat model.
 //
 // The decoder never trusts a length: every frame, string and list is checked
 // against the limits in Limits before memory is allocated for it, and a

@@ -102,6 +102,13 @@ func parseHeader(b []byte, lim Limits) (header, error) {
 // the data section (if any) returned separately so it can be written without
 // a copy.
 func appendFrame(buf []byte, m Msg, flags uint8, id uint64) (head, data []byte) {
+	return appendFrameCRC(buf, m, flags, id, true)
+}
+
+// appendFrameCRC is appendFrame; without crc the data CRC field is 0 (a
+// TLS connection: its AEAD authenticates every byte, and the CRC's pass
+// over the data would only cost CPU).
+func appendFrameCRC(buf []byte, m Msg, flags uint8, id uint64, crc bool) (head, data []byte) {
 	buf = append(buf[:0], make([]byte, HeaderSize)...)
 	e := encoder{b: buf}
 	m.encode(&e)
@@ -110,7 +117,7 @@ func appendFrame(buf []byte, m Msg, flags uint8, id uint64) (head, data []byte) 
 	}
 	h := header{typ: m.Type(), flags: flags, id: id,
 		metaLen: uint32(len(e.b) - HeaderSize), dataLen: uint32(len(data))}
-	if len(data) > 0 {
+	if len(data) > 0 && crc {
 		h.crc = Checksum(data)
 	}
 	putHeader(e.b, h)
@@ -121,6 +128,12 @@ func appendFrame(buf []byte, m Msg, flags uint8, id uint64) (head, data []byte) 
 // buffer and the data section gets a fresh allocation (page-aligned for large
 // sizes), so bulk bytes never sit at an odd offset behind a header.
 func readFrame(r *bufio.Reader, hdr []byte, lim Limits) (header, Msg, error) {
+	return readFrameCRC(r, hdr, lim, true)
+}
+
+// readFrameCRC is readFrame; without crc the data CRC is not checked (a TLS
+// connection, see appendFrameCRC).
+func readFrameCRC(r *bufio.Reader, hdr []byte, lim Limits, crc bool) (header, Msg, error) {
 	if _, err := io.ReadFull(r, hdr[:HeaderSize]); err != nil {
 		return header{}, nil, err
 	}
@@ -139,13 +152,13 @@ func readFrame(r *bufio.Reader, hdr []byte, lim Limits) (header, Msg, error) {
 			return h, nil, unexpected(err)
 		}
 	}
-	m, err := decodeMsg(h, meta, data)
+	m, err := decodeMsg(h, meta, data, crc)
 	return h, m, err
 }
 
 // decodeMsg turns a frame's sections into a message, checking the data
 // checksum and that only data-carrying types have data.
-func decodeMsg(h header, meta, data []byte) (Msg, error) {
+func decodeMsg(h header, meta, data []byte, crc bool) (Msg, error) {
 	m := newMsg(h.typ)
 	if m == nil {
 		return nil, fmt.Errorf("%w %d", ErrUnknownType, h.typ)
@@ -159,7 +172,7 @@ func decodeMsg(h header, meta, data []byte) (Msg, error) {
 	switch {
 	case !ok && len(data) > 0:
 		return nil, fmt.Errorf("%w: %v carries no data", ErrMalformed, h.typ)
-	case len(data) > 0 && Checksum(data) != h.crc:
+	case len(data) > 0 && crc && Checksum(data) != h.crc:
 		return nil, fmt.Errorf("%v: %w", h.typ, ErrChecksum)
 	case len(data) == 0 && h.crc != 0:
 		return nil, fmt.Errorf("%w: checksum without data", ErrMalformed)

@@ -156,16 +156,9 @@ func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName
 	}
 	nc.SetDeadline(deadline)
 	defer nc.SetDeadline(time.Time{})
-	hs := &Handshake{Conn: nc}
-	if sec.TLS() {
-		tc := tls.Client(nc, sec.clientTLS(serverName))
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, friendlyTLSError(err)
-		}
-		hs.Conn = tc
-		if pc := tc.ConnectionState().PeerCertificates; sec.ca != nil && len(pc) > 0 {
-			hs.PeerCert = pc[0].Subject.CommonName
-		}
+	hs, err := clientTransport(ctx, nc, sec, serverName)
+	if err != nil {
+		return nil, err
 	}
 	h := newHandshakeIO(hs.Conn)
 	hello.Version = ProtocolVersion
@@ -209,6 +202,23 @@ func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName
 	return hs, nil
 }
 
+// clientTransport runs the dialer's TLS handshake (unless insecure).
+func clientTransport(ctx context.Context, nc net.Conn, sec *Security, serverName string) (*Handshake, error) {
+	hs := &Handshake{Conn: nc}
+	if !sec.TLS() {
+		return hs, nil
+	}
+	tc := tls.Client(newBufferedConn(nc), sec.clientTLS(serverName))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, friendlyTLSError(err)
+	}
+	hs.Conn = tc
+	if pc := tc.ConnectionState().PeerCertificates; sec.ca != nil && len(pc) > 0 {
+		hs.PeerCert = pc[0].Subject.CommonName
+	}
+	return hs, nil
+}
+
 // ServerHandshake runs the accepting side: TLS (unless insecure), Hello,
 // the reply (Version, Nonce and Proof are filled in), the dialer's proof,
 // then welcome, which sees the Handshake so far (Hello and PeerCert set).
@@ -228,21 +238,9 @@ func ServerHandshake(nc net.Conn, sec *Security, reply HelloReply, welcome func(
 		}
 	}
 	h := newHandshakeIO(conn)
-	hello, err := expect[*Hello](h)
-	if err != nil {
-		return nil, fmt.Errorf("handshake: %w", err)
-	}
+	hello, err := readHello(h, sec, nc)
 	hs.Hello = hello
-	if hello.Version != ProtocolVersion {
-		h.send(errorMsg(ErrVersion), FlagReply)
-		return hs, fmt.Errorf("%w (dialer speaks %d)", ErrVersion, hello.Version)
-	}
-	if len(hello.Nonce) != nonceSize {
-		return hs, fmt.Errorf("%w: nonce of %d bytes", ErrMalformed, len(hello.Nonce))
-	}
-	if !sec.Authenticates() && !isLoopback(nc) {
-		err := fmt.Errorf("this end has no secret and no certificates and only accepts loopback peers: %w", syscall.EACCES)
-		h.send(errorMsg(err), FlagReply)
+	if err != nil {
 		return hs, err
 	}
 	reply.Version = ProtocolVersion
@@ -279,6 +277,28 @@ func ServerHandshake(nc net.Conn, sec *Security, reply HelloReply, welcome func(
 	return hs, nil
 }
 
+// readHello reads and checks the dialer's Hello; the Hello is returned
+// (for logs) with an error too when one was read.
+func readHello(h *handshakeIO, sec *Security, nc net.Conn) (*Hello, error) {
+	hello, err := expect[*Hello](h)
+	if err != nil {
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	if hello.Version != ProtocolVersion {
+		h.send(errorMsg(ErrVersion), FlagReply)
+		return hello, fmt.Errorf("%w (dialer speaks %d)", ErrVersion, hello.Version)
+	}
+	if len(hello.Nonce) != nonceSize {
+		return hello, fmt.Errorf("%w: nonce of %d bytes", ErrMalformed, len(hello.Nonce))
+	}
+	if !sec.Authenticates() && !isLoopback(nc) {
+		err := fmt.Errorf("this end has no secret and no certificates and only accepts loopback peers: %w", syscall.EACCES)
+		h.send(errorMsg(err), FlagReply)
+		return hello, err
+	}
+	return hello, nil
+}
+
 // serverTransport reads the dialer's first byte to tell a TLS ClientHello
 // from a plaintext frame, refuses the mode this end does not run with a
 // clear message, and runs the TLS handshake.
@@ -299,7 +319,7 @@ func serverTransport(nc net.Conn, sec *Security) (net.Conn, error) {
 		(&handshakeIO{nc: nc}).send(&Error{Errno: uint32(syscall.EPROTO), Msg: msg}, FlagReply)
 		return nil, errors.New(msg)
 	}
-	tc := tls.Server(pc, sec.serverTLS())
+	tc := tls.Server(newBufferedConn(pc), sec.serverTLS())
 	if err := tc.Handshake(); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}

@@ -1,12 +1,13 @@
-// Package tlscost is `coopfs bench tls`: the cost of TLS and block digests,
-// measured side by side in one run against --insecure. Every repetition
+// Package tlscost is `coopfs bench tls`: the cost of TLS, measured side by
+// side in one run against --insecure. (Block digests belong to the
+// directory policy and run in both modes.) Every repetition
 // starts, for each mode in turn, a server (directory policy, balanced
 // forwarding) and two FUSE clients on this machine, and measures
 //
 //   - cold: client 1 reads the file with every cache dropped (server disk
-//     → client 1; the server hashes each block it reads);
-//   - peer: client 2 reads it (client 1 sends each block directly; client 2
-//     checks it against the server's digest);
+//     → client 1);
+//   - peer: client 2 reads it (client 1 sends each block directly; the
+//     server hashes each block as it forwards it, client 2 checks it);
 //   - memory: client 1 reads it again with the kernel page cache dropped
 //     (its own memory cache; no network);
 //
