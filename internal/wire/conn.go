@@ -217,9 +217,18 @@ func (c *Conn) write(m Msg, flags uint8, id uint64) error {
 		return c.Err()
 	}
 	if c.cfg.Observer != nil {
-		c.cfg.Observer.Message("out", m.Type(), len(head)+len(data))
+		c.cfg.Observer.Message("out", observed(m), len(head)+len(data))
 	}
 	return nil
+}
+
+// observed is the type metrics count a message as: a request wrapped in
+// As (the caller's identity) counts as the request it wraps.
+func observed(m Msg) Type {
+	if as, ok := m.(*As); ok && as.Msg != nil {
+		return as.Msg.Type()
+	}
+	return m.Type()
 }
 
 // frameReq is one frame waiting for the writer.
@@ -299,7 +308,7 @@ func (c *Conn) readLoop() {
 			return
 		}
 		if c.cfg.Observer != nil {
-			c.cfg.Observer.Message("in", h.typ, HeaderSize+int(h.metaLen)+int(h.dataLen))
+			c.cfg.Observer.Message("in", observed(m), HeaderSize+int(h.metaLen)+int(h.dataLen))
 		}
 		if h.flags&FlagReply != 0 {
 			c.deliver(h.id, m)
