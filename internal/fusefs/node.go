@@ -141,7 +141,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	attr, err := n.a.b.Lookup(keep(ctx), p)
+	attr, err := n.lookupBackend(keep(ctx), p)
 	if err != nil {
 		return nil, n.a.errno("lookup", p, err)
 	}

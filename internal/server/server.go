@@ -103,7 +103,7 @@ type Server struct {
 	cache                *mem.Cache
 	handles              *handles
 	coop                 *coop        // the directory policy; nil under "none"
-	stuck                atomic.Int64 // handlers that outlived their deadline and still run
+	stuck                atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks                *lockTable
 	pins                 *pins        // recently looked-up files (pins.go)
 	dirs                 *dirCursors  // directories being listed (readdir.go)
@@ -267,6 +267,8 @@ func (s *Server) handshake(nc net.Conn) {
 	c := wire.NewConn(nc, br, wire.ConnConfig{
 		Handler:          wire.HandlerFunc(s.serveMsg),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})

@@ -48,7 +48,14 @@ type ConnConfig struct {
 	// handlers are still running; the read loop stops reading, which pushes
 	// back through TCP, until they finish. 0: no bound beyond MaxInFlight.
 	MaxInFlightBytes int64
-	Name             string // the peer, for errors and logs
+	// HandlerTimeout, when set, is the deadline of one request: the
+	// handler's context ends then, and if it has not returned, the request
+	// is answered ETIMEDOUT at once (its late reply is dropped; its
+	// in-flight slot stays taken until it returns). OnTimeout, if set, is
+	// called for each such request.
+	HandlerTimeout time.Duration
+	OnTimeout      func(t Type)
+	Name           string // the peer, for errors and logs
 }
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -335,14 +342,33 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 		}
 		<-c.sem
 	}()
+	ctx := c.ctx
+	var answered atomic.Bool // the reply (or the timeout's) was sent
+	if c.cfg.HandlerTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.HandlerTimeout)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			if c.ctx.Err() != nil || !answered.CompareAndSwap(false, true) {
+				return
+			}
+			if c.cfg.OnTimeout != nil {
+				c.cfg.OnTimeout(h.typ)
+			}
+			if h.flags&FlagOneWay == 0 {
+				c.write(errorMsg(fmt.Errorf("%v: not finished within %s: %w", h.typ, c.cfg.HandlerTimeout, syscall.ETIMEDOUT)), FlagReply, h.id)
+			}
+		})
+		defer stop()
+	}
 	var reply Msg
 	var err error
 	if c.cfg.Handler == nil {
 		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
 	} else {
-		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
+		reply, err = c.cfg.Handler.ServeMsg(ctx, c, m)
 	}
-	if h.flags&FlagOneWay != 0 {
+	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
 		return
 	}
 	if err != nil {
