@@ -48,9 +48,9 @@ type ConnConfig struct {
 	// handlers are still running; the read loop stops reading, which pushes
 	// back through TCP, until they finish. 0: no bound beyond MaxInFlight.
 	MaxInFlightBytes int64
-	// HandlerTimeout, when set, is the deadline of one request: the
-	// handler's context ends then, and if it has not returned, the request
-	// is answered ETIMEDOUT at once (its late reply is dropped; its
+	// HandlerTimeout, when set, is the deadline of one request: if the
+	// handler has not returned by then, the request is answered ETIMEDOUT
+	// at once (its late reply is dropped; its
 	// in-flight slot stays taken until it returns). OnTimeout, if set, is
 	// called for each such request.
 	HandlerTimeout time.Duration
@@ -342,13 +342,12 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 		}
 		<-c.sem
 	}()
-	ctx := c.ctx
+	// The deadline is one timer (no context per request: the handlers'
+	// system calls would not watch it anyway; a handler that waits, as a
+	// blocked lock does, has its own bound).
 	var answered atomic.Bool // the reply (or the timeout's) was sent
 	if c.cfg.HandlerTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.cfg.HandlerTimeout)
-		defer cancel()
-		stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(c.cfg.HandlerTimeout, func() {
 			if c.ctx.Err() != nil || !answered.CompareAndSwap(false, true) {
 				return
 			}
@@ -359,14 +358,14 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 				c.write(errorMsg(fmt.Errorf("%v: not finished within %s: %w", h.typ, c.cfg.HandlerTimeout, syscall.ETIMEDOUT)), FlagReply, h.id)
 			}
 		})
-		defer stop()
+		defer t.Stop()
 	}
 	var reply Msg
 	var err error
 	if c.cfg.Handler == nil {
 		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
 	} else {
-		reply, err = c.cfg.Handler.ServeMsg(ctx, c, m)
+		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
 	}
 	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
 		return
