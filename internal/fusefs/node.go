@@ -327,10 +327,11 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		if e := n.a.errno("flush", "", h.f.Flush(keep(ctx))); e != 0 {
-			return e
+		e := n.a.errno("flush", "", h.f.Flush(keep(ctx)))
+		if le := n.flushLocks(ctx, fh); e == 0 {
+			e = le // the owner's locks go whatever the flush gave
 		}
-		return n.flushLocks(ctx, fh)
+		return e
 	}
 	return 0
 }
