@@ -147,3 +147,8 @@ func (f *file) Revalidate(ctx context.Context) (bool, error) {
 func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, gen uint64) (vfs.File, wire.Attr, error) {
 	return a.open(ctx, &wire.OpenPinned{Path: path, Flags: flags, Ino: ino, Gen: gen}, path, flags)
 }
+
+// LookupPinned implements fusefs.PinnedOpener.
+func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
+	return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+}

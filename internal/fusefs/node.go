@@ -138,7 +138,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	var attr wire.Attr
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		attr, err = n.a.b.Lookup(ctx, p)
+		attr, err = n.lookupBackend(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -353,10 +353,11 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
-		if e := n.a.errno("flush", "", h.f.Flush(keep(ctx))); e != 0 {
-			return e
+		e := n.a.errno("flush", "", h.f.Flush(keep(ctx)))
+		if le := n.flushLocks(ctx, fh); e == 0 {
+			e = le // the owner's locks go whatever the flush gave
 		}
-		return n.flushLocks(ctx, fh)
+		return e
 	}
 	return 0
 }

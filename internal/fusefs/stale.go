@@ -32,6 +32,20 @@ import (
 // in a lookup a moment ago.
 type PinnedOpener interface {
 	OpenPinned(ctx context.Context, path string, flags uint32, ino, gen uint64) (vfs.File, wire.Attr, error)
+	// LookupPinned is Lookup that has the server pin the file it finds
+	// for the OpenPinned that follows.
+	LookupPinned(ctx context.Context, path string) (wire.Attr, error)
+}
+
+// lookupBackend looks a name up; the lookup of a name whose open was just
+// answered ESTALE (the kernel's fresh lookup before its retry) pins the file.
+func (n *node) lookupBackend(ctx context.Context, p string) (wire.Attr, error) {
+	if po, ok := n.a.b.(PinnedOpener); ok {
+		if _, stale := n.a.stale.since(p); stale {
+			return po.LookupPinned(ctx, p)
+		}
+	}
+	return n.a.b.Lookup(ctx, p)
 }
 
 // staleNames is the paths whose open was answered ESTALE a moment ago: the
@@ -51,6 +65,12 @@ func (s *staleNames) mark(p string) {
 	defer s.mu.Unlock()
 	if s.m == nil || len(s.m) >= 4096 {
 		s.m = make(map[string]time.Time) // bounded: forget them all
+	}
+	// Keep the first mark of a burst: a lookup made after any of the
+	// ESTALEs of the burst is a fresh one (two readers answered ESTALE one
+	// after the other must both count their retry's lookup as fresh).
+	if t, ok := s.m[p]; ok && time.Since(t) < staleRetry {
+		return
 	}
 	s.m[p] = time.Now()
 }

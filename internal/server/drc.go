@@ -150,9 +150,7 @@ func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, erro
 // writeOnce applies a write that the reply cache did not know; an append
 // is first looked up in (and then recorded in) the file's own record.
 func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteSeq) (*wire.AttrReply, error) {
-	fd := int(of.f.Fd())
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	appending := err == nil && fl&unix.O_APPEND != 0
+	appending := of.appending
 	var ids []byte
 	if appending {
 		ids = s.appendIDs(of.f)

@@ -9,9 +9,10 @@ import (
 
 // openFile is one client's open file.
 type openFile struct {
-	f     *os.File
-	ino   uint64
-	owner *wire.Conn
+	f         *os.File
+	ino       uint64
+	owner     *wire.Conn
+	appending bool // opened O_APPEND (exactly-once appends: drc.go)
 }
 
 // handles maps handle numbers to open files. Handles belong to the

@@ -97,37 +97,27 @@ func (l *Limits) validate() error {
 }
 
 // serveMsg is the wire.Handler of client connections: dispatch with a
-// deadline, a recovered panic, and error messages that never name the
-// export's absolute path.
-func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Limits.HandlerTimeout)
-	defer cancel()
-	type result struct {
-		r   wire.Msg
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				s.log.Error("request handler panicked; the request fails, the server goes on",
-					"type", m.Type().String(), "panic", p, "stack", string(debug.Stack()))
-				done <- result{err: fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)}
-			}
-		}()
-		r, err := s.serveAs(ctx, c, m)
-		done <- result{r, err}
+// recovered panic and error messages that never name the export's absolute
+// path. The deadline of each request is the connection's (HandlerTimeout
+// in wire.ConnConfig): it costs a timer, not a goroutine.
+func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (r wire.Msg, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("request handler panicked; the request fails, the server goes on",
+				"type", m.Type().String(), "panic", p, "stack", string(debug.Stack()))
+			r, err = nil, fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)
+		}
 	}()
-	select {
-	case res := <-done:
-		return res.r, s.scrub(res.err)
-	case <-ctx.Done():
-		s.stuck.Add(1)
-		s.log.Warn("request exceeded its deadline (is the export hung?)", "type", m.Type().String(),
-			"deadline", s.cfg.Limits.HandlerTimeout.String())
-		go func() { <-done; s.stuck.Add(-1) }()
-		return nil, fmt.Errorf("%v: the server did not finish within %s: %w", m.Type(), s.cfg.Limits.HandlerTimeout, syscall.ETIMEDOUT)
-	}
+	r, err = s.serveAs(ctx, c, m)
+	return r, s.scrub(err)
+}
+
+// timedOut counts a request answered ETIMEDOUT (the export did not finish
+// it in time).
+func (s *Server) timedOut(t wire.Type) {
+	s.stuck.Add(1)
+	s.log.Warn("request exceeded its deadline (is the export hung?)", "type", t.String(),
+		"deadline", s.cfg.Limits.HandlerTimeout.String())
 }
 
 // scrub keeps the error's errno and removes the export's absolute path

@@ -43,7 +43,7 @@ func (s *Server) limitMetrics() []prometheus.Collector {
 			defer s.dirs.mu.Unlock()
 			return float64(s.dirs.read)
 		}),
-		gauge("coopfs_server_requests_past_deadline", "Requests answered ETIMEDOUT whose handler still runs (a hung export).", func() float64 {
+		counter("coopfs_server_requests_timed_out_total", "Requests answered ETIMEDOUT: the export did not finish them within the handler timeout.", func() float64 {
 			return float64(s.stuck.Load())
 		}),
 	}

@@ -29,6 +29,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	case *wire.Lookup:
+		return s.lstat(m.Path)
+	case *wire.LookupPinned:
 		return s.lookup(m.Path)
 	case *wire.OpenPinned:
 		return s.openPinned(c, m)
@@ -343,14 +345,11 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 	if err != nil {
 		return nil, err
 	}
-	if err := s.openable(p); err != nil {
+	exists, err := s.openable(p)
+	if err != nil {
 		return nil, err
 	}
-	created := false
-	if uid != nil {
-		_, err := s.root.Lstat(p)
-		created = errors.Is(err, os.ErrNotExist)
-	}
+	created := uid != nil && !exists
 	f, fi, err := s.openData(p, flags, mode)
 	if err != nil {
 		return nil, err
@@ -379,7 +378,7 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		}
 	}
 	r := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c}, s.cfg.Limits.MaxHandles)
+	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c, appending: flags&syscall.O_APPEND != 0}, s.cfg.Limits.MaxHandles)
 	if h == 0 {
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", p, s.cfg.Limits.MaxHandles, syscall.EMFILE)

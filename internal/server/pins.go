@@ -22,17 +22,21 @@ import (
 // and opens once more. That second open still races with the next rename:
 // the name may change again between the fresh lookup and the open.
 //
-// pins closes that window: every lookup of a regular file keeps an O_PATH
-// descriptor of the file it found for a short while (pinTTL). The client
-// sends the retry's open as OpenPinned with the (ino, gen) its fresh lookup
+// pins closes that window: the retry's fresh lookup (LookupPinned: the
+// client sends it for a name whose open it just answered ESTALE) keeps an
+// O_PATH descriptor of the regular file it found for a short while
+// (pinTTL). The client sends the retry's open as OpenPinned with the (ino, gen) its fresh lookup
 // returned, and when the name has moved on since, the server opens that
 // very file: the open returns the file the kernel's own lookup found, as
 // NFS opens the file handle its lookup returned. Only the retry after an
 // ESTALE is sent this way, so every other open still revalidates by name
 // (close-to-open).
 
-// pinTTL is how long a lookup's file can be opened after the name moved.
-const pinTTL = time.Second
+// pinTTL is how long a lookup's file can be opened after the name moved:
+// long enough for the kernel's lookup → open of a retry on a loaded
+// machine, short enough that an open never returns a file replaced longer
+// ago than that.
+const pinTTL = 500 * time.Millisecond
 
 // maxPins bounds the pinned descriptors (the oldest go first).
 const maxPins = 256
@@ -155,7 +159,7 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 		return r, err
 	}
 	a := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: a.Attr.Ino, owner: c}, s.cfg.Limits.MaxHandles)
+	h := s.handles.add(&openFile{f: f, ino: a.Attr.Ino, owner: c, appending: flags&syscall.O_APPEND != 0}, s.cfg.Limits.MaxHandles)
 	if h == 0 {
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", m.Path, s.cfg.Limits.MaxHandles, syscall.EMFILE)
@@ -164,7 +168,7 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 	return &wire.OpenReply{Handle: h, Attr: a.Attr}, nil
 }
 
-// lookup is lstat that pins a regular file it finds.
+// lookup is lstat that pins a regular file it finds (LookupPinned).
 func (s *Server) lookup(p string) (*wire.AttrReply, error) {
 	cp, err := clean(p)
 	if err != nil {

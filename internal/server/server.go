@@ -126,11 +126,11 @@ type Server struct {
 	cache       *mem.Cache
 	handles     *handles
 	coop        *coop        // the directory policy; nil under "none"
-	stuck       atomic.Int64 // handlers that outlived their deadline and still run
+	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
-	pins        *pins       // recently looked-up files (pins.go)
-	dirs        *dirCursors // directories being listed (readdir.go)
-	pinnedOpens atomic.Int64
+	pins        *pins        // recently looked-up files (pins.go)
+	dirs        *dirCursors  // directories being listed (readdir.go)
+	pinnedOpens atomic.Int64 // opens served from a pin (pins.go)
 	// switchCreds: requests are performed as their (squashed) caller
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
@@ -307,6 +307,8 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
 	})

@@ -24,18 +24,20 @@ func errSpecial(p string) error {
 // open never has to follow one in the server: one there means the export
 // changed under the client, and the open fails with ELOOP, as O_NOFOLLOW
 // gives.
-func (s *Server) openable(p string) error {
+func (s *Server) openable(p string) (exists bool, err error) {
 	fi, err := s.root.Lstat(p)
 	if err != nil {
-		return nil // the open itself reports it (or creates the file)
+		// The open itself reports it (or creates the file); only a name
+		// that is certainly not there counts as missing.
+		return !errors.Is(err, os.ErrNotExist), nil
 	}
 	switch {
 	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("open %s: a symbolic link is followed by the client, not the server: %w", p, syscall.ELOOP)
+		return true, fmt.Errorf("open %s: a symbolic link is followed by the client, not the server: %w", p, syscall.ELOOP)
 	case !fi.Mode().IsRegular() && !fi.IsDir():
-		return errSpecial(p)
+		return true, errSpecial(p)
 	}
-	return nil
+	return true, nil
 }
 
 // openData opens p for data without ever blocking on a special file, and

@@ -49,7 +49,14 @@ type ConnConfig struct {
 	// handlers are still running; the read loop stops reading, which pushes
 	// back through TCP, until they finish. 0: no bound beyond MaxInFlight.
 	MaxInFlightBytes int64
-	Name             string // the peer, for errors and logs
+	// HandlerTimeout, when set, is the deadline of one request: if the
+	// handler has not returned by then, the request is answered ETIMEDOUT
+	// at once (its late reply is dropped; its
+	// in-flight slot stays taken until it returns). OnTimeout, if set, is
+	// called for each such request.
+	HandlerTimeout time.Duration
+	OnTimeout      func(t Type)
+	Name           string // the peer, for errors and logs
 }
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -360,6 +367,24 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 		}
 		<-c.sem
 	}()
+	// The deadline is one timer (no context per request: the handlers'
+	// system calls would not watch it anyway; a handler that waits, as a
+	// blocked lock does, has its own bound).
+	var answered atomic.Bool // the reply (or the timeout's) was sent
+	if c.cfg.HandlerTimeout > 0 {
+		t := time.AfterFunc(c.cfg.HandlerTimeout, func() {
+			if c.ctx.Err() != nil || !answered.CompareAndSwap(false, true) {
+				return
+			}
+			if c.cfg.OnTimeout != nil {
+				c.cfg.OnTimeout(h.typ)
+			}
+			if h.flags&FlagOneWay == 0 {
+				c.write(errorMsg(fmt.Errorf("%v: not finished within %s: %w", h.typ, c.cfg.HandlerTimeout, syscall.ETIMEDOUT)), FlagReply, h.id)
+			}
+		})
+		defer t.Stop()
+	}
 	var reply Msg
 	var err error
 	if c.cfg.Handler == nil {
@@ -367,7 +392,7 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 	} else {
 		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
 	}
-	if h.flags&FlagOneWay != 0 {
+	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
 		return
 	}
 	if err != nil {

@@ -3,9 +3,11 @@ package wire
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,5 +62,35 @@ func TestInFlightBytesBound(t *testing.T) {
 	wg.Wait()
 	if p := peak.Load(); p > budget {
 		t.Fatalf("handlers held %d bytes at once, budget %d", p, budget)
+	}
+}
+
+// TestHandlerTimeout: a handler that does not return in time gets its
+// request answered ETIMEDOUT; its late reply is dropped.
+func TestHandlerTimeout(t *testing.T) {
+	release := make(chan struct{})
+	var timedOut atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, c *Conn, m Msg) (Msg, error) {
+		if _, ok := m.(*Lookup); ok {
+			<-release // a hung export: it does not return in time
+		}
+		return &OK{}, nil
+	})
+	a, b := net.Pipe()
+	srv := NewConn(a, bufio.NewReader(a), ConnConfig{Handler: h, HandlerTimeout: 50 * time.Millisecond,
+		OnTimeout: func(Type) { timedOut.Add(1) }})
+	cli := NewConn(b, bufio.NewReader(b), ConnConfig{})
+	defer srv.Close()
+	defer cli.Close()
+	_, err := cli.Call(context.Background(), &Lookup{Path: "hung"})
+	if !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Fatalf("hung request: %v, want ETIMEDOUT", err)
+	}
+	close(release)
+	if _, err := cli.Call(context.Background(), &Ping{}); err != nil {
+		t.Fatalf("next request: %v", err)
+	}
+	if timedOut.Load() != 1 {
+		t.Fatalf("OnTimeout called %d times, want 1", timedOut.Load())
 	}
 }

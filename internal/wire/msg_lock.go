@@ -99,6 +99,8 @@ func newLockMsg(t Type) Msg {
 		return &WriteSeq{}
 	case TOpenPinned:
 		return &OpenPinned{}
+	case TLookupPinned:
+		return &LookupPinned{}
 	}
 	return nil
 }
@@ -214,3 +216,16 @@ func (m *OpenPinned) decode(d *decoder) {
 	m.Ino = d.u64()
 	m.Gen = d.u64()
 }
+
+// TLookupPinned is in the 90–99 range too (see LookupPinned).
+const TLookupPinned Type = 97
+
+// LookupPinned is Lookup that also pins the regular file it finds on the
+// server for a moment, for the OpenPinned that follows it. A client sends
+// it only for a name whose open it just answered ESTALE (the kernel's
+// fresh lookup before its retry); every other lookup is a plain Lookup.
+type LookupPinned struct{ Path string }
+
+func (*LookupPinned) Type() Type          { return TLookupPinned }
+func (m *LookupPinned) encode(e *encoder) { e.str(m.Path) }
+func (m *LookupPinned) decode(d *decoder) { m.Path = d.str() }

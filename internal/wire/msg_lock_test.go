@@ -11,5 +11,6 @@ func lockSampleMsgs() []Msg {
 		&LockCancel{Handle: 6, Owner: 7},
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
 		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
+		&LookupPinned{Path: "a/f"},
 	}
 }
