@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -94,6 +96,9 @@ func xattrErr(op, p string, err error) error {
 }
 
 func (s *Server) getXattr(m *wire.GetXattr) (*wire.XattrReply, error) {
+	if err := serverXattr("getxattr", m.Path, m.Name); err != nil {
+		return nil, err
+	}
 	name, done, err := s.xattrPath(m.Path)
 	if err != nil {
 		return nil, err
@@ -120,22 +125,56 @@ func (s *Server) listXattr(m *wire.ListXattr) (*wire.XattrReply, error) {
 		return nil, err
 	}
 	defer done()
-	var buf []byte
-	if m.Size > 0 {
-		buf = make([]byte, min(m.Size, maxXattrSize))
-	}
+	// The whole list is read so that the server's own names can be left
+	// out of it, and of the size a size-only query is told.
+	buf := make([]byte, maxXattrSize)
 	n, err := unix.Llistxattr(name, buf)
 	if err != nil {
 		return nil, xattrErr("listxattr", m.Path, err)
 	}
-	r := &wire.XattrReply{Size: uint32(n)}
-	if buf != nil {
-		r.Value = buf[:n]
+	list := hideServerXattrs(buf[:n])
+	r := &wire.XattrReply{Size: uint32(len(list))}
+	switch {
+	case m.Size == 0:
+	case int(m.Size) < len(list):
+		return nil, fmt.Errorf("listxattr %s: %w", m.Path, syscall.ERANGE)
+	default:
+		r.Value = list
 	}
 	return r, nil
 }
 
+// serverXattrPrefix starts the names of the extended attributes the server
+// keeps for itself (drc.go's append records): clients never see them, and
+// may neither set nor remove them.
+const serverXattrPrefix = "user.coopfs."
+
+// hideServerXattrs drops the server's own names from a listxattr list.
+func hideServerXattrs(list []byte) []byte {
+	out := list[:0]
+	for _, name := range bytes.SplitAfter(list, []byte{0}) {
+		if len(name) > 0 && !bytes.HasPrefix(name, []byte(serverXattrPrefix)) {
+			out = append(out, name...)
+		}
+	}
+	return out
+}
+
+// serverXattr refuses a client's access to one of the server's own names.
+func serverXattr(op, path, attr string) error {
+	if !strings.HasPrefix(attr, serverXattrPrefix) {
+		return nil
+	}
+	if op == "getxattr" || op == "removexattr" {
+		return fmt.Errorf("%s %s: %w", op, path, syscall.ENODATA)
+	}
+	return fmt.Errorf("%s %s: %s* is reserved for the coopfs server: %w", op, path, serverXattrPrefix, syscall.EPERM)
+}
+
 func (s *Server) setXattr(m *wire.SetXattr) (*wire.OK, error) {
+	if err := serverXattr("setxattr", m.Path, m.Name); err != nil {
+		return nil, err
+	}
 	name, done, err := s.xattrPath(m.Path)
 	if err != nil {
 		return nil, err
@@ -148,6 +187,9 @@ func (s *Server) setXattr(m *wire.SetXattr) (*wire.OK, error) {
 }
 
 func (s *Server) removeXattr(m *wire.RemoveXattr) (*wire.OK, error) {
+	if err := serverXattr("removexattr", m.Path, m.Name); err != nil {
+		return nil, err
+	}
 	name, done, err := s.xattrPath(m.Path)
 	if err != nil {
 		return nil, err
