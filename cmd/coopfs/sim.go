@@ -227,7 +227,7 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asCSV := fs.Bool("csv", false, "print CSV")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
-	memProfile := fs.String("memprofile", "", "")  // hidden: heap profile at the end
+	memProfile := fs.String("memprofile", "", "") // hidden: heap profile at the end
 	pf := addParamFlags(fs)
 	gf := addGenFlags(fs)
 	hideFlags(fs, stderr, "(--trace F[,F...] --format FMT | --gen PATTERN) --algo A,B [flags]", "cpuprofile", "memprofile")

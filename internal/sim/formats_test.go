@@ -262,3 +262,31 @@ func FuzzCSVReader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReaders measures how fast each reader parses (MB/s of input,
+// from memory): coopfs text, txt and oracleGeneral forms of one trace.
+func BenchmarkReaders(b *testing.B) {
+	w, _ := Generate(GenConfig{Pattern: GenZipf, Clients: 42, Accesses: 500000, Files: 20000, Seed: 1})
+	acc, _ := Collect(w)
+	for _, f := range []Format{FormatCoopfs, FormatTxt, FormatOracle} {
+		var buf bytes.Buffer
+		if err := Convert(&buf, &Slice{Accesses: acc}, f, 4096); err != nil {
+			b.Fatal(err)
+		}
+		data := buf.Bytes()
+		b.Run(string(f), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			n := 0
+			for b.Loop() {
+				src, _ := NewReader(bytes.NewReader(data), f)
+				for {
+					if _, err := src.Next(); err != nil {
+						break
+					}
+					n++
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "accesses/s")
+		})
+	}
+}

@@ -32,20 +32,20 @@ type GenConfig struct {
 	Clients  int     `json:"clients"`
 	Accesses int     `json:"accesses"` // records to generate in total
 	Seed     int64   `json:"seed"`
-	Blocks   int     `json:"blocks"`    // data set size in blocks (seed 000 patterns)
-	Files    int     `json:"files"`     // number of files (zipf; shared files for office)
-	ZipfS    float64 `json:"zipf_s"`    // Zipf exponent (popularity of rank r ∝ r^-s)
-	MaxFile  int     `json:"max_file"`  // largest file in blocks (zipf, office)
-	Active   float64 `json:"active"`    // office: fraction of clients active
-	Shared   float64 `json:"shared"`    // office: fraction of sessions on shared files
-	Write    float64 `json:"write"`     // office: fraction of sessions that rewrite the file
+	Blocks   int     `json:"blocks"`   // data set size in blocks (seed 000 patterns)
+	Files    int     `json:"files"`    // number of files (zipf; shared files for office)
+	ZipfS    float64 `json:"zipf_s"`   // Zipf exponent (popularity of rank r ∝ r^-s)
+	MaxFile  int     `json:"max_file"` // largest file in blocks (zipf, office)
+	Active   float64 `json:"active"`   // office: fraction of clients active
+	Shared   float64 `json:"shared"`   // office: fraction of sessions on shared files
+	Write    float64 `json:"write"`    // office: fraction of sessions that rewrite the file
 	// SharedWrite is the fraction of sessions on shared files that rewrite
 	// the file (office; 0: Write/4).
 	SharedWrite float64 `json:"shared_write"`
-	Temp     float64 `json:"temp"`      // office: fraction of sessions on temporary files
-	Private  int     `json:"private"`   // office: private files per client
-	IdleRate float64 `json:"idle_rate"` // office: an idle client's activity relative to an active one
-	Servers  int     `json:"servers"`   // multiserver: storage servers (file namespaces)
+	Temp        float64 `json:"temp"`      // office: fraction of sessions on temporary files
+	Private     int     `json:"private"`   // office: private files per client
+	IdleRate    float64 `json:"idle_rate"` // office: an idle client's activity relative to an active one
+	Servers     int     `json:"servers"`   // multiserver: storage servers (file namespaces)
 }
 
 // DefaultGenConfig returns the defaults.

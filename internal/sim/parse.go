@@ -38,7 +38,9 @@ func (l *lineReader) next() ([]byte, error) {
 	return trimSpace(s), nil
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
 
 func trimSpace(s []byte) []byte {
 	for len(s) > 0 && isSpace(s[0]) {

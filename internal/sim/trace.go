@@ -118,6 +118,21 @@ func NewReaderOptions(r io.Reader, o ReadOptions) (Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	src, err := newFormatReader(br, o)
+	if err != nil {
+		if closer != nil {
+			closer.Close()
+		}
+		return nil, err
+	}
+	if closer != nil {
+		src = &closingSource{Source: src, c: closer}
+	}
+	return src, nil
+}
+
+// newFormatReader is the reader of o.Format over br, with o's size mode.
+func newFormatReader(br *bufio.Reader, o ReadOptions) (Source, error) {
 	var src Source
 	switch o.Format {
 	case FormatCoopfs:
@@ -149,9 +164,6 @@ func NewReaderOptions(r io.Reader, o ReadOptions) (Source, error) {
 		src = &blockExpander{Source: src, bs: uint64(o.BlockSize)}
 	default:
 		return nil, fmt.Errorf("unknown size mode %q: want blocks or ignore", o.Sizes)
-	}
-	if closer != nil {
-		src = &closingSource{Source: src, c: closer}
 	}
 	return src, nil
 }

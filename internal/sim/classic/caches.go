@@ -30,12 +30,15 @@ func (k ckey) Hash() uint64 {
 // and its block's holder list; free holds exactly the clients with free
 // slots.
 type caches struct {
-	p      sim.Params
-	k      int
-	cl     []list
-	gl     []list
-	glob   list
-	ages   bool // the global age list is kept (Global LRU, GMS)
+	p    sim.Params
+	k    int
+	cl   []list
+	gl   []list
+	glob list
+	ages bool // the global age list is kept (Global LRU, GMS)
+	// single: one client, so a block's holder list has at most one entry
+	// and it is the client's copy; the (block, client) table is not kept.
+	single bool
 	at     sim.Table[ckey, *entry]
 	blocks sim.Table[sim.Key, *list]
 	server *lruSet
@@ -52,7 +55,7 @@ func newCaches(p sim.Params) (*caches, error) {
 		return nil, err
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]list, p.Clients), gl: make([]list, p.Clients),
-		rng:    rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)),
+		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1,
 		freeAt: make([]int, p.Clients)}
 	c.server = newLRUSet(p.ServerCacheBlocks, &c.pool)
 	c.glob.init(lGlobal)
@@ -114,6 +117,12 @@ func (c *caches) freeClient(not int) int {
 }
 
 func (c *caches) lookup(n int, k sim.Key) *entry {
+	if c.single {
+		if h := c.holders(k); h != nil {
+			return h.front()
+		}
+		return nil
+	}
 	e, _ := c.at.Get(ckey{k, n})
 	return e
 }
@@ -182,7 +191,9 @@ func (c *caches) add(n int, k sim.Key) *entry {
 	c.tick++
 	e := newEntry(&c.pool)
 	e.key, e.node, e.age = k, n, c.tick
-	c.at.Put(ckey{k, n}, e)
+	if !c.single {
+		c.at.Put(ckey{k, n}, e)
+	}
 	c.cl[n].pushFront(e)
 	if c.ages {
 		c.glob.pushFront(e)
@@ -217,7 +228,9 @@ func (c *caches) drop(e *entry) {
 		c.blocks.Delete(e.key)
 		c.lpool = append(c.lpool, h)
 	}
-	c.at.Delete(ckey{e.key, n})
+	if !c.single {
+		c.at.Delete(ckey{e.key, n})
+	}
 	c.pool = append(c.pool, e)
 	c.updateFree(n)
 }
@@ -231,9 +244,11 @@ func (c *caches) move(e *entry, t int, refresh bool) {
 	}
 	from := e.node
 	c.listOf(e).remove(e)
-	c.at.Delete(ckey{e.key, from})
+	if !c.single {
+		c.at.Delete(ckey{e.key, from})
+		c.at.Put(ckey{e.key, t}, e)
+	}
 	e.node, e.global = t, true
-	c.at.Put(ckey{e.key, t}, e)
 	c.gl[t].pushFront(e)
 	if refresh {
 		c.tick++
@@ -304,7 +319,7 @@ func (c *caches) check() error {
 			total += cnt
 		}
 	}
-	if c.ages && total != c.glob.len() || total != c.at.Len() {
+	if c.ages && total != c.glob.len() || !c.single && total != c.at.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list, %d in the map", total, c.glob.len(), c.at.Len())
 	}
 	var last int64 = 1 << 62
