@@ -27,12 +27,20 @@ type ageCache struct {
 	capacity int
 	seq      uint64
 	byID     idTable
-	files    map[uint64]*entry // head of each file's list
-	heap     []*entry
+	files    map[uint64]*entry    // head of each file's list
+	heap     []hnode              // the entries with their ages inline: comparisons touch no entry
+	watch    func(block.ID, bool) // ClientConfig.Watch
 }
 
-func newAgeCache(capacity int) *ageCache {
-	return &ageCache{capacity: capacity, files: make(map[uint64]*entry)}
+// hnode is a heap slot: an entry and a copy of its age (stamp, seq).
+type hnode struct {
+	stamp Time
+	seq   uint64
+	e     *entry
+}
+
+func newAgeCache(capacity int, watch func(block.ID, bool)) *ageCache {
+	return &ageCache{capacity: capacity, files: make(map[uint64]*entry), watch: watch}
 }
 
 func (c *ageCache) len() int { return len(c.heap) }
@@ -58,8 +66,11 @@ func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, glob
 		e.fnext, h.fprev = h, e
 	}
 	c.files[id.File] = e
-	c.heap = append(c.heap, e)
+	c.heap = append(c.heap, hnode{stamp, e.seq, e})
 	c.up(e.heapAt)
+	if c.watch != nil {
+		c.watch(id, true)
+	}
 	return e
 }
 
@@ -70,12 +81,15 @@ func (c *ageCache) touch(e *entry, now Time) {
 	}
 	c.seq++
 	e.stamp, e.seq = now, c.seq
+	h := &c.heap[e.heapAt]
+	h.stamp, h.seq = now, c.seq
 	c.down(e.heapAt)
 }
 
 // setAge gives e a stamp (a forwarded copy merging with a local one).
 func (c *ageCache) setAge(e *entry, stamp Time) {
 	e.stamp = stamp
+	c.heap[e.heapAt].stamp = stamp
 	c.fix(e.heapAt)
 }
 
@@ -84,7 +98,7 @@ func (c *ageCache) popOldest() *entry {
 	if len(c.heap) == 0 {
 		return nil
 	}
-	e := c.heap[0]
+	e := c.heap[0].e
 	c.remove(e)
 	return e
 }
@@ -96,7 +110,7 @@ func (c *ageCache) remove(e *entry) {
 	if i != last {
 		c.swap(i, last)
 	}
-	c.heap[last] = nil
+	c.heap[last] = hnode{}
 	c.heap = c.heap[:last]
 	if i != last {
 		c.fix(i)
@@ -114,6 +128,9 @@ func (c *ageCache) remove(e *entry) {
 	}
 	e.fprev, e.fnext = nil, nil
 	e.heapAt = -1
+	if c.watch != nil {
+		c.watch(e.id, false)
+	}
 }
 
 // dropFile removes every block of file and returns them.
@@ -128,7 +145,7 @@ func (c *ageCache) dropFile(file uint64, out []*entry) []*entry {
 }
 
 func (c *ageCache) less(i, j int) bool {
-	a, b := c.heap[i], c.heap[j]
+	a, b := &c.heap[i], &c.heap[j]
 	if a.stamp != b.stamp {
 		return a.stamp < b.stamp
 	}
@@ -137,7 +154,7 @@ func (c *ageCache) less(i, j int) bool {
 
 func (c *ageCache) swap(i, j int) {
 	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.heap[i].heapAt, c.heap[j].heapAt = i, j
+	c.heap[i].e.heapAt, c.heap[j].e.heapAt = i, j
 }
 
 func (c *ageCache) up(i int) {
@@ -183,8 +200,9 @@ func (c *ageCache) check() error {
 	if len(c.heap) > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", len(c.heap), c.capacity)
 	}
-	for i, e := range c.heap {
-		if e.heapAt != i {
+	for i, h := range c.heap {
+		e := h.e
+		if e.heapAt != i || h.stamp != e.stamp || h.seq != e.seq {
 			return errorf("age cache: entry %v at %d says %d", e.id, i, e.heapAt)
 		}
 		if i > 0 && c.less(i, (i-1)/2) {

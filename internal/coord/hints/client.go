@@ -31,6 +31,10 @@ type ClientConfig struct {
 	// memory as part of the cooperative cache): its evictions are dropped,
 	// never forwarded.
 	ServeOnly bool
+	// Watch, if set, is called whenever a block enters (in) or leaves
+	// (!in) the cache, after the change. Simulators use it to index
+	// which clients cache a block; it must not call back into the client.
+	Watch func(b block.ID, in bool)
 }
 
 // DefaultMaxHops is the default bound on the clients a request visits.
@@ -81,7 +85,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks),
+	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, cfg.Watch),
 		hints: make(map[uint64]map[uint64]Hint), index: make(map[ClientID]int)}
 	for _, id := range cfg.Peers {
 		if id == cfg.ID || id < 0 {
@@ -519,7 +523,8 @@ func (c *Client) Check() error {
 			}
 		}
 	}
-	for _, e := range c.cache.heap {
+	for _, h := range c.cache.heap {
+		e := h.e
 		if id := e.id; e.master {
 			if h, ok := c.HintFor(id); !ok || h.Holder != c.cfg.ID {
 				return fmt.Errorf("client %d: master copy of %v without a self hint", c.cfg.ID, id)
@@ -572,7 +577,8 @@ type VersionedBlock struct {
 // Masters appends the master copies the client caches (checks and
 // diagnostics; O(cache size)).
 func (c *Client) Masters(out []VersionedBlock) []VersionedBlock {
-	for _, e := range c.cache.heap {
+	for _, h := range c.cache.heap {
+		e := h.e
 		if e.master {
 			out = append(out, VersionedBlock{ID: e.id, Version: e.ver})
 		}

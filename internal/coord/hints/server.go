@@ -147,7 +147,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks)
+		s.mem = newAgeCache(cfg.MemoryBlocks, nil)
 	}
 	return s, nil
 }

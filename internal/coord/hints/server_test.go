@@ -127,7 +127,7 @@ func TestTokens(t *testing.T) {
 // compares evictions with a simple linear-scan reference.
 func TestAgeCacheAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := newAgeCache(16)
+	c := newAgeCache(16, nil)
 	ref := map[uint64]Time{}
 	refSeq := map[uint64]uint64{}
 	var seq uint64

@@ -38,6 +38,7 @@ package hintsim
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -60,6 +61,11 @@ type Algorithm struct {
 	// pending holds forwards made while other copies existed: file → block
 	// indexes, for the unnecessary-forward count.
 	pending map[uint64]map[uint64]struct{}
+	// holders indexes, per block, the clients whose caches hold it (a bit
+	// per client, kept through hints.ClientConfig.Watch) so that the
+	// oracle scans only them; nil with more than 64 clients (then every
+	// client is asked).
+	holders *sim.Table[sim.Key, uint64]
 	// SecondMasters counts server fetches that created a second master copy
 	// of a block (the documented race: a missing or wrong hint).
 	SecondMasters int64
@@ -106,9 +112,12 @@ func New(p sim.Params) (*Algorithm, error) {
 	if mem == hints.MemoryCoop && p.ServerCacheBlocks > 0 {
 		peers = append(append([]hints.ClientID(nil), ids...), a.coopID)
 	}
+	if p.Clients <= 64 {
+		a.holders = new(sim.Table[sim.Key, uint64])
+	}
 	for i := range ids {
 		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
-			Peers: peers, Discard: test, MaxHops: hops})
+			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i)})
 		if err != nil {
 			return nil, err
 		}
@@ -319,30 +328,70 @@ func (a *Algorithm) node(id hints.ClientID) int {
 	return int(id)
 }
 
+// watcher returns client i's hints.ClientConfig.Watch: it keeps the holder
+// index (nil without one).
+func (a *Algorithm) watcher(i int) func(block.ID, bool) {
+	if a.holders == nil {
+		return nil
+	}
+	bit := uint64(1) << uint(i)
+	return func(b block.ID, in bool) {
+		k := sim.Key{File: b.File, Block: b.Index}
+		m, _ := a.holders.Get(k)
+		if in {
+			a.holders.Put(k, m|bit)
+		} else if m &^= bit; m == 0 {
+			a.holders.Delete(k)
+		} else {
+			a.holders.Put(k, m)
+		}
+	}
+}
+
+// candidates returns the clients other than except that may cache b: a bit
+// per client (all of them without a holder index).
+func (a *Algorithm) candidates(b block.ID, except hints.ClientID) uint64 {
+	if a.holders == nil {
+		return ^uint64(0)
+	}
+	m, _ := a.holders.Get(sim.Key{File: b.File, Block: b.Index})
+	return m &^ (uint64(1) << uint(except))
+}
+
+// cachedBy reports, for each client other than except that caches b
+// (version v or newer), whether it holds the master copy, until f returns
+// false.
+func (a *Algorithm) cachedBy(b block.ID, v block.Version, except hints.ClientID, f func(master bool) bool) {
+	if a.holders == nil {
+		for i, cl := range a.clients {
+			if hints.ClientID(i) == except {
+				continue
+			}
+			if ok, m := cl.Cached(b, v); ok && !f(m) {
+				return
+			}
+		}
+		return
+	}
+	for m := a.candidates(b, except); m != 0; m &= m - 1 {
+		if ok, mm := a.clients[bits.TrailingZeros64(m)].Cached(b, v); ok && !f(mm) {
+			return
+		}
+	}
+}
+
 // otherHas is the oracle: does a client other than except cache b (version
 // v or newer)?
 func (a *Algorithm) otherHas(b block.ID, v block.Version, except hints.ClientID) bool {
-	for i, cl := range a.clients {
-		if hints.ClientID(i) == except {
-			continue
-		}
-		if ok, _ := cl.Cached(b, v); ok {
-			return true
-		}
-	}
-	return false
+	found := false
+	a.cachedBy(b, v, except, func(bool) bool { found = true; return false })
+	return found
 }
 
 func (a *Algorithm) otherMaster(b block.ID, v block.Version, except hints.ClientID) bool {
-	for i, cl := range a.clients {
-		if hints.ClientID(i) == except {
-			continue
-		}
-		if _, m := cl.Cached(b, v); m {
-			return true
-		}
-	}
-	return false
+	found := false
+	a.cachedBy(b, v, except, func(m bool) bool { found = m; return !m })
+	return found
 }
 
 // settlePending counts, before file's copies of version v are invalidated, the forwards
@@ -355,11 +404,7 @@ func (a *Algorithm) settlePending(file uint64, v block.Version, c *sim.Counters)
 	for idx := range m {
 		b := block.ID{File: file, Index: idx}
 		n := 0
-		for _, cl := range a.clients {
-			if ok, _ := cl.Cached(b, v); ok {
-				n++
-			}
-		}
+		a.cachedBy(b, v, -1, func(bool) bool { n++; return true })
 		if n > 1 {
 			c.UnnecessaryFwds++
 		}
