@@ -19,7 +19,7 @@ type entry struct {
 // stamp) is evicted first. Blocks referenced now go to the young end; blocks
 // forwarded with their old age are "valued by age like local ones" (seed 002
 // 4.3), which an LRU list cannot do in O(1), hence an indexed min-heap:
-// O(log n) per insert, touch and eviction.
+// O(log n) per insert, touch and eviction (a 4-ary heap).
 //
 // INVARIANT: len(heap) == len(byID) <= capacity after every public call;
 // heap[i].heapAt == i; every entry is on the list of its file.
@@ -157,9 +157,14 @@ func (c *ageCache) swap(i, j int) {
 	c.heap[i].e.heapAt, c.heap[j].e.heapAt = i, j
 }
 
+// The heap is 4-ary: half the levels of a binary heap, and a node's
+// children share a cache line or two. (stamp, seq) is a total order, so the
+// order of removal does not depend on the heap's shape.
+const heapArity = 4
+
 func (c *ageCache) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / heapArity
 		if !c.less(i, p) {
 			return
 		}
@@ -171,13 +176,15 @@ func (c *ageCache) up(i int) {
 func (c *ageCache) down(i int) {
 	n := len(c.heap)
 	for {
-		l := 2*i + 1
+		l := heapArity*i + 1
 		if l >= n {
 			return
 		}
 		m := l
-		if r := l + 1; r < n && c.less(r, l) {
-			m = r
+		for j := l + 1; j < min(l+heapArity, n); j++ {
+			if c.less(j, m) {
+				m = j
+			}
 		}
 		if !c.less(m, i) {
 			return
@@ -205,7 +212,7 @@ func (c *ageCache) check() error {
 		if e.heapAt != i || h.stamp != e.stamp || h.seq != e.seq {
 			return errorf("age cache: entry %v at %d says %d", e.id, i, e.heapAt)
 		}
-		if i > 0 && c.less(i, (i-1)/2) {
+		if i > 0 && c.less(i, (i-1)/heapArity) {
 			return errorf("age cache: heap order broken at %d", i)
 		}
 	}
