@@ -135,7 +135,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		o.server.put(k)
 	}
 	if e, _ := o.blocks.Get(k); e != nil {
-		e.next = nu
+		e.next = nu // migrate's remove ignores the client heap's old copy
 		o.glob.fix(e)
 		if e.node == n {
 			o.cl[n].fix(e)
@@ -223,8 +223,9 @@ func (o *Optimal) Check() error {
 		if o.cl[n].len() > o.k {
 			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
 		}
-		for _, e := range o.cl[n].a {
-			if b, _ := o.blocks.Get(e.key); e.node != n || b != e {
+		for _, sl := range o.cl[n].a {
+			e := sl.e
+			if b, _ := o.blocks.Get(e.key); e.node != n || b != e || sl.next != e.next || o.glob.a[e.idx[0]].next != e.next {
 				return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
 			}
 		}
@@ -238,23 +239,30 @@ func (o *Optimal) Check() error {
 
 // optHeap is a max-heap of entries by next use; w selects the index slot.
 type optHeap struct {
-	a []*optEntry
+	a []optSlot
 	w int
 }
 
+// optSlot is a heap slot: an entry and a copy of its next use, so that
+// comparisons touch no entry.
+type optSlot struct {
+	next int32
+	e    *optEntry
+}
+
 func (h *optHeap) len() int           { return len(h.a) }
-func (h *optHeap) top() *optEntry     { return h.a[0] }
+func (h *optHeap) top() *optEntry     { return h.a[0].e }
 func (h *optHeap) less(i, j int) bool { return h.a[i].next > h.a[j].next }
 
 func (h *optHeap) swap(i, j int) {
 	h.a[i], h.a[j] = h.a[j], h.a[i]
-	h.a[i].idx[h.w] = i
-	h.a[j].idx[h.w] = j
+	h.a[i].e.idx[h.w] = i
+	h.a[j].e.idx[h.w] = j
 }
 
 func (h *optHeap) push(e *optEntry) {
 	e.idx[h.w] = len(h.a)
-	h.a = append(h.a, e)
+	h.a = append(h.a, optSlot{e.next, e})
 	h.up(len(h.a) - 1)
 }
 
@@ -264,7 +272,7 @@ func (h *optHeap) remove(e *optEntry) {
 	if i != last {
 		h.swap(i, last)
 	}
-	h.a[last] = nil
+	h.a[last] = optSlot{}
 	h.a = h.a[:last]
 	if i != last {
 		if !h.down(i) {
@@ -273,8 +281,10 @@ func (h *optHeap) remove(e *optEntry) {
 	}
 }
 
+// fix restores the order after e.next changed.
 func (h *optHeap) fix(e *optEntry) {
 	i := e.idx[h.w]
+	h.a[i].next = e.next
 	if !h.down(i) {
 		h.up(i)
 	}
