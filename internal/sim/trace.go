@@ -253,6 +253,83 @@ func (c *coopfsReader) Next() (Access, error) {
 }
 
 func (c *coopfsReader) parse(s []byte) (Access, error) {
+	if a, ok := parseCoopfsFast(s); ok {
+		return a, nil
+	}
+	return c.parseSlow(s)
+}
+
+// parseCoopfsFast parses the usual coopfs line in one pass: plain decimal
+// time (at most 15 digits), integers, a known operation, single blanks or
+// tabs between the fields, no blanks around the line (lineReader trims
+// them). It gives what parseSlow gives; anything else, including every
+// error, is left to parseSlow (ok false).
+func parseCoopfsFast(s []byte) (Access, bool) {
+	i := 0
+	// Time: digits, an optional fraction.
+	var m uint64
+	digits, frac, dot := 0, 0, false
+	for ; i < len(s); i++ {
+		ch := s[i]
+		if ch >= '0' && ch <= '9' {
+			m = m*10 + uint64(ch-'0')
+			digits++
+			if dot {
+				frac++
+			}
+			continue
+		}
+		if ch == '.' && !dot {
+			dot = true
+			continue
+		}
+		break
+	}
+	if digits == 0 || digits > 15 {
+		return Access{}, false
+	}
+	sec := float64(m) / pow10[frac]
+	if sec > 1e9 {
+		return Access{}, false
+	}
+	var v [3]uint64
+	for f := range v {
+		if i >= len(s) || (s[i] != ' ' && s[i] != '\t') {
+			return Access{}, false
+		}
+		i++
+		j := i
+		var x uint64
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			x = x*10 + uint64(s[i]-'0')
+		}
+		if i == j || i-j > 19 {
+			return Access{}, false
+		}
+		v[f] = x
+	}
+	if v[0] >= 1<<31 || i >= len(s) || (s[i] != ' ' && s[i] != '\t') {
+		return Access{}, false
+	}
+	var op Op
+	switch string(s[i+1:]) {
+	case "read", "r", "R":
+		op = OpRead
+	case "write", "w", "W":
+		op = OpWrite
+	case "open", "o":
+		op = OpOpen
+	case "close", "c":
+		op = OpClose
+	case "delete", "d":
+		op = OpDelete
+	default:
+		return Access{}, false
+	}
+	return Access{Time: secondsToDuration(sec), Client: int(v[0]), File: v[1], Block: v[2], Op: op}, true
+}
+
+func (c *coopfsReader) parseSlow(s []byte) (Access, error) {
 	f, n := fields(s, c.f[:0])
 	if n != 5 {
 		return Access{}, fmt.Errorf("want 5 fields \"time client file block op\", got %d", n)

@@ -259,3 +259,25 @@ func FuzzLIRSReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCoopfsFastPath checks that the one-pass parser of coopfs lines gives
+// exactly what the general one gives whenever it accepts a line.
+func FuzzCoopfsFastPath(f *testing.F) {
+	for _, s := range []string{"0.5 3 7 2 read", "1 0 7 4 open", "12.000001\t41 99999 0 r",
+		"1. 2 3 4 w", ".5 1 2 3 d", "1e5 1 2 3 read", "1  2 3 4 read", "0 2147483648 1 1 r",
+		"999999999.999999 1 18446744073709551615 1 c", "1 2 3 4 read x"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := trimSpace(data)
+		a, ok := parseCoopfsFast(s)
+		if !ok {
+			return
+		}
+		var c coopfsReader
+		b, err := c.parseSlow(s)
+		if err != nil || a != b {
+			t.Fatalf("%q: fast %+v, general %+v, %v", s, a, b, err)
+		}
+	})
+}

@@ -27,7 +27,8 @@
 //     server memory participant in coop mode), HintCorrect when a client
 //     served the block, HintAbsCorrect when the first hinted client did,
 //     HintFalseNeg when no hint named a client but another client caches
-//     the block (an oracle scan over the clients);
+//     the block (an oracle: the clients that cache it, from a holder index
+//     kept through hints.ClientConfig.Watch);
 //   - unnecessary forwards: a master copy forwarded while other copies
 //     existed, whose file is deleted or rewritten while more than one copy
 //     is still cached.
