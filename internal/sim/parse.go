@@ -84,6 +84,16 @@ func parseUint(s []byte, bits int) (uint64, bool) {
 		return 0, false
 	}
 	var v uint64
+	if len(s) <= 19 { // below 10^19 < 2^64: no overflow check
+		for _, c := range s {
+			d := uint64(c - '0')
+			if d > 9 {
+				return 0, false
+			}
+			v = v*10 + d
+		}
+		return v, bits >= 64 || v < 1<<uint(bits)
+	}
 	for _, c := range s {
 		d := uint64(c - '0')
 		if d > 9 {
