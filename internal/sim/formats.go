@@ -24,6 +24,17 @@ type oracleReader struct {
 	n   int64
 }
 
+func (o *oracleReader) NextBatch(dst []Access) (int, error) {
+	for i := range dst {
+		a, err := o.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
+}
+
 func (o *oracleReader) Next() (Access, error) {
 	b, err := o.r.Peek(OracleRecordSize)
 	if len(b) < OracleRecordSize {
@@ -321,6 +332,14 @@ func (s *sizeDropper) Next() (Access, error) {
 	a, err := s.Source.Next()
 	a.Size = 0
 	return a, err
+}
+
+func (s *sizeDropper) NextBatch(dst []Access) (int, error) {
+	n, err := FillBatch(s.Source, dst)
+	for i := range dst[:n] {
+		dst[i].Size = 0
+	}
+	return n, err
 }
 
 // blockExpander turns an access to an object of Size bytes into accesses

@@ -36,6 +36,31 @@ type ReadAheader interface {
 	ReadAhead() bool
 }
 
+// BatchSource is a Source that also hands out many accesses per call (the
+// trace readers and their wrappers): fewer calls and copies per access.
+type BatchSource interface {
+	Source
+	// NextBatch fills dst from the start and returns how many it filled;
+	// the error (io.EOF at the end) comes after those accesses.
+	NextBatch(dst []Access) (int, error)
+}
+
+// FillBatch fills dst from src (its NextBatch if it has one) and returns
+// how many accesses it filled; err (io.EOF at the end) follows them.
+func FillBatch(src Source, dst []Access) (int, error) {
+	if bs, ok := src.(BatchSource); ok {
+		return bs.NextBatch(dst)
+	}
+	for i := range dst {
+		a, err := src.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
+}
+
 func canReadAhead(src Source) bool {
 	r, ok := src.(ReadAheader)
 	return ok && r.ReadAhead()
@@ -63,15 +88,8 @@ func (p *prefetcher) run(src Source) {
 		case <-p.quit:
 			return
 		}
-		b = b[:0]
-		var err error
-		for len(b) < prefetchBatch {
-			var a Access
-			if a, err = src.Next(); err != nil {
-				break
-			}
-			b = append(b, a)
-		}
+		n, err := FillBatch(src, b[:prefetchBatch])
+		b = b[:n]
 		if len(b) > 0 {
 			select {
 			case p.out <- prefetched{batch: b}:

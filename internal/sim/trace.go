@@ -198,6 +198,8 @@ type closingSource struct {
 	c io.Closer
 }
 
+func (s *closingSource) NextBatch(dst []Access) (int, error) { return FillBatch(s.Source, dst) }
+
 func (s *closingSource) Close() error {
 	err := s.c.Close()
 	if e := CloseSource(s.Source); err == nil {
@@ -209,6 +211,17 @@ func (s *closingSource) Close() error {
 type lirsReader struct {
 	lr *lineReader
 	n  int64
+}
+
+func (l *lirsReader) NextBatch(dst []Access) (int, error) {
+	for i := range dst {
+		a, err := l.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
 }
 
 func (l *lirsReader) Next() (Access, error) {
@@ -233,6 +246,17 @@ func (l *lirsReader) Next() (Access, error) {
 type coopfsReader struct {
 	lr *lineReader
 	f  [5][]byte
+}
+
+func (c *coopfsReader) NextBatch(dst []Access) (int, error) {
+	for i := range dst {
+		a, err := c.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
 }
 
 func (c *coopfsReader) Next() (Access, error) {
@@ -431,6 +455,14 @@ type fileSource struct {
 	Source
 	f    *os.File
 	path string
+}
+
+func (s *fileSource) NextBatch(dst []Access) (int, error) {
+	n, err := FillBatch(s.Source, dst)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%s: %w", s.path, err)
+	}
+	return n, err
 }
 
 func (s *fileSource) Next() (Access, error) {

@@ -66,29 +66,30 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last sim.Table[sim.Key, int32]
 	o.next = o.next[:0]
-	var err error
+	buf := make([]sim.Access, 4096)
 	for {
-		a, e := src.Next()
+		n, e := sim.FillBatch(src, buf)
+		for _, a := range buf[:n] {
+			i := len(o.next)
+			if i >= math.MaxInt32-1 {
+				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
+			}
+			o.next = append(o.next, math.MaxInt32)
+			if a.Op == sim.OpRead || a.Op == sim.OpWrite {
+				if j, ok := last.Get(a.Key()); ok {
+					o.next[j] = int32(i)
+				}
+				last.Put(a.Key(), int32(i))
+			}
+		}
 		if e != nil {
-			if !errors.Is(e, io.EOF) {
-				err = e
+			o.pos = 0
+			if errors.Is(e, io.EOF) {
+				return nil
 			}
-			break
-		}
-		i := len(o.next)
-		if i >= math.MaxInt32-1 {
-			return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
-		}
-		o.next = append(o.next, math.MaxInt32)
-		if a.Op == sim.OpRead || a.Op == sim.OpWrite {
-			if j, ok := last.Get(a.Key()); ok {
-				o.next[j] = int32(i)
-			}
-			last.Put(a.Key(), int32(i))
+			return e
 		}
 	}
-	o.pos = 0
-	return err
 }
 
 func (o *Optimal) updateFree(n int) {
