@@ -198,6 +198,17 @@ type csvReader struct {
 	f      [64][]byte
 }
 
+func (c *csvReader) NextBatch(dst []Access) (int, error) {
+	for i := range dst {
+		a, err := c.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
+}
+
 func (c *csvReader) Next() (Access, error) {
 	for {
 		s, err := c.lr.next()
@@ -350,6 +361,17 @@ type blockExpander struct {
 	bs   uint64
 	cur  Access
 	left uint64
+}
+
+func (e *blockExpander) NextBatch(dst []Access) (int, error) {
+	for i := range dst {
+		a, err := e.Next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+	}
+	return len(dst), nil
 }
 
 func (e *blockExpander) Next() (Access, error) {
