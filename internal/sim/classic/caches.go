@@ -36,9 +36,11 @@ type caches struct {
 	gl   []list
 	glob list
 	ages bool // the global age list is kept (Global LRU, GMS)
-	// single: one client, so a block's holder list has at most one entry
-	// and it is the client's copy; the (block, client) table is not kept.
+	// single: one client, so a block has at most one copy, the client's:
+	// one maps blocks to it, and neither the holder lists nor the (block,
+	// client) table are kept.
 	single bool
+	one    sim.Table[sim.Key, *entry]
 	at     sim.Table[ckey, *entry]
 	blocks sim.Table[sim.Key, *list]
 	server *lruSet
@@ -118,10 +120,8 @@ func (c *caches) freeClient(not int) int {
 
 func (c *caches) lookup(n int, k sim.Key) *entry {
 	if c.single {
-		if h := c.holders(k); h != nil {
-			return h.front()
-		}
-		return nil
+		e, _ := c.one.Get(k)
+		return e
 	}
 	e, _ := c.at.Get(ckey{k, n})
 	return e
@@ -134,6 +134,12 @@ func (c *caches) holders(k sim.Key) *list {
 }
 
 func (c *caches) copies(k sim.Key) int {
+	if c.single {
+		if e, _ := c.one.Get(k); e != nil {
+			return 1
+		}
+		return 0
+	}
 	if h := c.holders(k); h != nil {
 		return h.len()
 	}
@@ -142,6 +148,12 @@ func (c *caches) copies(k sim.Key) int {
 
 // holder returns a client other than n holding k, or nil.
 func (c *caches) holder(k sim.Key, n int) *entry {
+	if c.single {
+		if e, _ := c.one.Get(k); e != nil && e.node != n {
+			return e
+		}
+		return nil
+	}
 	h := c.holders(k)
 	if h == nil {
 		return nil
@@ -157,6 +169,9 @@ func (c *caches) holder(k sim.Key, n int) *entry {
 // other returns the copy of e's block other than e when there are exactly
 // two (the one that becomes a singlet when e goes), else nil.
 func (c *caches) other(e *entry) *entry {
+	if c.single {
+		return nil
+	}
 	h := c.holders(e.key)
 	if h == nil || h.len() != 2 {
 		return nil
@@ -198,6 +213,11 @@ func (c *caches) add(n int, k sim.Key) *entry {
 	if c.ages {
 		c.glob.pushFront(e)
 	}
+	if c.single {
+		c.one.Put(k, e)
+		c.updateFree(n)
+		return e
+	}
 	h := c.holders(k)
 	if h == nil {
 		if m := len(c.lpool); m > 0 {
@@ -222,13 +242,15 @@ func (c *caches) drop(e *entry) {
 	if c.ages {
 		c.glob.remove(e)
 	}
-	h := e.hl
-	h.remove(e)
-	if h.len() == 0 {
-		c.blocks.Delete(e.key)
-		c.lpool = append(c.lpool, h)
-	}
-	if !c.single {
+	if c.single {
+		c.one.Delete(e.key)
+	} else {
+		h := e.hl
+		h.remove(e)
+		if h.len() == 0 {
+			c.blocks.Delete(e.key)
+			c.lpool = append(c.lpool, h)
+		}
 		c.at.Delete(ckey{e.key, n})
 	}
 	c.pool = append(c.pool, e)
@@ -263,6 +285,13 @@ func (c *caches) move(e *entry, t int, refresh bool) {
 
 // invalidate drops every copy of k except client n's and returns how many.
 func (c *caches) invalidate(k sim.Key, n int) int {
+	if c.single {
+		if e, _ := c.one.Get(k); e != nil && e.node != n {
+			c.drop(e)
+			return 1
+		}
+		return 0
+	}
 	h := c.holders(k)
 	if h == nil {
 		return 0
@@ -331,6 +360,14 @@ func (c *caches) check() error {
 	}
 	held := 0
 	var bad error
+	c.one.Range(func(k sim.Key, e *entry) bool {
+		if e.key != k {
+			bad = fmt.Errorf("block %v: entry of %v", k, e.key)
+			return false
+		}
+		held++
+		return true
+	})
 	c.blocks.Range(func(k sim.Key, h *list) bool {
 		seen := map[int]bool{}
 		for e := h.front(); e != nil; e = h.next(e) {
