@@ -153,15 +153,21 @@ func newFormatReader(br *bufio.Reader, o ReadOptions) (Source, error) {
 	default:
 		return nil, fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", o.Format)
 	}
+	// Only object formats carry sizes; the others' accesses are blocks.
+	sized := o.Format == FormatOracle || o.Format == FormatCSV
 	switch o.Sizes {
 	case SizesKeep:
 	case SizesIgnore:
-		src = &sizeDropper{Source: src}
+		if sized {
+			src = &sizeDropper{Source: src}
+		}
 	case SizesBlocks:
 		if o.BlockSize < 1 {
 			return nil, fmt.Errorf("block size %d: want at least 1 byte", o.BlockSize)
 		}
-		src = &blockExpander{Source: src, bs: uint64(o.BlockSize)}
+		if sized {
+			src = &blockExpander{Source: src, bs: uint64(o.BlockSize)}
+		}
 	default:
 		return nil, fmt.Errorf("unknown size mode %q: want blocks or ignore", o.Sizes)
 	}
