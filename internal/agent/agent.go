@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -289,6 +290,42 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 			return all, nil
 		}
 	}
+}
+
+// ReadDirPlus implements fusefs.DirPlusReader: the directory's entries with
+// their attributes, one message per page. A server that does not know
+// ReadDirPlus is asked with ReadDir (entries without attributes).
+func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
+	var all []wire.DirEntryPlus
+	for {
+		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
+		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
+			return a.readDirNoAttrs(ctx, path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		page, ok := r.(*wire.ReadDirPlusReply)
+		if !ok {
+			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
+		}
+		all = append(all, page.Entries...)
+		if !page.More || len(page.Entries) == 0 {
+			return all, nil
+		}
+	}
+}
+
+func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
+	ents, err := a.ReadDir(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.DirEntryPlus, len(ents))
+	for i, e := range ents {
+		out[i].DirEntry = e
+	}
+	return out, nil
 }
 
 // Mkdir implements fusefs.Backend.
