@@ -105,6 +105,7 @@ type Agent struct {
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
 	coop       *coop         // the directory policy's client side; nil under "none"
 	lockOwners lockOwners    // fcntl lock owners per file (lock.go)
+	releases   releaser      // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64 // sequence numbers of writes (exactly once: the server's drc.go)
 
 	mu       sync.Mutex
@@ -121,6 +122,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+	a.releases.a = a
 	var ln net.Listener
 	if cfg.Policy != "none" {
 		var err error
@@ -202,6 +204,7 @@ func (a *Agent) Close() error {
 	if a.coop != nil {
 		a.coop.close()
 	}
+	a.releases.close()
 	a.sess.close()
 	return a.closeDisk()
 }
@@ -401,6 +404,11 @@ func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint
 func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
 	_, create := m.(*wire.Create)
 	r, gen, err := a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
+	if errors.Is(err, syscall.EMFILE) && a.releases.flushWait(true) > 0 {
+		// The per-client handle cap: the files closed a moment ago,
+		// whose releases were still queued, make room.
+		r, gen, err = a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
+	}
 	if err != nil {
 		return nil, wire.Attr{}, err
 	}

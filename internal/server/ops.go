@@ -75,6 +75,11 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.statFs()
 	case *wire.Release:
 		return s.release(c, m.Handle)
+	case *wire.ReleaseBatch:
+		for _, h := range m.Handles {
+			s.release(c, h) // an unknown handle: nothing to close
+		}
+		return nil, nil // one-way
 	case *wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return s.serveLock(ctx, c, m)
 	case *wire.WriteSeq:

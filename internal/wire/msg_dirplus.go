@@ -37,6 +37,8 @@ func newDirPlusMsg(t Type) Msg {
 		return &ReadDirPlus{}
 	case TReadDirPlusReply:
 		return &ReadDirPlusReply{}
+	case TReleaseBatch:
+		return &ReleaseBatch{}
 	}
 	return nil
 }
@@ -77,4 +79,27 @@ func (m *ReadDirPlusReply) decode(d *decoder) {
 		}
 	}
 	m.More = d.boolean()
+}
+
+// TReleaseBatch is in the 110–119 range too (see ReleaseBatch).
+const TReleaseBatch Type = 112 // client → server, one-way: handles to close
+
+// ReleaseBatch closes several handles, as a Release of each would; it is
+// one-way (nobody waits for a release: the kernel does not make close(2)
+// wait for it either). Unknown handles are skipped.
+type ReleaseBatch struct{ Handles []uint64 }
+
+func (*ReleaseBatch) Type() Type { return TReleaseBatch }
+func (m *ReleaseBatch) encode(e *encoder) {
+	e.u64(uint64(len(m.Handles)))
+	for _, h := range m.Handles {
+		e.u64(h)
+	}
+}
+func (m *ReleaseBatch) decode(d *decoder) {
+	n := d.count(1)
+	m.Handles = make([]uint64, n)
+	for i := range m.Handles {
+		m.Handles[i] = d.u64()
+	}
 }
