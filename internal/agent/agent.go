@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -104,6 +105,7 @@ type Agent struct {
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
 	coop       *coop         // the directory policy's client side; nil under "none"
 	lockOwners lockOwners    // fcntl lock owners per file (lock.go)
+	releases   releaser      // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64 // sequence numbers of writes (exactly once: the server's drc.go)
 
 	mu       sync.Mutex
@@ -120,6 +122,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+	a.releases.a = a
 	var ln net.Listener
 	if cfg.Policy != "none" {
 		var err error
@@ -201,6 +204,7 @@ func (a *Agent) Close() error {
 	if a.coop != nil {
 		a.coop.close()
 	}
+	a.releases.close()
 	a.sess.close()
 	return a.closeDisk()
 }
@@ -291,6 +295,42 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 	}
 }
 
+// ReadDirPlus implements fusefs.DirPlusReader: the directory's entries with
+// their attributes, one message per page. A server that does not know
+// ReadDirPlus is asked with ReadDir (entries without attributes).
+func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
+	var all []wire.DirEntryPlus
+	for {
+		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
+		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
+			return a.readDirNoAttrs(ctx, path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		page, ok := r.(*wire.ReadDirPlusReply)
+		if !ok {
+			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
+		}
+		all = append(all, page.Entries...)
+		if !page.More || len(page.Entries) == 0 {
+			return all, nil
+		}
+	}
+}
+
+func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
+	ents, err := a.ReadDir(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.DirEntryPlus, len(ents))
+	for i, e := range ents {
+		out[i].DirEntry = e
+	}
+	return out, nil
+}
+
 // Mkdir implements fusefs.Backend.
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
@@ -364,6 +404,11 @@ func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint
 func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
 	_, create := m.(*wire.Create)
 	r, gen, err := a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
+	if errors.Is(err, syscall.EMFILE) && a.releases.flushWait(true) > 0 {
+		// The per-client handle cap: the files closed a moment ago,
+		// whose releases were still queued, make room.
+		r, gen, err = a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
+	}
 	if err != nil {
 		return nil, wire.Attr{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -28,8 +29,9 @@ type file struct {
 	h       uint64 // server handle, valid in session generation gen
 	gen     uint64
 	attr    wire.Attr
-	nextOff int64  // where a sequential reader reads next
-	ahead   uint64 // blocks below this index were already read ahead
+	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
+	nextOff int64       // where a sequential reader reads next
+	ahead   uint64      // blocks below this index were already read ahead
 }
 
 var (
@@ -365,6 +367,9 @@ func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()
+	if !f.locked.Load() && f.a.releases.add(gen, h) {
+		return nil
+	}
 	c, cur, err := f.a.sess.current(ctx)
 	if err != nil || cur != gen {
 		return nil // the server forgot the handle with the old connection

@@ -272,3 +272,28 @@ func TestGenerationSameForEveryCaller(t *testing.T) {
 		t.Errorf("generation of one directory: %d for root, %d for uid %d", r.Gen, u.Gen, testUID)
 	}
 }
+
+// A listing with attributes is made as the caller: its owner gets every
+// entry with its attributes, a caller who may not read it nothing.
+func TestReadDirPlusAsTheCaller(t *testing.T) {
+	a, export := identityCluster(t, server.SquashRoot)
+	user := as(testUID, testGID)
+	dir := filepath.Join(export, "noexec")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "f"), []byte("abc"), 0o644)
+	os.Chown(dir, testUID, testGID)
+	os.Chown(filepath.Join(dir, "f"), testUID, testGID)
+	ents, err := a.ReadDirPlus(user, "noexec")
+	if err != nil || len(ents) != 1 || !ents[0].HasAttr || ents[0].Attr.Size != 3 || ents[0].Attr.UID != testUID {
+		t.Fatalf("owner lists its directory: %+v, %v", ents, err)
+	}
+	// (A directory the caller may read but not search fails as a whole,
+	// ReadDir as ReadDirPlus: the server's open of it stats it by name.)
+	os.Chown(dir, 0, 0)
+	os.Chmod(dir, 0o711)
+	if _, err := a.ReadDirPlus(user, "noexec"); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("user lists a 0711 dir of root: %v, want EACCES", err)
+	}
+}

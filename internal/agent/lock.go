@@ -78,6 +78,7 @@ func (f *file) GetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lo
 // the server is told to cancel the wait, and its answer — EINTR, or OK if
 // the lock was granted first — is what the caller gets.
 func (f *file) SetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lock, wait bool) error {
+	f.locked.Store(true)
 	if !flock && lk.Type != wire.LockUnlock {
 		f.a.lockOwners.add(f.ino(), owner)
 	}

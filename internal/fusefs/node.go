@@ -54,7 +54,6 @@ var (
 	_ fs.NodeLookuper   = (*node)(nil)
 	_ fs.NodeGetattrer  = (*node)(nil)
 	_ fs.NodeSetattrer  = (*node)(nil)
-	_ fs.NodeReaddirer  = (*node)(nil)
 	_ fs.NodeMkdirer    = (*node)(nil)
 	_ fs.NodeCreater    = (*node)(nil)
 	_ fs.NodeOpener     = (*node)(nil)
@@ -218,29 +217,6 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	fillAttr(&out.Attr, attr)
 	return 0
-}
-
-func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	p, ok := n.path()
-	if !ok {
-		return nil, syscall.ENOENT
-	}
-	var ents []wire.DirEntry
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		ents, err = n.a.b.ReadDir(ctx, p)
-		return err
-	})
-	if err != nil {
-		return nil, n.a.errno("readdir", p, err)
-	}
-	list := make([]fuse.DirEntry, 0, len(ents))
-	for _, e := range ents {
-		if e.Name == "." || e.Name == ".." {
-			continue // go-fuse adds its own
-		}
-		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode & syscall.S_IFMT})
-	}
-	return fs.NewListDirStream(list), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

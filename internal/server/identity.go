@@ -67,7 +67,7 @@ func (s *Server) squash(m *wire.As) identity {
 // descriptor does; statfs needs no permission.
 func needsIdentity(m wire.Msg) bool {
 	switch m.(type) {
-	case *wire.Ping, *wire.ReadBlock, *wire.Write, *wire.Release, *wire.Fsync,
+	case *wire.Ping, *wire.ReadBlock, *wire.Write, *wire.Release, *wire.ReleaseBatch, *wire.Fsync,
 		*wire.Discard, *wire.StatFsReq, *wire.WriteSeq,
 		*wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return false

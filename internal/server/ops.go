@@ -43,6 +43,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.setAttr(c, m)
 	case *wire.ReadDir:
 		return s.readDir(c, m)
+	case *wire.ReadDirPlus:
+		return s.readDirPlus(c, m)
 	case *wire.Mkdir:
 		return s.mkdir(m)
 	case *wire.Create:
@@ -73,6 +75,11 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.statFs()
 	case *wire.Release:
 		return s.release(c, m.Handle)
+	case *wire.ReleaseBatch:
+		for _, h := range m.Handles {
+			s.release(c, h) // an unknown handle: nothing to close
+		}
+		return nil, nil // one-way
 	case *wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return s.serveLock(ctx, c, m)
 	case *wire.WriteSeq:
@@ -127,7 +134,10 @@ func clean(p string) (string, error) {
 }
 
 func (s *Server) attrOf(fi os.FileInfo) wire.Attr {
-	st := fi.Sys().(*syscall.Stat_t)
+	return s.attrOfStat(fi.Sys().(*syscall.Stat_t))
+}
+
+func (s *Server) attrOfStat(st *syscall.Stat_t) wire.Attr {
 	a := wire.Attr{
 		Ino: st.Ino, Mode: st.Mode, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
 		Size: uint64(st.Size), Blocks: uint64(st.Blocks), Atime: st.Atim.Nano(),

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -110,26 +112,13 @@ func (d *dirCursors) closeAll() {
 
 // readDir serves one page of a directory listing.
 func (s *Server) readDir(c *wire.Conn, m *wire.ReadDir) (*wire.ReadDirReply, error) {
-	p, err := clean(m.Path)
+	cur, ents, err := s.readDirPage(c, m.Path, m.Offset)
 	if err != nil {
 		return nil, err
 	}
-	cur := s.dirs.take(c, p, m.Offset)
 	if cur == nil {
-		if cur, err = s.openDir(p, m.Offset); err != nil {
-			return nil, err
-		}
+		return &wire.ReadDirReply{}, nil
 	}
-	ents, err := cur.f.ReadDir(readDirPage)
-	s.dirs.counted(len(ents))
-	if err != nil && len(ents) == 0 {
-		cur.f.Close()
-		if errors.Is(err, io.EOF) {
-			return &wire.ReadDirReply{}, nil
-		}
-		return nil, err
-	}
-	cur.next += uint64(len(ents))
 	r := &wire.ReadDirReply{Entries: make([]wire.DirEntry, 0, len(ents)), More: len(ents) == readDirPage}
 	for _, e := range ents {
 		fi, err := e.Info()
@@ -139,12 +128,122 @@ func (s *Server) readDir(c *wire.Conn, m *wire.ReadDir) (*wire.ReadDirReply, err
 		st := fi.Sys().(*syscall.Stat_t)
 		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
 	}
-	if r.More {
+	s.donePage(c, cur, r.More)
+	return r, nil
+}
+
+// readDirPlus serves one page of a directory listing with every entry's
+// attributes: one statx per entry relative to the open directory (as the
+// caller, like the Lookup it replaces), none by path.
+func (s *Server) readDirPlus(c *wire.Conn, m *wire.ReadDirPlus) (*wire.ReadDirPlusReply, error) {
+	cur, ents, err := s.readDirPage(c, m.Path, m.Offset)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return &wire.ReadDirPlusReply{}, nil
+	}
+	r := &wire.ReadDirPlusReply{Entries: make([]wire.DirEntryPlus, 0, len(ents)), More: len(ents) == readDirPage}
+	rc, err := cur.f.SyscallConn()
+	if err != nil {
+		cur.f.Close()
+		return nil, err
+	}
+	cerr := rc.Control(func(fd uintptr) {
+		for _, e := range ents {
+			de := wire.DirEntryPlus{DirEntry: wire.DirEntry{Name: e.Name(), Mode: uint32(direntType(e.Type()))}}
+			var stx unix.Statx_t
+			err := unix.Statx(int(fd), e.Name(), unix.AT_SYMLINK_NOFOLLOW,
+				unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
+			switch {
+			case errors.Is(err, syscall.ENOENT):
+				continue // removed since the listing
+			case err == nil:
+				st := statxStat(&stx)
+				de.HasAttr, de.Attr = true, s.attrOfStat(&st)
+				de.Attr.Gen = genOf(&stx)
+				de.Ino, de.Mode = de.Attr.Ino, de.Attr.Mode
+			}
+			// Any other error (EACCES: the caller may not search the
+			// directory): the entry goes without attributes, and the
+			// client's lookup of it gets the error.
+			r.Entries = append(r.Entries, de)
+		}
+	})
+	if cerr != nil {
+		cur.f.Close()
+		return nil, cerr
+	}
+	s.donePage(c, cur, r.More)
+	return r, nil
+}
+
+// readDirPage reads the page of directory path at offset from c's cursor
+// (or a new one). A nil cursor and no error is the end of the directory.
+func (s *Server) readDirPage(c *wire.Conn, path string, offset uint64) (*dirCursor, []os.DirEntry, error) {
+	p, err := clean(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur := s.dirs.take(c, p, offset)
+	if cur == nil {
+		if cur, err = s.openDir(p, offset); err != nil {
+			return nil, nil, err
+		}
+	}
+	ents, err := cur.f.ReadDir(readDirPage)
+	s.dirs.counted(len(ents))
+	if err != nil && len(ents) == 0 {
+		cur.f.Close()
+		if errors.Is(err, io.EOF) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	cur.next += uint64(len(ents))
+	return cur, ents, nil
+}
+
+// donePage keeps the cursor for the next page, or closes it at the end.
+func (s *Server) donePage(c *wire.Conn, cur *dirCursor, more bool) {
+	if more {
 		s.dirs.put(c, cur)
 	} else {
 		cur.f.Close()
 	}
-	return r, nil
+}
+
+// direntType is the st_mode type bits of a directory entry's type.
+func direntType(t os.FileMode) uint32 {
+	switch {
+	case t&os.ModeDir != 0:
+		return syscall.S_IFDIR
+	case t&os.ModeSymlink != 0:
+		return syscall.S_IFLNK
+	case t&os.ModeNamedPipe != 0:
+		return syscall.S_IFIFO
+	case t&os.ModeSocket != 0:
+		return syscall.S_IFSOCK
+	case t&os.ModeCharDevice != 0:
+		return syscall.S_IFCHR
+	case t&os.ModeDevice != 0:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
+}
+
+// statxStat is the stat(2) view of a statx result.
+func statxStat(x *unix.Statx_t) syscall.Stat_t {
+	ts := func(t unix.StatxTimestamp) syscall.Timespec {
+		return syscall.Timespec{Sec: t.Sec, Nsec: int64(t.Nsec)}
+	}
+	return syscall.Stat_t{
+		Dev: unix.Mkdev(x.Dev_major, x.Dev_minor), Ino: x.Ino, Nlink: uint64(x.Nlink),
+		Mode: uint32(x.Mode), Uid: x.Uid, Gid: x.Gid,
+		Rdev: unix.Mkdev(x.Rdev_major, x.Rdev_minor), Size: int64(x.Size),
+		Blksize: int64(x.Blksize), Blocks: int64(x.Blocks),
+		Atim: ts(x.Atime), Mtim: ts(x.Mtime), Ctim: ts(x.Ctime),
+	}
 }
 
 // openDir opens directory p and skips its first skip entries.

@@ -87,3 +87,47 @@ func TestReadDirIsLinear(t *testing.T) {
 		t.Fatalf("%d cursors left open after complete listings", open)
 	}
 }
+
+// TestReadDirPlusCarriesLookupAttrs checks that every entry of a listing
+// with attributes carries what a Lookup of it returns: regular files (with
+// their version and generation), hard links, directories, symlinks.
+func TestReadDirPlusCarriesLookupAttrs(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("hello"), 0o640)
+	os.Link(filepath.Join(export, "f"), filepath.Join(export, "hard"))
+	os.Mkdir(filepath.Join(export, "sub"), 0o750)
+	os.Symlink("f", filepath.Join(export, "link"))
+	_, addr := testServer(t, Config{Export: export})
+	c := dial(t, addr, 1)
+	r, err := call(t, c, &wire.ReadDirPlus{Path: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := r.(*wire.ReadDirPlusReply)
+	if len(page.Entries) != 4 || page.More {
+		t.Fatalf("got %d entries (more %v), want 4", len(page.Entries), page.More)
+	}
+	for _, e := range page.Entries {
+		if !e.HasAttr {
+			t.Fatalf("%s: no attributes", e.Name)
+		}
+		lr, err := call(t, c, &wire.Lookup{Path: e.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := lr.(*wire.AttrReply).Attr
+		if e.Attr != want {
+			t.Errorf("%s: listing says %+v, lookup %+v", e.Name, e.Attr, want)
+		}
+		if e.Ino != want.Ino || e.Mode != want.Mode {
+			t.Errorf("%s: entry ino/mode %d/%o, want %d/%o", e.Name, e.Ino, e.Mode, want.Ino, want.Mode)
+		}
+	}
+	// The end of the directory, and a file that is not a directory.
+	if r, err := call(t, c, &wire.ReadDirPlus{Path: "", Offset: 4}); err != nil || len(r.(*wire.ReadDirPlusReply).Entries) != 0 {
+		t.Fatalf("past the end: %v, %v", r, err)
+	}
+	if _, err := call(t, c, &wire.ReadDirPlus{Path: "f"}); err == nil {
+		t.Fatal("listing a regular file succeeded")
+	}
+}

@@ -147,6 +147,9 @@ func newMsg(t Type) Msg {
 	if m := newLockMsg(t); m != nil {
 		return m
 	}
+	if m := newDirPlusMsg(t); m != nil {
+		return m // msg_dirplus.go: types 110-119
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 

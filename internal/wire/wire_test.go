@@ -37,6 +37,11 @@ func sampleMsgs() []Msg {
 		&AttrReply{Attr: attr}, &OpenReply{Handle: 4, Attr: attr},
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
+		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
+		&ReadDirPlusReply{Entries: []DirEntryPlus{
+			{DirEntry: DirEntry{Name: "x", Ino: 7, Mode: 0o100644}, HasAttr: true, Attr: attr},
+			{DirEntry: DirEntry{Name: "gone", Ino: 9, Mode: 0o40000}},
+		}, More: true},
 		&StatFsReply{StatFs: StatFs{Blocks: 1, Bfree: 2, Bavail: 3, Files: 4, Ffree: 5, Bsize: 4096, NameLen: 255, Frsize: 4096}},
 		&ReadBlock{Handle: 1, File: 2, Index: 3, Version: 4, Token: 5, Retry: 6},
 		&BlockReply{Version: 4, Size: 100, Layer: 1, Data: []byte("hello")},

@@ -1,0 +1,95 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Closed files are released in batches, one-way: many opens and closes
+// cost Open messages and a few ReleaseBatch, no Release each; the
+// server's cap on open handles is still honoured (an open refused with
+// EMFILE sends the queued releases and succeeds), and a file that took a
+// lock is released at once.
+func TestReleasesAreBatched(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("data"), 0o644)
+	srv, err := server.New(server.Config{Export: export, Squash: server.SquashNone, Limits: server.Limits{MaxHandles: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	m := obs.NewMetrics()
+	a, err := agent.New(context.Background(), agent.Config{Server: ln.Addr().String(), Metrics: m, ReconnectTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	sent := func(typ string) float64 {
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range fams {
+			if mf.GetName() != obs.MetricMessages {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["type"] == typ && labels["dir"] == "out" {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+
+	const n = 50
+	for i := 0; i < n; i++ {
+		f, _, err := a.Open(asRoot(), "f", syscall.O_RDONLY)
+		if err != nil {
+			t.Fatalf("open %d with at most 8 handles on the server: %v", i, err)
+		}
+		if err := f.Release(asRoot()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, b := sent("Release"), sent("ReleaseBatch"); r != 0 || b < 1 || b > n/4 {
+		t.Errorf("%d opens and closes sent %v Release and %v ReleaseBatch: want none and a few", n, r, b)
+	}
+
+	f, _, err := a.Open(asRoot(), "f", syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := f.(interface {
+		SetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lock, wait bool) error
+	})
+	if err := lf.SetLock(asRoot(), 1, true, wire.Lock{Type: wire.LockWrite, End: wire.LockEOF}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Release(asRoot()); err != nil {
+		t.Fatal(err)
+	}
+	if r := sent("Release"); r != 1 {
+		t.Errorf("a locked file's close sent %v Release, want 1 (at once)", r)
+	}
+}

@@ -1,0 +1,158 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Directory listings with attributes. The kernel lists a directory with
+// READDIRPLUS: every entry comes with what a LOOKUP of it would return.
+// go-fuse answers that by calling a lookup per entry, one after the other;
+// a Lookup message per entry would make `ls -l`, `find` and `du` cost a
+// round trip per file. The directory handle below instead lists the
+// directory once with ReadDirPlus (each entry's attributes from the
+// server) and answers go-fuse's per-entry lookup from that reply, as the
+// node's Lookup would: same inode (ino, generation; hard links are one
+// inode), same attributes, same timeouts. An entry without attributes
+// (the server could not stat it), and the name of an open just answered
+// ESTALE (whose lookup must pin the file, stale.go), go through Lookup.
+
+// DirPlusReader is an optional Backend interface: a directory's entries
+// with their attributes (HasAttr false for an entry the server could not
+// stat).
+type DirPlusReader interface {
+	ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error)
+}
+
+var (
+	_ fs.NodeOpendirHandler = (*node)(nil)
+	_ fs.FileReaddirenter   = (*dirHandle)(nil)
+	_ fs.FileLookuper       = (*dirHandle)(nil)
+	_ fs.FileSeekdirer      = (*dirHandle)(nil)
+	_ fs.FileReleasedirer   = (*dirHandle)(nil)
+)
+
+// dirHandle is an open directory: its listing, read on the first
+// readdir (and again after a rewind), and where the reader is in it.
+type dirHandle struct {
+	n *node
+
+	mu     sync.Mutex
+	loaded bool
+	ents   []wire.DirEntryPlus
+	pos    int // index of the next entry to hand out
+}
+
+// OpendirHandle implements fs.NodeOpendirHandler.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, 0, 0
+}
+
+// load lists the directory through the backend.
+func (d *dirHandle) load(ctx context.Context) syscall.Errno {
+	n := d.n
+	p, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	var ents []wire.DirEntryPlus
+	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		if dp, ok := n.a.b.(DirPlusReader); ok {
+			ents, err = dp.ReadDirPlus(ctx, p)
+			return err
+		}
+		plain, err := n.a.b.ReadDir(ctx, p)
+		ents = make([]wire.DirEntryPlus, len(plain))
+		for i, e := range plain {
+			ents[i].DirEntry = e
+		}
+		return err
+	})
+	if err != nil {
+		return n.a.errno("readdir", p, err)
+	}
+	d.ents = d.ents[:0]
+	for _, e := range ents {
+		if e.Name != "." && e.Name != ".." {
+			d.ents = append(d.ents, e)
+		}
+	}
+	d.loaded, d.pos = true, 0
+	return 0
+}
+
+// Readdirent implements fs.FileReaddirenter.
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.loaded {
+		if errno := d.load(ctx); errno != 0 {
+			return nil, errno
+		}
+	}
+	if d.pos >= len(d.ents) {
+		return nil, 0
+	}
+	e := &d.ents[d.pos]
+	d.pos++
+	return &fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode & syscall.S_IFMT, Off: uint64(d.pos)}, 0
+}
+
+// Seekdir implements fs.FileSeekdirer. A rewind lists the directory
+// afresh (rewinddir(3) must see entries added or removed since).
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if off == 0 {
+		d.loaded, d.pos = false, 0
+		return 0
+	}
+	if !d.loaded || off > uint64(len(d.ents)) {
+		return syscall.EINVAL
+	}
+	d.pos = int(off)
+	return 0
+}
+
+// Releasedir implements fs.FileReleasedirer.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
+
+// Lookup implements fs.FileLookuper: go-fuse's lookup of the entry just
+// handed out by Readdirent, for READDIRPLUS.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n := d.n
+	e, ok := d.entry(name)
+	if !ok || !e.HasAttr {
+		return n.Lookup(ctx, name, out)
+	}
+	if p, ok := n.childPath(name); !ok {
+		return nil, syscall.ENOENT
+	} else if _, stale := n.a.stale.since(p); stale {
+		return n.Lookup(ctx, name, out) // the retry's lookup pins the file
+	}
+	in := n.newChild(ctx, e.Attr, out)
+	lookedUpNow(in)
+	return in, 0
+}
+
+// entry finds name in the listing, looking first at the entry handed out
+// last (go-fuse looks up each entry right after reading it).
+func (d *dirHandle) entry(name string) (wire.DirEntryPlus, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i := d.pos - 1; i >= 0 && i < len(d.ents) && d.ents[i].Name == name {
+		return d.ents[i], true
+	}
+	for _, e := range d.ents {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return wire.DirEntryPlus{}, false
+}
