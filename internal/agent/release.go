@@ -85,12 +85,16 @@ func (r *releaser) flushWait(wait bool) int {
 }
 
 func (r *releaser) send(gen uint64, hs []uint64, wait bool) {
+	// Handles belong to their connection: a broken one took them along (the
+	// server closes a connection's handles when it goes), so there is no
+	// reason to wait for a reconnection here.
+	c, cur, ok := r.a.sess.live()
+	if !ok || cur != gen {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.a.cfg.RequestTimeout)
 	defer cancel()
-	c, cur, err := r.a.sess.current(ctx)
-	if err != nil || cur != gen {
-		return // the server forgot the handles with the old connection
-	}
+	var err error
 	m := &wire.ReleaseBatch{Handles: hs}
 	if wait {
 		_, err = c.Call(ctx, m) // answered OK once done

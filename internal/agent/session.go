@@ -83,6 +83,18 @@ func (s *session) current(ctx context.Context) (*wire.Conn, uint64, error) {
 	}
 }
 
+// live returns the connection and its generation if the session is
+// connected now; it never dials (for messages that only matter to the
+// connection they belong to, such as releases of its handles).
+func (s *session) live() (*wire.Conn, uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.conn == nil || s.conn.Err() != nil {
+		return nil, 0, false
+	}
+	return s.conn, s.gen, true
+}
+
 // redial dials until it succeeds, the timeout passes, or ctx ends, saying
 // what it is doing: a user waiting on a mount must see why.
 func (s *session) redial(ctx context.Context, reconnect bool) error {
