@@ -105,7 +105,9 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 }
 
 // Seekdir implements fs.FileSeekdirer. A rewind lists the directory
-// afresh (rewinddir(3) must see entries added or removed since).
+// afresh (rewinddir(3) must see entries added or removed since); a seek
+// elsewhere (seekdir(3) to a telldir(3) position) goes to that entry of
+// the listing, read first if a rewind dropped it.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -113,7 +115,12 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 		d.loaded, d.pos = false, 0
 		return 0
 	}
-	if !d.loaded || off > uint64(len(d.ents)) {
+	if !d.loaded {
+		if errno := d.load(ctx); errno != 0 {
+			return errno
+		}
+	}
+	if off > uint64(len(d.ents)) {
 		return syscall.EINVAL
 	}
 	d.pos = int(off)
