@@ -139,3 +139,32 @@ func TestReadDirPlusListsWithoutLookups(t *testing.T) {
 		t.Errorf("read through the listed symlink: %d bytes, %v", len(data), err)
 	}
 }
+
+// TestRewinddirListsAfresh: a rewound directory stream lists the directory
+// again (rewinddir(3) sees entries created since the first listing).
+func TestRewinddirListsAfresh(t *testing.T) {
+	needFUSE(t)
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "a"), nil, 0o644)
+	srv := startServer(t, export)
+	m := startMount(t, srv.addr)
+	d, err := os.Open(m.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil || len(names) != 1 {
+		t.Fatalf("first listing: %v, %v", names, err)
+	}
+	if err := os.WriteFile(m.path("b"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	names, err = d.Readdirnames(-1)
+	if err != nil || len(names) != 2 {
+		t.Fatalf("listing after a rewind: %v, %v; want a and b", names, err)
+	}
+}

@@ -43,7 +43,8 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: stat of the export root failed: %w", err)
 	}
-	root := &node{a: &adapter{b: b, log: log, ids: newIdentities()}}
+	dc := cfg.withDefaults()
+	root := &node{a: &adapter{b: b, log: log, ids: newIdentities(), listingTTL: min(dc.AttrTimeout, dc.EntryTimeout)}}
 	if lb, ok := b.(LockBackend); ok && lb.SupportsLocks() {
 		root.a.locks = true
 	}

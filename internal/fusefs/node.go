@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -25,6 +26,9 @@ type adapter struct {
 	locks  bool        // the backend holds advisory locks (lock.go)
 	owners flushOwners // lock owners of FLUSH requests in flight
 	stale  staleNames  // paths just answered ESTALE (stale.go)
+	// listingTTL is how long a listing's attributes answer READDIRPLUS
+	// lookups (readdir.go): the shorter of the attribute and entry timeouts.
+	listingTTL time.Duration
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become

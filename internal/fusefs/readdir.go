@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -20,8 +21,9 @@ import (
 // server) and answers go-fuse's per-entry lookup from that reply, as the
 // node's Lookup would: same inode (ino, generation; hard links are one
 // inode), same attributes, same timeouts. An entry without attributes
-// (the server could not stat it), and the name of an open just answered
-// ESTALE (whose lookup must pin the file, stale.go), go through Lookup.
+// (the server could not stat it), an entry of a listing older than the
+// attribute or entry timeout, and the name of an open just answered ESTALE
+// (whose lookup must pin the file, stale.go) go through Lookup.
 
 // DirPlusReader is an optional Backend interface: a directory's entries
 // with their attributes (HasAttr false for an entry the server could not
@@ -45,6 +47,7 @@ type dirHandle struct {
 
 	mu     sync.Mutex
 	loaded bool
+	at     time.Time // when the listing was read
 	ents   []wire.DirEntryPlus
 	pos    int // index of the next entry to hand out
 }
@@ -83,7 +86,7 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 			d.ents = append(d.ents, e)
 		}
 	}
-	d.loaded, d.pos = true, 0
+	d.loaded, d.pos, d.at = true, 0, time.Now()
 	return 0
 }
 
@@ -105,7 +108,9 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 }
 
 // Seekdir implements fs.FileSeekdirer. A rewind lists the directory
-// afresh (rewinddir(3) must see entries added or removed since).
+// afresh (rewinddir(3) must see entries added or removed since); a seek
+// elsewhere (seekdir(3) to a telldir(3) position) goes to that entry of
+// the listing, read first if a rewind dropped it.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -113,7 +118,12 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 		d.loaded, d.pos = false, 0
 		return 0
 	}
-	if !d.loaded || off > uint64(len(d.ents)) {
+	if !d.loaded {
+		if errno := d.load(ctx); errno != 0 {
+			return errno
+		}
+	}
+	if off > uint64(len(d.ents)) {
 		return syscall.EINVAL
 	}
 	d.pos = int(off)
@@ -127,8 +137,10 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
 // handed out by Readdirent, for READDIRPLUS.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n := d.n
-	e, ok := d.entry(name)
-	if !ok || !e.HasAttr {
+	e, at, ok := d.entry(name)
+	if !ok || !e.HasAttr || time.Since(at) > n.a.listingTTL {
+		// Not in the listing, or older than the kernel may cache
+		// attributes (a big directory read slowly): ask the server.
 		return n.Lookup(ctx, name, out)
 	}
 	if p, ok := n.childPath(name); !ok {
@@ -143,16 +155,16 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 
 // entry finds name in the listing, looking first at the entry handed out
 // last (go-fuse looks up each entry right after reading it).
-func (d *dirHandle) entry(name string) (wire.DirEntryPlus, bool) {
+func (d *dirHandle) entry(name string) (wire.DirEntryPlus, time.Time, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i := d.pos - 1; i >= 0 && i < len(d.ents) && d.ents[i].Name == name {
-		return d.ents[i], true
+		return d.ents[i], d.at, true
 	}
 	for _, e := range d.ents {
 		if e.Name == name {
-			return e, true
+			return e, d.at, true
 		}
 	}
-	return wire.DirEntryPlus{}, false
+	return wire.DirEntryPlus{}, d.at, false
 }
