@@ -16,7 +16,7 @@ import (
 type lru struct {
 	capacity int
 	index    sim.Table[sim.Key, int32] // open addressing: no tombstones under churn
-	nodes    []lnode // nodes[0] is the sentinel; its next is the newest
+	nodes    []lnode                   // nodes[0] is the sentinel; its next is the newest
 	free     []int32
 }
 
