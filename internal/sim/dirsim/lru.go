@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/sim"
 )
 
 // lru is one cache (a client's or the server's memory): an exact LRU over
@@ -11,11 +12,11 @@ import (
 // Each block remembers the file version it belongs to and when its data
 // arrived (a block whose data is still on its way is pending).
 //
-// INVARIANT: len(index) == nodes on the list <= capacity.
+// INVARIANT: index.Len() == nodes on the list <= capacity.
 type lru struct {
 	capacity int
-	index    map[block.ID]int32
-	nodes    []lnode // nodes[0] is the sentinel; its next is the newest
+	index    sim.Table[sim.Key, int32] // open addressing: no tombstones under churn
+	nodes    []lnode                   // nodes[0] is the sentinel; its next is the newest
 	free     []int32
 }
 
@@ -27,14 +28,16 @@ type lnode struct {
 }
 
 func newLRU(capacity int) *lru {
-	return &lru{capacity: capacity, index: make(map[block.ID]int32), nodes: make([]lnode, 1)}
+	return &lru{capacity: capacity, nodes: make([]lnode, 1)}
 }
 
-func (l *lru) len() int { return len(l.index) }
+func (l *lru) len() int { return l.index.Len() }
+
+func key(id block.ID) sim.Key { return sim.Key{File: id.File, Block: id.Index} }
 
 // get returns the block's node (nil if absent) without touching it.
 func (l *lru) get(id block.ID) *lnode {
-	if i, ok := l.index[id]; ok {
+	if i, ok := l.index.Get(key(id)); ok {
 		return &l.nodes[i]
 	}
 	return nil
@@ -42,19 +45,19 @@ func (l *lru) get(id block.ID) *lnode {
 
 // touch makes id the newest block; it must be cached.
 func (l *lru) touch(id block.ID) {
-	i := l.index[id]
+	i, _ := l.index.Get(key(id))
 	l.unlink(i)
 	l.pushFront(i)
 }
 
 // remove drops id if cached.
 func (l *lru) remove(id block.ID) {
-	i, ok := l.index[id]
+	i, ok := l.index.Get(key(id))
 	if !ok {
 		return
 	}
 	l.unlink(i)
-	delete(l.index, id)
+	l.index.Delete(key(id))
 	l.free = append(l.free, i)
 }
 
@@ -64,18 +67,18 @@ func (l *lru) insert(id block.ID, ver block.Version, ready time.Duration) (victi
 	if l.capacity <= 0 {
 		return block.ID{}, false
 	}
-	if i, ok := l.index[id]; ok {
+	if i, ok := l.index.Get(key(id)); ok {
 		n := &l.nodes[i]
 		n.ver, n.ready = ver, ready
 		l.unlink(i)
 		l.pushFront(i)
 		return block.ID{}, false
 	}
-	if len(l.index) >= l.capacity {
+	if l.index.Len() >= l.capacity {
 		old := l.nodes[0].prev
 		victim, evicted = l.nodes[old].id, true
 		l.unlink(old)
-		delete(l.index, victim)
+		l.index.Delete(key(victim))
 		l.free = append(l.free, old)
 	}
 	var i int32
@@ -86,7 +89,7 @@ func (l *lru) insert(id block.ID, ver block.Version, ready time.Duration) (victi
 		i = int32(len(l.nodes) - 1)
 	}
 	l.nodes[i] = lnode{id: id, ver: ver, ready: ready}
-	l.index[id] = i
+	l.index.Put(key(id), i)
 	l.pushFront(i)
 	return victim, evicted
 }

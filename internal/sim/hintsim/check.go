@@ -2,8 +2,10 @@ package hintsim
 
 import (
 	"fmt"
+	mbits "math/bits"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/sim"
 )
 
 // Check verifies the invariants: every client's and the server's state
@@ -26,6 +28,9 @@ func (a *Algorithm) Check() error {
 	if n := a.srv.MemoryLen(); n > a.p.ServerCacheBlocks {
 		return fmt.Errorf("server memory holds %d blocks, capacity %d", n, a.p.ServerCacheBlocks)
 	}
+	if err := a.checkHolders(); err != nil {
+		return err
+	}
 	masters := make(map[block.ID]int)
 	dups := int64(0)
 	for _, cl := range a.clients {
@@ -41,6 +46,38 @@ func (a *Algorithm) Check() error {
 	}
 	if dups > a.SecondMasters {
 		return fmt.Errorf("%d extra master copies, but only %d came from the documented race", dups, a.SecondMasters)
+	}
+	return nil
+}
+
+// checkHolders verifies the holder index: each bit names a client that
+// caches the block, and there are as many bits as cached blocks.
+func (a *Algorithm) checkHolders() error {
+	if a.holders == nil {
+		return nil
+	}
+	total, bits := 0, 0
+	for _, cl := range a.clients {
+		total += cl.Len()
+	}
+	var bad error
+	a.holders.Range(func(k sim.Key, m uint64) bool {
+		b := block.ID{File: k.File, Index: k.Block}
+		for ; m != 0; m &= m - 1 {
+			i := mbits.TrailingZeros64(m)
+			if ok, _ := a.clients[i].Has(b); !ok {
+				bad = fmt.Errorf("holder index: client %d does not cache %v", i, b)
+				return false
+			}
+			bits++
+		}
+		return true
+	})
+	if bad != nil {
+		return bad
+	}
+	if bits != total {
+		return fmt.Errorf("holder index has %d entries, the clients cache %d blocks", bits, total)
 	}
 	return nil
 }
