@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -83,45 +82,8 @@ func (o *benchOutput) register(fs interface {
 
 // write prints the table and writes the files asked for.
 func (o *benchOutput) write(r *report.Report, stdout io.Writer) error {
-	if err := r.WriteText(stdout); err != nil {
-		return err
-	}
-	writeJSON := func(path string) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		if err := r.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	if o.jsonPath != "" {
-		if err := writeJSON(o.jsonPath); err != nil {
-			return fmt.Errorf("--json: %w", err)
-		}
-	}
-	if o.outDir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	base := filepath.Join(o.outDir, r.Bench)
-	if err := writeJSON(base + ".json"); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	var table strings.Builder
-	_ = r.WriteText(&table)
-	if err := os.WriteFile(base+".txt", []byte(table.String()), 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	if err := r.Plot(report.UnitMBps, base+".png", base+".svg"); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
-	return nil
+	plot := func(paths ...string) error { return r.Plot(report.UnitMBps, paths...) }
+	return report.Output{JSON: o.jsonPath, Dir: o.outDir}.Write(r, r.Bench, plot, stdout)
 }
 
 // hideFlags leaves the named flags out of fs's usage (developer flags);

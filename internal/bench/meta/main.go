@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/coopfs/coopfs/internal/bench/report"
 	"github.com/coopfs/coopfs/internal/obs"
 )
 
@@ -131,45 +131,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // Write prints the table and writes the files out asks for.
 func (res *Result) Write(out Output, stdout io.Writer) error {
-	if err := res.WriteText(stdout); err != nil {
-		return err
-	}
-	writeJSON := func(path string) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		if err := res.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	if out.JSON != "" {
-		if err := writeJSON(out.JSON); err != nil {
-			return fmt.Errorf("--json: %w", err)
-		}
-	}
-	if out.Out == "" {
-		return nil
-	}
-	if err := os.MkdirAll(out.Out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	base := filepath.Join(out.Out, "meta")
-	if err := writeJSON(base + ".json"); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	var table strings.Builder
-	_ = res.WriteText(&table)
-	if err := os.WriteFile(base+".txt", []byte(table.String()), 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	if err := res.Plot(base+".png", base+".svg"); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s.{json,txt,png,svg}\n", base)
-	return nil
+	return report.Output{JSON: out.JSON, Dir: out.Out}.Write(res, "meta", res.Plot, stdout)
 }
 
 // ReadResult reads a result written by WriteJSON.
