@@ -1,59 +1,35 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/fusefs/posixtest"
+	"github.com/coopfs/coopfs/internal/obs"
 )
+
+// scrape reads a process's /metrics.
+func scrape(t *testing.T, addr string) obs.Samples {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ss, err := obs.Fetch(ctx, addr)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	return ss
+}
 
 // scrapeReadBytes returns coopfs_read_bytes_total by layer from a
 // process's /metrics.
 func scrapeReadBytes(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), `coopfs_read_bytes_total{layer="`)
-		if !ok {
-			continue
-		}
-		layer, val, _ := strings.Cut(rest, `"} `)
-		out[layer], _ = strconv.ParseFloat(val, 64)
-	}
-	return out
-}
-
-// scrapeGauge returns the value of one exact series from /metrics.
-func scrapeGauge(t *testing.T, addr, series string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if val, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			v, _ := strconv.ParseFloat(val, 64)
-			return v
-		}
-	}
-	t.Fatalf("%s: no series %s", addr, series)
-	return 0
+	return scrape(t, addr).SumBy("coopfs_read_bytes_total", "layer", nil)
 }
 
 func serverBytes(m map[string]float64) float64 { return m["server_memory"] + m["server_disk"] }
@@ -121,7 +97,7 @@ func TestE2EDiskCacheRestart(t *testing.T) {
 	// file's 7 blocks and 1 of "other".
 	deadline := time.Now().Add(5 * time.Second)
 	for n := 0.0; n != 8; {
-		if n = scrapeGauge(t, addr2, `coopfs_cache_entries{tier="local_disk"}`); n != 8 && time.Now().After(deadline) {
+		if n = scrape(t, addr2).Sum("coopfs_cache_entries", map[string]string{"tier": "local_disk"}); n != 8 && time.Now().After(deadline) {
 			t.Fatalf("disk tier holds %v blocks; want 7 of big and 1 of other", n)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -1,42 +1,22 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/obs"
 )
 
 // scrapeMessages returns coopfs_messages_total{dir="out"} by type from a
 // process's /metrics.
 func scrapeMessages(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "coopfs_messages_total{")
-		if !ok || !strings.Contains(rest, `dir="out"`) {
-			continue
-		}
-		_, typ, _ := strings.Cut(rest, `type="`)
-		typ, _, _ = strings.Cut(typ, `"`)
-		val := line[strings.LastIndexByte(line, ' ')+1:]
-		out[typ], _ = strconv.ParseFloat(val, 64)
-	}
-	return out
+	return scrape(t, addr).SumBy(obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut})
 }
 
 // sentSince is the messages of each type sent between two scrapes.

@@ -43,6 +43,18 @@ func (ss Samples) Sum(name string, match map[string]string) float64 {
 	return t
 }
 
+// SumBy returns, for each value of label key, the sum of the samples called
+// name whose labels include every pair of match (nil matches all).
+func (ss Samples) SumBy(name, key string, match map[string]string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range ss {
+		if s.Name == name && s.matches(match) {
+			out[s.Labels[key]] += s.Value
+		}
+	}
+	return out
+}
+
 // Get returns the first sample called name whose labels include match.
 func (ss Samples) Get(name string, match map[string]string) (Sample, bool) {
 	for _, s := range ss {

@@ -250,3 +250,20 @@ func BenchmarkWireObserver(b *testing.B) {
 		o.Message(DirIn, 1, 4096)
 	}
 }
+
+func TestSamplesSumBy(t *testing.T) {
+	in := `coopfs_messages_total{dir="out",kind="client",type="Lookup"} 3
+coopfs_messages_total{dir="out",kind="peer",type="Lookup"} 2
+coopfs_messages_total{dir="in",kind="client",type="Lookup"} 7
+coopfs_messages_total{dir="out",kind="client",type="Open"} 1
+coopfs_other_total{type="Lookup"} 9
+`
+	ss, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ss.SumBy("coopfs_messages_total", "type", map[string]string{"dir": "out"})
+	if len(got) != 2 || got["Lookup"] != 5 || got["Open"] != 1 {
+		t.Fatalf("SumBy = %v, want Lookup 5, Open 1", got)
+	}
+}

@@ -219,13 +219,7 @@ func clientMessages(ctx context.Context, addr string) (map[string]float64, error
 	if err != nil {
 		return nil, fmt.Errorf("counters of the coopfs mount: %w", err)
 	}
-	out := map[string]float64{}
-	for _, s := range ss {
-		if s.Name == obs.MetricMessages && s.Labels["dir"] == obs.DirOut {
-			out[s.Labels["type"]] += s.Value
-		}
-	}
-	return out, nil
+	return ss.SumBy(obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut}), nil
 }
 
 // subMessages is after - before, without zero entries.
