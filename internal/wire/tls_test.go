@@ -35,7 +35,7 @@ func handshakePair(t *testing.T, srv, cli *Security, serverName string, via func
 			sc <- res{nil, err}
 			return
 		}
-		hs, err := ServerHandshake(nc, srv, HelloReply{BlockSize: 4096},
+		hs, err := ServerHandshake(nc, srv, HelloReply{BlockSize: 4096, Policy: "none"},
 			func(*Handshake) (Welcome, error) { return Welcome{ClientID: 1}, nil })
 		if err != nil {
 			nc.Close()

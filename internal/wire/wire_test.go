@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"reflect"
 	"sync"
 	"syscall"
@@ -149,47 +148,17 @@ func FuzzDecode(f *testing.F) {
 // pair makes two handshaken Conns over real loopback TCP.
 func pair(t *testing.T, serverSec, clientSec *Security, srvHandler, cliHandler Handler) (*Conn, *Conn, error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	shs, chs, serr, cerr := handshakePair(t, serverSec, clientSec, "localhost", nil)
+	if cerr != nil || serr != nil {
+		return nil, nil, errors.Join(cerr, serr)
 	}
-	defer ln.Close()
-	type res struct {
-		c   *Conn
-		err error
+	if chs.Reply.BlockSize != 4096 || chs.Welcome.ClientID != 1 {
+		t.Fatalf("handshake values: %+v %+v", chs.Reply, chs.Welcome)
 	}
-	sc := make(chan res, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			sc <- res{nil, err}
-			return
-		}
-		hs, err := ServerHandshake(nc, serverSec, HelloReply{BlockSize: 4096, Policy: "none"},
-			func(*Handshake) (Welcome, error) { return Welcome{ClientID: 1}, nil })
-		if err != nil {
-			nc.Close()
-			sc <- res{nil, err}
-			return
-		}
-		sc <- res{NewConn(hs.Conn, hs.Reader, ConnConfig{Handler: srvHandler}), nil}
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, cerr := ClientHandshake(context.Background(), nc, clientSec, "localhost", Hello{Role: RoleClient})
-	s := <-sc
-	if cerr != nil || s.err != nil {
-		nc.Close()
-		return nil, nil, errors.Join(cerr, s.err)
-	}
-	if hs.Reply.BlockSize != 4096 || hs.Welcome.ClientID != 1 {
-		t.Fatalf("handshake values: %+v %+v", hs.Reply, hs.Welcome)
-	}
-	c := NewConn(hs.Conn, hs.Reader, ConnConfig{Handler: cliHandler})
-	t.Cleanup(func() { c.Close(); s.c.Close() })
-	return c, s.c, nil
+	c := NewConn(chs.Conn, chs.Reader, ConnConfig{Handler: cliHandler})
+	s := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: srvHandler})
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s, nil
 }
 
 // plain is an --insecure Security with an optional secret.
