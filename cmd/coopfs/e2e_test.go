@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,8 +229,16 @@ func withCredentials(args []string) []string {
 // startProcAs is startProc as another user when cred is not nil.
 func startProcAs(t *testing.T, name string, cred *syscall.Credential, args ...string) *e2eProc {
 	t.Helper()
+	return startProcVia(t, name, cred, nil, args...)
+}
+
+// startProcVia is startProcAs run through the command line via (such as
+// prlimit's) when it is not empty.
+func startProcVia(t *testing.T, name string, cred *syscall.Credential, via []string, args ...string) *e2eProc {
+	t.Helper()
 	p := &e2eProc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(e2e.bin, withCredentials(args)...)
+	argv := append(append(slices.Clone(via), e2e.bin), withCredentials(args)...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGTERM}
@@ -324,9 +333,15 @@ func startServer(t *testing.T, export string, extra ...string) *e2eServer {
 // startServerAt is startServer on a given address.
 func startServerAt(t *testing.T, addr, export string, extra ...string) *e2eServer {
 	t.Helper()
+	return startServerVia(t, nil, addr, export, extra...)
+}
+
+// startServerVia is startServerAt run through the command line via.
+func startServerVia(t *testing.T, via []string, addr, export string, extra ...string) *e2eServer {
+	t.Helper()
 	// The tests use their mounts as root: trust it (squash is tested on its own).
 	args := append([]string{"serve", "--export", export, "--listen", addr, "--squash", "none"}, extra...)
-	s := &e2eServer{e2eProc: startProc(t, "server "+addr, args...), addr: addr, export: export}
+	s := &e2eServer{e2eProc: startProcVia(t, "server "+addr, nil, via, args...), addr: addr, export: export}
 	t.Cleanup(func() {
 		if !s.stop(5 * time.Second) {
 			t.Errorf("%s did not stop on SIGTERM within 5s; killed", s.name)

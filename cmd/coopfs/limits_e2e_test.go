@@ -91,38 +91,8 @@ func startServerLimited(t *testing.T, nofile int, export string) *e2eServer {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit missing: apt-get install util-linux")
 	}
-	addr := e2eFreeAddr(t)
-	p := &e2eProc{name: "server " + addr, done: make(chan struct{})}
-	p.cmd = exec.Command("prlimit", append([]string{fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--", e2e.bin},
-		withCredentials([]string{"serve", "--export", export, "--listen", addr})...)...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	started := make(chan error, 1)
-	e2eStarter <- func() { started <- p.cmd.Start() }
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	s := &e2eServer{e2eProc: p, addr: addr, export: export}
-	t.Cleanup(func() {
-		if !s.stop(5 * time.Second) {
-			t.Errorf("%s did not stop on SIGTERM within 5s; killed", s.name)
-		}
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", s.name, s.stderr.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(s.stderr.String(), "msg=serving") {
-		if s.exited() || time.Now().After(deadline) {
-			t.Fatalf("%s did not start; stderr:\n%s", s.name, s.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return s
+	via := []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--"}
+	return startServerVia(t, via, e2eFreeAddr(t), export)
 }
 
 func TestE2EServerOutOfDescriptors(t *testing.T) {
@@ -167,6 +137,17 @@ func TestE2EServerOutOfDescriptors(t *testing.T) {
 	})
 	closeAll(fs)
 	fs = nil
+	// close(2) does not wait for the release of A's handles to reach the
+	// server (the kernel sends it after, and the mount batches them): give
+	// the server a moment to close A's descriptors before B needs one.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if f, err := os.Open(b.path("f001")); !errors.Is(err, syscall.EMFILE) {
+			if err == nil {
+				f.Close()
+			}
+			break
+		}
+	}
 	stillServed(t, b, "B after A closed its files")
 	// The accept loop survived: a new client connects and is served.
 	c := startMount(t, srv.addr, "--name", "C")
