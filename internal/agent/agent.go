@@ -401,13 +401,26 @@ func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint
 	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
 }
 
+// An open refused at the per-client handle cap is tried again capRetries
+// times, capRetryWait apart when no release was queued (agent.open).
+const (
+	capRetries   = 20
+	capRetryWait = 10 * time.Millisecond
+)
+
 func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
 	_, create := m.(*wire.Create)
-	r, gen, err := a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
-	if errors.Is(err, syscall.EMFILE) && a.releases.flushWait(true) > 0 {
-		// The per-client handle cap: the files closed a moment ago,
-		// whose releases were still queued, make room.
-		r, gen, err = a.sess.call(ctx, as(ctx, m), !create && flags&syscall.O_TRUNC == 0)
+	idempotent := !create && flags&syscall.O_TRUNC == 0
+	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	// The per-client handle cap: files closed a moment ago make room once
+	// their releases reach the server, but the kernel sends a RELEASE
+	// only after close(2) returned, and this agent batches them. Send what
+	// is queued and try again, a few times over a short while.
+	for try := 0; errors.Is(err, syscall.EMFILE) && try < capRetries; try++ {
+		if a.releases.flushWait(true) == 0 {
+			time.Sleep(capRetryWait)
+		}
+		r, gen, err = a.sess.call(ctx, as(ctx, m), idempotent)
 	}
 	if err != nil {
 		return nil, wire.Attr{}, err

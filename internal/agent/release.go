@@ -19,7 +19,8 @@ import (
 //
 // The queue is bounded: a release that finds it full is sent by its caller.
 // An open that the server refuses with EMFILE (the per-client handle cap)
-// sends the queue first and tries again.
+// sends the queue and tries again, a few times over up to 200 ms, so that
+// the releases of files closed a moment ago can make room (agent.open).
 
 const (
 	releaseBatch = 64                   // handles per ReleaseBatch
