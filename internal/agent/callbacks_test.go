@@ -32,8 +32,10 @@ func checkCache(c *cbCache) error {
 	return nil
 }
 
-func dirAttr(ino uint64) wire.Attr  { return wire.Attr{Ino: ino, Mode: syscall.S_IFDIR | 0o755} }
-func fileAttr(ino uint64) wire.Attr { return wire.Attr{Ino: ino, Mode: syscall.S_IFREG | 0o644, Version: ino * 10} }
+func dirAttr(ino uint64) wire.Attr { return wire.Attr{Ino: ino, Mode: syscall.S_IFDIR | 0o755} }
+func fileAttr(ino uint64) wire.Attr {
+	return wire.Attr{Ino: ino, Mode: syscall.S_IFREG | 0o644, Version: ino * 10}
+}
 
 func TestCallbackCacheInstallBreak(t *testing.T) {
 	c := newCBCache()
