@@ -57,6 +57,11 @@ type ServerConfig struct {
 	CoopID ClientID
 	// Clients are the client ids (the coop participant's peers).
 	Clients []ClientID
+	// Watch, if set, is called whenever a block enters (in) or leaves
+	// (!in) the disk or discard cache, after the change: a live server
+	// keeps the blocks' bytes beside this state machine and frees them on
+	// !in. It must not call back into the server.
+	Watch func(b block.ID, in bool)
 }
 
 func (c *ServerConfig) validate() error {
@@ -147,7 +152,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, nil)
+		s.mem = newAgeCache(cfg.MemoryBlocks, cfg.Watch)
 	}
 	return s, nil
 }
