@@ -163,25 +163,49 @@ func TestHintsStale(t *testing.T) {
 	}
 }
 
-// A file that changes while hinted: the holder's copies are of the old
-// version; it never serves them for the new one, and the reader gets the
-// new content from the server.
+// A file that changes while hinted: b holds hints (from a's open) that
+// name a's copies of the old version. Reopened, b sees the new version and
+// drops its blocks and hints of the old one; the server, which saw the
+// change, forgets the file's last opener, so b gets no hints to stale
+// copies either and reads the new version from the server. Nobody is
+// served a block of the old version.
 func TestHintsFileChangedWhileHinted(t *testing.T) {
 	export := t.TempDir()
 	f1, f2 := pattern(4*hbs, 4), pattern(4*hbs, 5)
 	writeExport(t, export, "f", f1)
-	addr := startPolicyServer(t, export, "hints", obs.NewMetrics(), 0)
+	sm := obs.NewMetrics()
+	addr := startPolicyServer(t, export, "hints", sm, 0)
 	a := newHintsAgent(t, addr, "hints", 64, "")
 	b := newHintsAgent(t, addr, "hints", 64, "")
+	c := newHintsAgent(t, addr, "hints", 64, "")
 	a.mustRead(t, "f", f1)
+	fb, _, err := b.Open(asRoot(), "f", 0) // hinted: a holds the blocks of f1
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.Release(asRoot())
 	time.Sleep(10 * time.Millisecond) // a distinct mtime
 	writeExport(t, export, "f", f2)
 	b.mustRead(t, "f", f2)
+	c.mustRead(t, "f", f2)
 	if n := b.layer(t, obs.LayerPeer); n != 0 {
-		t.Errorf("%v blocks of the old version served by the peer", n)
+		t.Errorf("b: %v blocks served by a peer after the change", n)
 	}
-	if n := a.count(t, "coopfs_hints_lookups_served_total"); n == 0 {
-		t.Errorf("the old holder was never asked: the hints were not followed")
+	if n := a.count(t, "coopfs_hints_lookups_served_total"); n != 0 {
+		t.Errorf("the holder of the old version was asked %v times", n)
+	}
+	// c opened after b's reopen: b is the last opener, with master copies
+	// of the new version, which c reads from it.
+	if n := c.layer(t, obs.LayerPeer); n != 4 {
+		t.Errorf("c: %v of 4 blocks from b", n)
+	}
+	for _, x := range []*hintsAgent{b, c} {
+		if n := x.count(t, "coopfs_hints_bad_blocks_total"); n != 0 {
+			t.Errorf("%v bad blocks", n)
+		}
+	}
+	if n := scrape(t, sm).Sum("coopfs_hints_handouts_total", nil); n != 2 {
+		t.Errorf("%v hint hand-outs, want 2 (b's open before the change, c's from b after it)", n)
 	}
 }
 

@@ -191,9 +191,16 @@ func (p *hintsPolicy) broadcast() {
 	}
 }
 
-// fileChanged: the discard cache's copies of the file are stale; they are
-// dropped when next looked at (read compares versions).
-func (p *hintsPolicy) fileChanged(uint64)  {}
+// fileChanged: a file changed or left the version table (versions.go):
+// its last opener's hints name stale copies, and the manager forgets it,
+// which bounds its state by the version table. The discard cache's copies
+// of the file are dropped when next looked at (read compares versions).
+func (p *hintsPolicy) fileChanged(ino uint64) {
+	p.mu.Lock()
+	p.hs.Forget(ino)
+	p.mu.Unlock()
+}
+
 func (p *hintsPolicy) memEvicted(block.ID) {}
 
 // read serves a miss from the discard cache when it holds the block at the

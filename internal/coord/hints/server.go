@@ -313,6 +313,15 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 	s.mem.insert(b, v, now, false, false)
 }
 
+// Forget drops the manager's state of file (its last opener, tokens and
+// version): a live server whose own version table changed or forgot the
+// file calls it, which bounds this state by that table. The next open
+// hands out no hints (those of a changed file name stale copies anyway).
+func (s *Server) Forget(file uint64) { delete(s.files, file) }
+
+// Files returns how many files the manager has state for.
+func (s *Server) Files() int { return len(s.files) }
+
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its
 // own copies (Client.Revalidate).
