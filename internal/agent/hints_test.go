@@ -12,6 +12,7 @@ import (
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // Scenario tests of the live `hints` policy (seed 002): real server, real
@@ -339,5 +340,86 @@ func TestHintsDiscardCacheHit(t *testing.T) {
 	}
 	if n := r.layer(t, obs.LayerServerMemory); n < 1 {
 		t.Errorf("the reader counted %v reads from server memory", n)
+	}
+}
+
+// A member that serves wrong bytes: a raw client joins, opens the file
+// (becoming its last opener), hands out hints naming itself for every
+// block and answers lookups with garbage. The reader drops every such block
+// (it fails the server's SHA-256), reads it from the server, ignores the
+// liar from then on, and gets the export's bytes.
+func TestHintsPeerServingWrongBytes(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(4*hbs, 13)
+	writeExport(t, export, "f", data)
+	addr := startPolicyServer(t, export, "hints", obs.NewMetrics(), 0)
+	ctx := asRoot()
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	sec := wire.MustSecurity(wire.SecurityConfig{Insecure: true})
+	liar := func(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
+		switch m := m.(type) {
+		case *wire.HintsExport:
+			r := &wire.HintsReply{}
+			for i := uint64(0); i < 4; i++ {
+				r.Hints = append(r.Hints, wire.BlockHintMsg{Index: i, Holder: 1, Boot: 1, Since: 1})
+			}
+			return r, nil
+		case *wire.HintsRead:
+			return &wire.HintsBlock{Kind: wire.HintsHere, Version: m.Version, Master: true, Holder: 1, Boot: 1,
+				Data: bytes.Repeat([]byte{0xee}, hbs)}, nil
+		}
+		return nil, nil
+	}
+	go func() { // the liar's peer listener
+		for {
+			nc, err := pl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				hs, err := wire.ServerHandshake(nc, sec, wire.HelloReply{BlockSize: hbs, Policy: "hints"},
+					func(*wire.Handshake) (wire.Welcome, error) { return wire.Welcome{}, nil })
+				if err != nil {
+					nc.Close()
+					return
+				}
+				c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Handler: wire.HandlerFunc(liar)})
+				<-c.Done()
+			}()
+		}
+	}()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := wire.ClientHandshake(ctx, nc, sec, "", wire.Hello{Role: wire.RoleClient, Name: "liar",
+		BootID: 1, Listen: pl.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Handler: wire.HandlerFunc(liar)})
+	defer conn.Close()
+	r, err := conn.Call(ctx, &wire.Open{Path: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	or := r.(*wire.OpenReply)
+	if _, err := conn.Call(ctx, &wire.HintsOpen{Handle: or.Handle, File: or.Attr.Ino, Version: or.Attr.Version}); err != nil {
+		t.Fatal(err)
+	}
+	b := newHintsAgent(t, addr, "hints", 64, "")
+	b.mustRead(t, "f", data)
+	if n := b.count(t, "coopfs_hints_bad_blocks_total"); n != 1 {
+		t.Errorf("%v bad blocks dropped, want 1 (then the liar is ignored)", n)
+	}
+	if n := b.count(t, "coopfs_hints_stale_total"); n != 3 {
+		t.Errorf("%v hints naming the liar dropped, want 3", n)
+	}
+	if n := b.layer(t, obs.LayerPeer); n != 0 {
+		t.Errorf("%v blocks admitted from the liar", n)
 	}
 }

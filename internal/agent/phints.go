@@ -278,9 +278,14 @@ func (h *hintsClient) read(ctx context.Context, addr string, m *wire.HintsRead) 
 // copy; nil means the block was refused and the server is asked.
 func (h *hintsClient) admit(ctx context.Context, f *file, id block.ID, v uint64, from hints.ClientID, hb *wire.HintsBlock, hops int) *wire.BlockReply {
 	if hb.Version != v || !h.check(ctx, f, id, v, hb.Data) {
+		// Wrong bytes: the holder is ignored (as a failed one) until the
+		// client list changes, so one bad peer costs one block per life.
 		h.stats.badBlocks.Add(1)
 		h.a.log.Warn("dropped a block from a peer that failed its check; reading it from the server",
 			"holder", from, "file", id.File, "index", id.Index, "version", v, "sent_version", hb.Version)
+		h.mu.Lock()
+		h.hc.ForwardFailed(from, id)
+		h.mu.Unlock()
 		return nil
 	}
 	if hops == 1 {
