@@ -1,13 +1,10 @@
-package sim
+package lru
 
 // Hasher is a key of a Table: comparable, with its own hash.
 type Hasher interface {
 	comparable
 	Hash() uint64
 }
-
-// Hash implements Hasher: a multiply-xorshift mix of the file and block.
-func (k Key) Hash() uint64 { return Mix(k.File*0x9e3779b97f4a7c15 ^ k.Block) }
 
 // Mix is a 64-bit finalizer (murmur3's fmix64).
 func Mix(x uint64) uint64 {
@@ -19,7 +16,7 @@ func Mix(x uint64) uint64 {
 	return x
 }
 
-// Table is the simulator's hash map: open addressing with linear probing
+// Table is a hash map: open addressing with linear probing
 // and backward-shift deletion, so that a table under constant insert and
 // delete churn (a cache) keeps short probe sequences — Go's maps slow down
 // under that churn (their deletions leave tombstones). It grows at 3/4 load
@@ -56,6 +53,24 @@ func (t *Table[K, V]) Get(k K) (V, bool) {
 	}
 	var zero V
 	return zero, false
+}
+
+// Ref returns a pointer to k's value, nil if k is absent. The pointer is
+// valid until the next Put or Delete.
+func (t *Table[K, V]) Ref(k K) *V {
+	if t.n > 0 {
+		h := k.Hash() | 1
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			s := &t.slots[i]
+			if s.h == 0 {
+				break
+			}
+			if s.h == h && s.k == k {
+				return &s.v
+			}
+		}
+	}
+	return nil
 }
 
 // Put sets k's value.
