@@ -73,6 +73,41 @@ func (t *Table[K, V]) Ref(k K) *V {
 	return nil
 }
 
+// Intern returns k's value if k is present, else sets it to v and
+// returns v; found reports which.
+func (t *Table[K, V]) Intern(k K, v V) (_ V, found bool) {
+	return t.InternHashed(k, k.Hash(), v)
+}
+
+// InternHashed is Intern with k's hash already computed (h = k.Hash()).
+func (t *Table[K, V]) InternHashed(k K, h uint64, v V) (_ V, found bool) {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		t.grow()
+	}
+	h |= 1
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.h == 0 {
+			*s = tslot[K, V]{h, k, v}
+			t.n++
+			return v, false
+		}
+		if s.h == h && s.k == k {
+			return s.v, true
+		}
+	}
+}
+
+// Touch reads the first slot a key of hash h probes and returns a word of
+// it: a caller about to look up many keys touches all their slots first,
+// so that the memory fetches overlap instead of following one another.
+func (t *Table[K, V]) Touch(h uint64) uint64 {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	return t.slots[(h|1)&t.mask].h
+}
+
 // Put sets k's value.
 func (t *Table[K, V]) Put(k K, v V) {
 	if (t.n+1)*4 > len(t.slots)*3 {
