@@ -37,6 +37,7 @@ type Optimal struct {
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
+	one    bool // one client: its heap would be the global heap, so it is not kept
 	free   []int
 	freeAt []int
 }
@@ -54,7 +55,7 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 		return nil, err
 	}
 	o := &Optimal{p: p, k: p.ClientCacheBlocks,
-		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients)}
+		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients), one: p.Clients == 1}
 	o.glob.w = 0
 	for i := range o.cl {
 		o.cl[i].w = 1
@@ -73,15 +74,15 @@ func (o *Optimal) Prescan(src sim.Source) error {
 	buf := make([]sim.Access, 4096)
 	for {
 		n, e := sim.FillBatch(src, buf)
+		o.ids.Number(buf[:n])
 		for _, a := range buf[:n] {
 			i := len(o.next)
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
 			}
 			o.next = append(o.next, math.MaxInt32)
-			id := uint32(0)
-			if a.Op == sim.OpRead || a.Op == sim.OpWrite {
-				id = o.ids.ID(a.Key())
+			id := a.ID
+			if id != 0 {
 				for int(id) >= len(last) {
 					last = append(last, -1)
 				}
@@ -103,7 +104,7 @@ func (o *Optimal) Prescan(src sim.Source) error {
 }
 
 func (o *Optimal) updateFree(n int) {
-	has := o.cl[n].len() < o.k
+	has := o.size(n) < o.k
 	switch i := o.freeAt[n]; {
 	case has && i < 0:
 		o.freeAt[n] = len(o.free)
@@ -153,7 +154,9 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		e.next = nu // migrate's remove ignores the client heap's old copy
 		o.glob.fix(e)
 		if e.node == n {
-			o.cl[n].fix(e)
+			if !o.one {
+				o.cl[n].fix(e)
+			}
 		} else {
 			layer = sim.LayerRemote
 			o.migrate(e, n)
@@ -170,7 +173,9 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			o.blocks[k] = e
 			o.nblk++
 			o.glob.push(e)
-			o.cl[n].push(e)
+			if !o.one {
+				o.cl[n].push(e)
+			}
 			o.updateFree(n)
 		}
 	}
@@ -199,7 +204,9 @@ func (o *Optimal) migrate(e *optEntry, n int) {
 
 func (o *Optimal) remove(e *optEntry) {
 	o.glob.remove(e)
-	o.cl[e.node].remove(e)
+	if !o.one {
+		o.cl[e.node].remove(e)
+	}
 	o.blocks[e.id] = nil
 	o.nblk--
 	o.updateFree(e.node)
@@ -207,7 +214,11 @@ func (o *Optimal) remove(e *optEntry) {
 
 // makeRoom frees a slot at client n.
 func (o *Optimal) makeRoom(n int) {
-	if o.cl[n].len() < o.k {
+	if o.size(n) < o.k {
+		return
+	}
+	if o.one {
+		o.remove(o.glob.top())
 		return
 	}
 	v := o.cl[n].top()
@@ -233,8 +244,27 @@ func (o *Optimal) makeRoom(n int) {
 	}
 }
 
+// size is the number of blocks client n holds.
+func (o *Optimal) size(n int) int {
+	if o.one {
+		return o.glob.len()
+	}
+	return o.cl[n].len()
+}
+
 // Check implements sim.Checker.
 func (o *Optimal) Check() error {
+	if o.one {
+		for i, sl := range o.glob.a {
+			if e := sl.e; o.blocks[e.id] != e || e.idx[0] != i || sl.next != e.next || e.node != 0 {
+				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
+			}
+		}
+		if o.glob.len() > o.k || o.glob.len() != o.nblk {
+			return fmt.Errorf("%d blocks in the heap, %d indexed, capacity %d", o.glob.len(), o.nblk, o.k)
+		}
+		return nil
+	}
 	total := 0
 	for n := range o.cl {
 		if o.cl[n].len() > o.k {
