@@ -36,6 +36,7 @@ type caches struct {
 	single bool
 	one    []int32    // single: block number → entry handle, 0 if not cached
 	hold   []lru.List // block number → its holders, in the order they got it
+	at     lru.Table[ckey, int32]
 	es     []entry    // the slab; es[0] is unused (handle 0 is nil)
 	lk     []lru.Link // links on the client lists (cl, gl)
 	lg     []lru.Link // links on the global age list
@@ -47,6 +48,14 @@ type caches struct {
 	free   []int // clients with free slots
 	freeAt []int // index in free, -1 if absent
 }
+
+// ckey is a (block number, client) pair: id*clients + client.
+type ckey uint64
+
+// Hash implements lru.Hasher.
+func (k ckey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+func (c *caches) ckey(id uint32, n int) ckey { return ckey(uint64(id)*uint64(c.p.Clients) + uint64(n)) }
 
 func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
@@ -142,12 +151,11 @@ func (c *caches) lookup(n int, id uint32) int32 {
 	if c.single {
 		return c.one[id]
 	}
-	for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
-		if c.es[h].node == int32(n) {
-			return h
-		}
+	if c.hold[id].Len() == 0 {
+		return 0
 	}
-	return 0
+	h, _ := c.at.Get(c.ckey(id, n))
+	return h
 }
 
 func (c *caches) copies(id uint32) int {
@@ -241,6 +249,7 @@ func (c *caches) add(n int, id uint32) int32 {
 		c.one[id] = h
 	} else {
 		c.hold[id].PushBack(c.lb, h)
+		c.at.Put(c.ckey(id, n), h)
 	}
 	c.updateFree(n)
 	return h
@@ -258,6 +267,7 @@ func (c *caches) drop(h int32) {
 		c.one[e.id] = 0
 	} else {
 		c.hold[e.id].Remove(c.lb, h)
+		c.at.Delete(c.ckey(e.id, n))
 	}
 	c.efree = append(c.efree, h)
 	c.updateFree(n)
@@ -273,6 +283,10 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	e := &c.es[h]
 	from := int(e.node)
 	c.listOf(h).Remove(c.lk, h)
+	if !c.single {
+		c.at.Delete(c.ckey(e.id, from))
+		c.at.Put(c.ckey(e.id, t), h)
+	}
 	e.node, e.global = int32(t), true
 	c.gl[t].PushFront(c.lk, h)
 	if refresh {

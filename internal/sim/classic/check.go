@@ -34,6 +34,9 @@ func (c *caches) check() error {
 	if total != len(c.es)-1-len(c.efree) {
 		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
 	}
+	if !c.single && total != c.at.Len() {
+		return fmt.Errorf("%d entries on client lists, %d in the (block, client) table", total, c.at.Len())
+	}
 	if c.ages && total != c.glob.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
 	}
