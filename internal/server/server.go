@@ -308,6 +308,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		Inline:           inline,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
