@@ -121,6 +121,8 @@ type Server struct {
 	root        *os.Root
 	exportAbs   string   // the export's absolute path
 	exportDir   *os.File // the export directory, for statx relative to it
+	exportFd    int      // exportDir's descriptor
+	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
 	versions    *versions
 	cache       *mem.Cache
@@ -175,6 +177,8 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("open export: %w", err)
 	}
+	s.exportFd = int(s.exportDir.Fd())
+	s.initResolve()
 	memCfg := mem.Config{Capacity: cfg.CacheSize}
 	var onChange func(uint64)
 	if cfg.Policy == "directory" {

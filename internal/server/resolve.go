@@ -1,0 +1,177 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Path resolution inside the export in one system call. os.Root walks a
+// path one component at a time (an openat and a close per directory, then
+// the call itself); the kernel's openat2 with RESOLVE_BENEATH walks it in
+// one call under the same rule — no component, "..", or symlink may lead
+// out of the export (the kernel answers EXDEV, reported here as EACCES, as
+// clean reports a lexical ".."), and RESOLVE_NO_MAGICLINKS refuses
+// /proc-style links. A lookup is then openat2 of the parent (O_PATH: only
+// search permission on the way, as POSIX asks) and one statx relative to
+// it, or a statx relative to the export itself for a name at its top.
+// Every call runs with the caller's file system identity (identity.go), so
+// the kernel checks search permission on each directory exactly as for a
+// local process. Kernels without openat2 (before 5.6) keep os.Root.
+
+// resolveFlags are the openat2 resolve flags of every lookup.
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+
+// initResolve checks once whether the kernel has openat2.
+func (s *Server) initResolve() {
+	fd, err := s.openBeneath(".", unix.O_PATH|unix.O_DIRECTORY)
+	if err == nil {
+		unix.Close(fd)
+		s.openat2 = true
+	}
+}
+
+// openBeneath opens p (cleaned, relative to the export) with flags,
+// resolved beneath the export. It returns a descriptor the caller closes.
+func (s *Server) openBeneath(p string, flags int) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags}
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(s.exportFd, p, &how)
+		switch {
+		case err == nil:
+			return fd, nil
+		case err == unix.EINTR || (err == unix.EAGAIN && tries < 8):
+			// EAGAIN: a rename elsewhere raced with the resolution of ".."
+			// (RESOLVE_BENEATH then refuses rather than guess); try again.
+			continue
+		case err == unix.EXDEV:
+			return -1, &os.PathError{Op: "open", Path: p, Err: syscall.EACCES}
+		}
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+}
+
+// statBeneath is lstat(p) with the birth time: p's parent resolved beneath
+// the export, p's last component not followed.
+func (s *Server) statBeneath(p string) (*unix.Statx_t, error) {
+	dirfd, base := s.exportFd, p
+	if p == "." {
+		base = ""
+	} else if dir, b := path.Split(p); dir != "" {
+		fd, err := s.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
+		dirfd, base = fd, b
+	}
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT
+	if base == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	var stx unix.Statx_t
+	for {
+		err := unix.Statx(dirfd, base, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "lstat", Path: p, Err: err}
+		}
+		return &stx, nil
+	}
+}
+
+// attrOfStatx is the wire attributes of a statx result, with its
+// generation and (for a regular file) its version.
+func (s *Server) attrOfStatx(stx *unix.Statx_t) wire.Attr {
+	st := syscall.Stat_t{
+		Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Nlink: uint64(stx.Nlink),
+		Mode: uint32(stx.Mode), Uid: stx.Uid, Gid: stx.Gid,
+		Rdev: unix.Mkdev(stx.Rdev_major, stx.Rdev_minor), Size: int64(stx.Size),
+		Blksize: int64(stx.Blksize), Blocks: int64(stx.Blocks),
+		Atim: syscall.Timespec{Sec: stx.Atime.Sec, Nsec: int64(stx.Atime.Nsec)},
+		Mtim: syscall.Timespec{Sec: stx.Mtime.Sec, Nsec: int64(stx.Mtime.Nsec)},
+		Ctim: syscall.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)},
+	}
+	a := s.attrOfStat(&st)
+	a.Gen = genOf(stx)
+	return a
+}
+
+// lstatFast is lstat through openat2 and statx; ok is false when the
+// kernel lacks openat2 (the caller uses os.Root).
+func (s *Server) lstatFast(p string) (r *wire.AttrReply, ok bool, err error) {
+	if !s.openat2 {
+		return nil, false, nil
+	}
+	stx, err := s.statBeneath(p)
+	if err != nil {
+		return nil, true, err
+	}
+	return &wire.AttrReply{Attr: s.attrOfStatx(stx)}, true, nil
+}
+
+// openParentFast opens the directory holding base for reading, resolved
+// beneath the export (see openParent); ok is false without openat2.
+func (s *Server) openParentFast(dir string) (f *os.File, ok bool, err error) {
+	if !s.openat2 {
+		return nil, false, nil
+	}
+	fd, err := s.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, true, err
+	}
+	return os.NewFile(uintptr(fd), dir), true, nil
+}
+
+// removeFast is remove (unlink or rmdir of p, cleaned) through openat2:
+// the parent resolved beneath the export (O_PATH: write and search
+// permission on it are what the kernel checks, as for a local unlink), one
+// statx for the type check and the link count, one unlinkat.
+func (s *Server) removeFast(p string, dir bool) error {
+	d, base := path.Split(p)
+	if base == "" || base == "." || base == ".." {
+		return fmt.Errorf("remove %q: %w", p, syscall.EINVAL)
+	}
+	dirfd := s.exportFd
+	if d != "" {
+		fd, err := s.openBeneath(d, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		dirfd = fd
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(dirfd, base, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_NLINK, &stx); err != nil {
+		return &os.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	isDir := stx.Mode&unix.S_IFMT == unix.S_IFDIR
+	switch {
+	case dir && !isDir:
+		return fmt.Errorf("rmdir %s: %w", p, syscall.ENOTDIR)
+	case !dir && isDir:
+		return fmt.Errorf("unlink %s: %w", p, syscall.EISDIR)
+	}
+	flags, op := 0, "unlink"
+	if dir {
+		flags, op = unix.AT_REMOVEDIR, "rmdir"
+	}
+	if err := unix.Unlinkat(dirfd, base, flags); err != nil {
+		if err == unix.EEXIST {
+			err = syscall.ENOTEMPTY
+		}
+		return &os.PathError{Op: op, Path: p, Err: err}
+	}
+	if !dir && stx.Nlink <= 1 {
+		s.versions.forget(stx.Ino)
+		s.cache.RemoveFile(stx.Ino)
+	}
+	return nil
+}
