@@ -29,6 +29,10 @@ type adapter struct {
 	// listingTTL is how long a listing's attributes answer READDIRPLUS
 	// lookups (readdir.go): the shorter of the attribute and entry timeouts.
 	listingTTL time.Duration
+	// dirScans counts the listing entries compared by dirHandle.entry
+	// beyond the one just handed out (tests: a big directory must not
+	// cost a scan of its listing per entry).
+	dirScans atomic.Int64
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become

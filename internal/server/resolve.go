@@ -90,15 +90,7 @@ func (s *Server) statBeneath(p string) (*unix.Statx_t, error) {
 // attrOfStatx is the wire attributes of a statx result, with its
 // generation and (for a regular file) its version.
 func (s *Server) attrOfStatx(stx *unix.Statx_t) wire.Attr {
-	st := syscall.Stat_t{
-		Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Nlink: uint64(stx.Nlink),
-		Mode: uint32(stx.Mode), Uid: stx.Uid, Gid: stx.Gid,
-		Rdev: unix.Mkdev(stx.Rdev_major, stx.Rdev_minor), Size: int64(stx.Size),
-		Blksize: int64(stx.Blksize), Blocks: int64(stx.Blocks),
-		Atim: syscall.Timespec{Sec: stx.Atime.Sec, Nsec: int64(stx.Atime.Nsec)},
-		Mtim: syscall.Timespec{Sec: stx.Mtime.Sec, Nsec: int64(stx.Mtime.Nsec)},
-		Ctim: syscall.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)},
-	}
+	st := statxStat(stx)
 	a := s.attrOfStat(&st)
 	a.Gen = genOf(stx)
 	return a
@@ -128,6 +120,18 @@ func (s *Server) openParentFast(dir string) (f *os.File, ok bool, err error) {
 		return nil, true, err
 	}
 	return os.NewFile(uintptr(fd), dir), true, nil
+}
+
+// openDirFile opens directory p (cleaned) for listing.
+func (s *Server) openDirFile(p string) (*os.File, error) {
+	if !s.openat2 {
+		return s.root.Open(p)
+	}
+	fd, err := s.openBeneath(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // removeFast is remove (unlink or rmdir of p, cleaned) through openat2:
