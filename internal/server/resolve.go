@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -120,6 +121,83 @@ func (s *Server) openParentFast(dir string) (f *os.File, ok bool, err error) {
 		return nil, true, err
 	}
 	return os.NewFile(uintptr(fd), dir), true, nil
+}
+
+// openFileBeneath is os.Root.OpenFile through openat2: flags as open(2),
+// mode's permission bits (with set-id and sticky) for a file it creates.
+func (s *Server) openFileBeneath(p string, flags int, mode uint32) (*os.File, error) {
+	how := unix.OpenHow{Flags: uint64(flags&validOpenFlags | unix.O_CLOEXEC), Resolve: resolveFlags}
+	if flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 {
+		how.Mode = uint64(mode & 0o7777)
+	}
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(s.exportFd, p, &how)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), p), nil
+		case err == unix.EINTR || (err == unix.EAGAIN && tries < 8):
+			continue
+		case err == unix.EXDEV:
+			err = syscall.EACCES
+		}
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+}
+
+// validOpenFlags are the open(2) flags openat2 accepts (the kernel's
+// VALID_OPEN_FLAGS). openat2 refuses any other bit where open(2) ignores
+// it, and a client's flags may carry some: the kernel's FMODE_EXEC of an
+// open for exec(2), which travels in FUSE's open flags.
+const validOpenFlags = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_TRUNC |
+	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_ASYNC | unix.O_DIRECT | unix.O_LARGEFILE |
+	unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NOATIME | unix.O_CLOEXEC | unix.O_PATH | unix.O_TMPFILE | unix.O_SYNC
+
+// lstatInfo is statBeneath as an os.FileInfo.
+func (s *Server) lstatInfo(p string) (os.FileInfo, error) {
+	stx, err := s.statBeneath(p)
+	if err != nil {
+		return nil, err
+	}
+	return statxInfo{name: path.Base(p), st: statxStat(stx)}, nil
+}
+
+// statxInfo is an os.FileInfo of a statx result.
+type statxInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (i statxInfo) Name() string       { return i.name }
+func (i statxInfo) Size() int64        { return i.st.Size }
+func (i statxInfo) ModTime() time.Time { return time.Unix(i.st.Mtim.Unix()) }
+func (i statxInfo) IsDir() bool        { return i.st.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+func (i statxInfo) Sys() any           { return &i.st }
+func (i statxInfo) Mode() os.FileMode {
+	m := os.FileMode(i.st.Mode & 0o777)
+	switch i.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= os.ModeDir
+	case syscall.S_IFLNK:
+		m |= os.ModeSymlink
+	case syscall.S_IFIFO:
+		m |= os.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		m |= os.ModeSocket
+	case syscall.S_IFCHR:
+		m |= os.ModeDevice | os.ModeCharDevice
+	case syscall.S_IFBLK:
+		m |= os.ModeDevice
+	}
+	if i.st.Mode&syscall.S_ISUID != 0 {
+		m |= os.ModeSetuid
+	}
+	if i.st.Mode&syscall.S_ISGID != 0 {
+		m |= os.ModeSetgid
+	}
+	if i.st.Mode&syscall.S_ISVTX != 0 {
+		m |= os.ModeSticky
+	}
+	return m
 }
 
 // openDirFile opens directory p (cleaned) for listing.
