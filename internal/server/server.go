@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/coord/directory"
@@ -137,9 +139,10 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
 	ownGroups            []uint32
-	digests              *digests     // block digests for forwards (directory policy)
-	drc                  *replyCache  // outcomes of the last writes (drc.go)
-	drcHits              atomic.Int64 // writes answered without applying them again
+	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
+	digests              *digests            // block digests for forwards (directory policy)
+	drc                  *replyCache         // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64        // writes answered without applying them again
 	xattrWarn            sync.Once
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
