@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,30 +25,45 @@ import (
 
 // Config configures a file server.
 type Config struct {
-	Export      string // the directory to export
-	BlockSize   int    // bytes per block; default 1 MiB
-	CacheSize   int64  // the server's memory block cache; default 256 MiB
-	ReadOnly    bool
-	Secret      []byte           // the cluster secret, used when Security is nil
-	Security    *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
-	Conns       wire.ConnLimits  // caps on connections and handshakes
-	Policy      string           // coordination policy: "none" (default) or "directory"
-	Directory   directory.Config // the directory policy's settings
-	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
+	Export    string // the directory to export
+	BlockSize int    // bytes per block; default 1 MiB
+	CacheSize int64  // the server's memory block cache; default 256 MiB
+	ReadOnly  bool
+	Secret    []byte           // the cluster secret, used when Security is nil
+	Security  *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	Conns     wire.ConnLimits  // caps on connections and handshakes
+	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
+	Directory directory.Config // the directory policy's settings
+	// DiscardCacheSize is the hints policy's discard cache in server
+	// memory (young master copies clients evicted by mistake); default
+	// DefaultDiscardCacheSize, rounded down to whole blocks.
+	DiscardCacheSize int64
+	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
 	// client's root is the anonymous user), "all" or "none".
 	Squash           string
 	AnonUID, AnonGID uint32 // the anonymous user; default 65534 (0 is taken as the default)
 	Limits           Limits // per-connection caps; zero fields take DefaultLimits
-	Logger           *slog.Logger
-	Metrics          *obs.Metrics
+	// CallbackTimeout is how long a callback break waits for a holder's
+	// ack before it disconnects the holder (callbacks.go); default 2s.
+	CallbackTimeout time.Duration
+	// MaxCallbacks is how many objects one client may hold callbacks on;
+	// past it all its callbacks are broken at once. Default 1<<20.
+	MaxCallbacks int
+	Logger       *slog.Logger
+	Metrics      *obs.Metrics
 }
 
 // Defaults.
 const (
 	DefaultBlockSize = 1 << 20
 	DefaultCacheSize = 256 << 20
-	MaxBlockSize     = 8 << 20
+	// DefaultDiscardCacheSize is the hints policy's discard cache.
+	DefaultDiscardCacheSize = 64 << 20
+	MaxBlockSize            = 8 << 20
+
+	DefaultCallbackTimeout = 2 * time.Second
+	DefaultMaxCallbacks    = 1 << 20
 )
 
 func (c *Config) setDefaults() {
@@ -60,6 +76,9 @@ func (c *Config) setDefaults() {
 	if c.Policy == "" {
 		c.Policy = "none"
 	}
+	if c.DiscardCacheSize == 0 {
+		c.DiscardCacheSize = DefaultDiscardCacheSize
+	}
 	if c.Squash == "" {
 		c.Squash = SquashRoot
 	}
@@ -71,6 +90,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
+	}
+	if c.CallbackTimeout == 0 {
+		c.CallbackTimeout = DefaultCallbackTimeout
+	}
+	if c.MaxCallbacks == 0 {
+		c.MaxCallbacks = DefaultMaxCallbacks
 	}
 	c.Limits.setDefaults()
 	if c.Logger == nil {
@@ -89,11 +114,17 @@ func (c *Config) validate() error {
 	if c.BlockSize < 4096 || c.BlockSize > MaxBlockSize || c.BlockSize&(c.BlockSize-1) != 0 {
 		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
 	}
-	if c.Policy != "none" && c.Policy != "directory" {
-		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	if !slices.Contains(Policies, c.Policy) {
+		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+	}
+	if c.DiscardCacheSize < 0 {
+		return fmt.Errorf("discard cache size %d is negative", c.DiscardCacheSize)
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
+	}
+	if c.CallbackTimeout < 0 || c.MaxCallbacks < 0 {
+		return fmt.Errorf("callback timeout %s / max callbacks %d: want positive values", c.CallbackTimeout, c.MaxCallbacks)
 	}
 	if err := c.Limits.validate(); err != nil {
 		return err
@@ -129,7 +160,9 @@ type Server struct {
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
-	coop        *coop        // the directory policy; nil under "none"
+	pol         policy       // the coordination policy (policy.go)
+	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
+	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
 	pins        *pins        // recently looked-up files (pins.go)
@@ -140,7 +173,7 @@ type Server struct {
 	switchCreds          bool
 	ownGroups            []uint32
 	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
-	digests              *digests            // block digests for forwards (directory policy)
+	digests              *digests            // block digests peers' blocks are checked against (directory and hints)
 	drc                  *replyCache         // outcomes of the last writes (drc.go)
 	drcHits              atomic.Int64        // writes answered without applying them again
 	xattrWarn            sync.Once
@@ -171,7 +204,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
 		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
-		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
+		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{}),
+		cbs: newCallbacks(cfg.Logger, cfg.CallbackTimeout, cfg.MaxCallbacks)}
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err
@@ -182,22 +216,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.exportFd = int(s.exportDir.Fd())
 	s.initResolve()
-	memCfg := mem.Config{Capacity: cfg.CacheSize}
-	var onChange func(uint64)
-	if cfg.Policy == "directory" {
-		s.digests = newDigests(DefaultDigestEntries)
-		if s.coop, err = newCoop(cfg.Directory); err != nil {
-			root.Close()
-			return nil, err
-		}
-		memCfg.OnEvict = func(id block.ID, _ block.Version) { s.coop.evicted(id) }
-		onChange = s.coop.fileChanged
-		if err := cfg.Metrics.Register(newCoopCollector(s.coop)); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("register directory metrics: %w", err)
-		}
+	if s.pol, err = newPolicy(s); err != nil {
+		root.Close()
+		return nil, err
 	}
-	s.versions = newVersions(s.bootID, onChange)
+	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) { s.pol.memEvicted(id) }}
+	s.versions = newVersions(s.bootID, s.pol.fileChanged)
 	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
@@ -329,14 +353,11 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	if s.coop != nil {
-		s.coop.joined(cl.id, c, cl.listen)
-	}
+	s.pol.joined(&cl, c)
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
-	if s.coop != nil {
-		s.coop.left(cl.id)
-	}
+	s.cbs.left(cl.id)
+	s.pol.left(&cl)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
