@@ -254,15 +254,15 @@ func (c *Conn) readLoop() {
 		case <-c.done:
 			return
 		}
-		if h.dataLen == 0 && c.cfg.Inline != nil && c.cfg.Inline(m) {
-			if !c.serveInline(h, m) {
-				return // another goroutine reads now
-			}
-			continue
-		}
 		n := c.reserve(h)
 		if n < 0 {
 			return
+		}
+		if h.dataLen == 0 && c.cfg.Inline != nil && c.cfg.Inline(m) {
+			if !c.serveInline(h, m, n) {
+				return // another goroutine reads now
+			}
+			continue
 		}
 		go c.serve(h, m, n)
 	}
@@ -297,14 +297,14 @@ func (c *Conn) deliver(id uint64, m Msg) {
 // serveInline serves a request on the read loop and reports whether this
 // goroutine is still the reader: if the request takes longer than
 // InlineStall, a fresh read loop is started and this one ends with it.
-func (c *Conn) serveInline(h header, m Msg) bool {
+func (c *Conn) serveInline(h header, m Msg, held int64) bool {
 	var state atomic.Int32 // 0 serving, 1 done, 2 reading handed over
 	t := time.AfterFunc(InlineStall, func() {
 		if state.CompareAndSwap(0, 2) {
 			go c.readLoop()
 		}
 	})
-	c.serve(h, m, 0)
+	c.serve(h, m, held)
 	t.Stop()
 	return state.CompareAndSwap(0, 1)
 }
