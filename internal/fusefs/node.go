@@ -33,6 +33,7 @@ type adapter struct {
 	// beyond the one just handed out (tests: a big directory must not
 	// cost a scan of its listing per entry).
 	dirScans atomic.Int64
+	umasks   umasks // the umask of each create in flight (umask.go)
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
