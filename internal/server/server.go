@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/coord/directory"
@@ -152,6 +154,8 @@ type Server struct {
 	root        *os.Root
 	exportAbs   string   // the export's absolute path
 	exportDir   *os.File // the export directory, for statx relative to it
+	exportFd    int      // exportDir's descriptor
+	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
 	versions    *versions
 	cache       *mem.Cache
@@ -168,9 +172,10 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
 	ownGroups            []uint32
-	digests              *digests     // block digests peers' blocks are checked against (directory and hints)
-	drc                  *replyCache  // outcomes of the last writes (drc.go)
-	drcHits              atomic.Int64 // writes answered without applying them again
+	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
+	digests              *digests            // block digests peers' blocks are checked against (directory and hints)
+	drc                  *replyCache         // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64        // writes answered without applying them again
 	xattrWarn            sync.Once
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
@@ -209,6 +214,8 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("open export: %w", err)
 	}
+	s.exportFd = int(s.exportDir.Fd())
+	s.initResolve()
 	if s.pol, err = newPolicy(s); err != nil {
 		root.Close()
 		return nil, err
@@ -332,6 +339,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		Inline:           inline,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
