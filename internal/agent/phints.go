@@ -60,8 +60,18 @@ type hintsClient struct {
 
 type digestKey struct{ file, version, index uint64 }
 
+// minHints is the least bound on the hints naming peers a client keeps
+// (hints.ClientConfig.MaxHints): 16 per cached block, at least this many.
+const minHints = 1 << 16
+
 // maxDigests bounds the digest table; past it the table restarts.
 const maxDigests = 1 << 16
+
+// hintsMinSize: files smaller than this and than one block are not worth a
+// hint hand-out on open (one round trip to the server either way; seed 001
+// found the coordination of small files costing more than their data).
+// Such opens do not make the client the file's last opener.
+const hintsMinSize = 64 << 10
 
 // hintsForwards bounds the master copies being forwarded at once; an
 // eviction past it drops the copy (the server still has the block).
@@ -96,7 +106,7 @@ func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 	defer h.mu.Unlock()
 	if list.You != 0 && (h.hc == nil || list.You != h.me) {
 		hc, err := hints.NewClient(hints.ClientConfig{ID: hints.ClientID(list.You), Boot: hints.BootID(h.boot),
-			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic})
+			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic, MaxHints: max(minHints, 16*h.blocks)})
 		if err != nil {
 			h.a.log.Warn("hints policy off: cannot make the state machine", "err", err)
 			return
@@ -138,8 +148,11 @@ func (h *hintsClient) opened(ctx context.Context, f *file) {
 		return
 	}
 	f.mu.Lock()
-	ino, v := f.attr.Ino, f.attr.Version
+	ino, v, size := f.attr.Ino, f.attr.Version, f.attr.Size
 	f.mu.Unlock()
+	if size < min(hintsMinSize, uint64(h.a.BlockSize())) || f.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return // the hand-out would cost what reading the file from the server does
+	}
 	r, err := f.call(ctx, func(hd uint64) wire.Msg { return &wire.HintsOpen{Handle: hd, File: ino, Version: v} }, true)
 	hr, ok := r.(*wire.HintsReply)
 	if err != nil || !ok {
