@@ -64,6 +64,9 @@ type digestKey struct{ file, version, index uint64 }
 // (hints.ClientConfig.MaxHints): 16 per cached block, at least this many.
 const minHints = 1 << 16
 
+// digestRun is how many blocks' digests a client asks for at once.
+const digestRun = 8
+
 // maxDigests bounds the digest table; past it the table restarts.
 const maxDigests = 1 << 16
 
@@ -325,21 +328,27 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 	sum, ok := h.digests[k]
 	h.mu.Unlock()
 	if !ok {
+		// Ask for a run: the reader of block i usually reads i+1 next.
 		h.stats.digestRequests.Add(1)
 		r, err := f.call(ctx, func(hd uint64) wire.Msg {
-			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v}
+			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v, Count: digestRun}
 		}, true)
 		dr, isRep := r.(*wire.HintsDigestRep)
-		if err != nil || !isRep || dr.Version != v || len(dr.Digest) == 0 {
+		if err != nil || !isRep || dr.Version != v {
 			return false
 		}
-		sum = dr.Digest
 		h.mu.Lock()
-		if len(h.digests) >= maxDigests {
+		if len(h.digests)+len(dr.Digests) > maxDigests {
 			clear(h.digests)
 		}
-		h.digests[k] = sum
+		for _, d := range dr.Digests {
+			h.digests[digestKey{id.File, v, d.Index}] = d.Digest
+		}
+		sum, ok = h.digests[k]
 		h.mu.Unlock()
+		if !ok {
+			return false
+		}
 	}
 	return wire.DigestMatches(data, sum)
 }
