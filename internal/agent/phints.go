@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -328,14 +329,31 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 	sum, ok := h.digests[k]
 	h.mu.Unlock()
 	if !ok {
-		// Ask for a run: the reader of block i usually reads i+1 next.
+		h.askDigests(ctx, f, id, v)
+		h.mu.Lock()
+		sum, ok = h.digests[k]
+		h.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return wire.DigestMatches(data, sum)
+}
+
+// askDigests asks the server for the digests of the aligned run of
+// digestRun blocks around id (the reader of block i reads i+1 next); the
+// fetches of one run, read ahead in parallel, share one request.
+func (h *hintsClient) askDigests(ctx context.Context, f *file, id block.ID, v uint64) {
+	first := id.Index - id.Index%digestRun
+	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(first, 10)
+	h.a.flights.Do(key, func() (any, error) {
 		h.stats.digestRequests.Add(1)
 		r, err := f.call(ctx, func(hd uint64) wire.Msg {
-			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v, Count: digestRun}
+			return &wire.HintsDigest{Handle: hd, File: id.File, Index: first, Version: v, Count: digestRun}
 		}, true)
 		dr, isRep := r.(*wire.HintsDigestRep)
 		if err != nil || !isRep || dr.Version != v {
-			return false
+			return nil, err
 		}
 		h.mu.Lock()
 		if len(h.digests)+len(dr.Digests) > maxDigests {
@@ -344,13 +362,9 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 		for _, d := range dr.Digests {
 			h.digests[digestKey{id.File, v, d.Index}] = d.Digest
 		}
-		sum, ok = h.digests[k]
 		h.mu.Unlock()
-		if !ok {
-			return false
-		}
-	}
-	return wire.DigestMatches(data, sum)
+		return nil, nil
+	})
 }
 
 func (h *hintsClient) dropHint(id block.ID) {
