@@ -43,8 +43,11 @@ type Config struct {
 	DiscardQueue   int           // directory policy: discard notification batch; default 400
 	NoDiscard      bool          // directory policy: send no discard notifications (for comparisons)
 	Disk           DiskConfig    // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	Logger         *slog.Logger
-	Metrics        *obs.Metrics
+	// NoCallbacks asks the server for no callbacks (callbacks.go): every
+	// lookup, getattr, listing and open then goes to the server.
+	NoCallbacks bool
+	Logger      *slog.Logger
+	Metrics     *obs.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +111,7 @@ type Agent struct {
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -122,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
@@ -143,7 +147,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		hello.Listen = ln.Addr().String()
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
-		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer)}
+		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
+		connected: a.cbs.connected, lost: a.cbs.lost}
+	if !cfg.NoCallbacks {
+		a.sess.register = register
+	}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {
 			ln.Close()
@@ -205,6 +213,9 @@ func (a *Agent) newPolicy(ctx context.Context, name string, ln net.Listener) (po
 func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	if _, ok := m.(*wire.Ping); ok {
 		return &wire.OK{}, nil
+	}
+	if m, ok := m.(*wire.CallbackBreak); ok {
+		return a.cbs.serveBreak(m), nil
 	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
 		return r, err

@@ -42,8 +42,14 @@ type Config struct {
 	Squash           string
 	AnonUID, AnonGID uint32 // the anonymous user; default 65534 (0 is taken as the default)
 	Limits           Limits // per-connection caps; zero fields take DefaultLimits
-	Logger           *slog.Logger
-	Metrics          *obs.Metrics
+	// CallbackTimeout is how long a callback break waits for a holder's
+	// ack before it disconnects the holder (callbacks.go); default 2s.
+	CallbackTimeout time.Duration
+	// MaxCallbacks is how many objects one client may hold callbacks on;
+	// past it all its callbacks are broken at once. Default 1<<20.
+	MaxCallbacks int
+	Logger       *slog.Logger
+	Metrics      *obs.Metrics
 }
 
 // Defaults.
@@ -53,6 +59,9 @@ const (
 	// DefaultDiscardCacheSize is the hints policy's discard cache.
 	DefaultDiscardCacheSize = 64 << 20
 	MaxBlockSize            = 8 << 20
+
+	DefaultCallbackTimeout = 2 * time.Second
+	DefaultMaxCallbacks    = 1 << 20
 )
 
 func (c *Config) setDefaults() {
@@ -80,6 +89,12 @@ func (c *Config) setDefaults() {
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
+	if c.CallbackTimeout == 0 {
+		c.CallbackTimeout = DefaultCallbackTimeout
+	}
+	if c.MaxCallbacks == 0 {
+		c.MaxCallbacks = DefaultMaxCallbacks
+	}
 	c.Limits.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -105,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
+	}
+	if c.CallbackTimeout < 0 || c.MaxCallbacks < 0 {
+		return fmt.Errorf("callback timeout %s / max callbacks %d: want positive values", c.CallbackTimeout, c.MaxCallbacks)
 	}
 	if err := c.Limits.validate(); err != nil {
 		return err
@@ -140,6 +158,7 @@ type Server struct {
 	handles     *handles
 	pol         policy       // the coordination policy (policy.go)
 	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
+	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
 	pins        *pins        // recently looked-up files (pins.go)
@@ -180,7 +199,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
 		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
-		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
+		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{}),
+		cbs: newCallbacks(cfg.Logger, cfg.CallbackTimeout, cfg.MaxCallbacks)}
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err
@@ -328,6 +348,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	s.pol.joined(&cl, c)
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
+	s.cbs.left(cl.id)
 	s.pol.left(&cl)
 	s.mu.Lock()
 	delete(s.conns, c)
