@@ -129,8 +129,8 @@ func TestHintsFollowed(t *testing.T) {
 	if hits, lookups := b.count(t, "coopfs_hints_hint_hits_total"), b.count(t, "coopfs_hints_lookups_total"); hits != 16 || lookups != 16 {
 		t.Errorf("hint hits %v of %v lookups, want 16 of 16", hits, lookups)
 	}
-	if n := b.count(t, "coopfs_hints_lookup_messages_total") / b.count(t, "coopfs_hints_lookups_total"); n != 2 {
-		t.Errorf("%v lookup messages per lookup, want 2", n)
+	if n := b.count(t, "coopfs_hints_lookup_messages_total") / b.count(t, "coopfs_hints_misses_total"); n != 2 {
+		t.Errorf("%v lookup messages per miss, want 2", n)
 	}
 	if n := b.count(t, "coopfs_hints_digest_requests_total"); n != 2 {
 		t.Errorf("second reader asked for digests %v times, want 2 (runs of 8 blocks)", n)

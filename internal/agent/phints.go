@@ -202,6 +202,7 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 	if hc == nil {
 		return f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	}
+	h.stats.misses.Add(1)
 	if r.StaleHint {
 		h.stats.stale.Add(1)
 	}
@@ -210,6 +211,7 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 			return br, nil
 		}
 	}
+	h.stats.lookupMessages.Add(2) // the request to the server and its answer
 	br, err := f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	if err != nil || len(br.Data) == 0 {
 		return br, err
@@ -608,7 +610,7 @@ func (h *hintsClient) serveServer(_ context.Context, m wire.Msg) (wire.Msg, erro
 
 // hintsStats are the client's hints counters (phints_metrics.go).
 type hintsStats struct {
-	lookups, hintHits, chainHits, redirects, lookupMessages atomic.Uint64
+	misses, lookups, hintHits, chainHits, redirects, lookupMessages atomic.Uint64
 	stale, holderFailures, badBlocks, digestRequests        atomic.Uint64
 	imported, lookupsServed, served                         atomic.Uint64
 	forwards, forwardFailures, forwardsSkipped              atomic.Uint64

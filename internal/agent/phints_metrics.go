@@ -14,11 +14,12 @@ var hintsClientMetrics = []struct {
 	name, help string
 	val        func(s *hintsStats) *atomic.Uint64
 }{
+	{"coopfs_hints_misses_total", "Local misses (memory and disk) the hints policy looked up.", func(s *hintsStats) *atomic.Uint64 { return &s.misses }},
 	{"coopfs_hints_lookups_total", "Local misses sent to a peer by a hint.", func(s *hintsStats) *atomic.Uint64 { return &s.lookups }},
 	{"coopfs_hints_hint_hits_total", "Lookups the hinted holder served (the hint was correct).", func(s *hintsStats) *atomic.Uint64 { return &s.hintHits }},
 	{"coopfs_hints_chain_hits_total", "Lookups served by a holder reached by following holders' hints.", func(s *hintsStats) *atomic.Uint64 { return &s.chainHits }},
 	{"coopfs_hints_redirects_total", "Holders that answered a lookup with their own hint.", func(s *hintsStats) *atomic.Uint64 { return &s.redirects }},
-	{"coopfs_hints_lookup_messages_total", "Lookup messages (requests and answers between clients).", func(s *hintsStats) *atomic.Uint64 { return &s.lookupMessages }},
+	{"coopfs_hints_lookup_messages_total", "Lookup messages: requests and answers to peers and to the server for local misses (per miss: 2 for a correct hint or a direct server read, 2 more per holder visited; the simulator's count).", func(s *hintsStats) *atomic.Uint64 { return &s.lookupMessages }},
 	{"coopfs_hints_stale_total", "Hints dropped: their holder left, failed or restarted (boot id), or had no address.", func(s *hintsStats) *atomic.Uint64 { return &s.stale }},
 	{"coopfs_hints_holder_failures_total", "Hinted holders that did not answer (marked failed until heard from).", func(s *hintsStats) *atomic.Uint64 { return &s.holderFailures }},
 	{"coopfs_hints_bad_blocks_total", "Blocks peers sent that failed the version or SHA-256 check (read from the server).", func(s *hintsStats) *atomic.Uint64 { return &s.badBlocks }},

@@ -64,7 +64,7 @@ func newHintsPolicy(s *Server) (policy, error) {
 	s.digests = newDigests(DefaultDigestEntries)
 	p := &hintsPolicy{s: s, timeout: HintsExportTimeout, discard: make(map[block.ID]discarded),
 		members: make(map[uint32]*hintsMember), ids: make(map[string]uint32), byConn: make(map[uint32]uint32)}
-	blocks := int(s.cfg.DiscardCacheSize / int64(s.cfg.BlockSize))
+	blocks := int(max(0, s.cfg.DiscardCacheSize) / int64(s.cfg.BlockSize))
 	hs, err := hints.NewServer(hints.ServerConfig{MemoryBlocks: blocks, Memory: hints.MemoryDiscard,
 		Watch: func(b block.ID, in bool) {
 			if !in {
