@@ -611,8 +611,8 @@ func (h *hintsClient) serveServer(_ context.Context, m wire.Msg) (wire.Msg, erro
 // hintsStats are the client's hints counters (phints_metrics.go).
 type hintsStats struct {
 	misses, lookups, hintHits, chainHits, redirects, lookupMessages atomic.Uint64
-	stale, holderFailures, badBlocks, digestRequests        atomic.Uint64
-	imported, lookupsServed, served                         atomic.Uint64
-	forwards, forwardFailures, forwardsSkipped              atomic.Uint64
-	forwardsReceived, discards                              atomic.Uint64
+	stale, holderFailures, badBlocks, digestRequests                atomic.Uint64
+	imported, lookupsServed, served                                 atomic.Uint64
+	forwards, forwardFailures, forwardsSkipped                      atomic.Uint64
+	forwardsReceived, discards                                      atomic.Uint64
 }
