@@ -193,9 +193,14 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 	var r hints.Route
 	if hc != nil {
 		r = hc.Read(now(), id, block.Version(v))
-		if r.Kind == hints.RouteLocal { // the memory tier lost it behind our back
-			hc.Drop(id)
-			r = hc.Read(now(), id, block.Version(v))
+		if r.Kind == hints.RouteLocal {
+			// The state machine has a copy the tiers do not serve at v: a
+			// newer version (an older open reads), or one the memory tier
+			// lost behind its back, which it forgets.
+			if _, held := h.a.cache.Peek(id); !held {
+				hc.Drop(id)
+			}
+			r = hints.Route{Kind: hints.RouteServer}
 		}
 	}
 	h.mu.Unlock()
@@ -482,7 +487,13 @@ func (h *hintsClient) serveRead(m *wire.HintsRead) *wire.HintsBlock {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r.Kind == hints.RouteLocal { // the state machine had it, the tiers no longer: forget it, follow the hint
+	if r.Kind == hints.RouteLocal {
+		if _, held := h.a.cache.Peek(id); held {
+			// A copy of another version (a newer one: the requester's open
+			// is older): not for this request; the server serves it.
+			return &wire.HintsBlock{Kind: wire.HintsServer, Holder: me, Boot: h.boot}
+		}
+		// The state machine had it, the tiers no longer: forget it, follow the hint.
 		h.hc.Drop(id)
 		r = h.hc.ServeRequest(now(), id, v, hints.ClientID(m.From), int(m.Hops))
 	}
