@@ -494,6 +494,7 @@ func (h *hintsClient) serveRead(m *wire.HintsRead) *wire.HintsBlock {
 			return &wire.HintsBlock{Kind: wire.HintsServer, Holder: me, Boot: h.boot}
 		}
 		// The state machine had it, the tiers no longer: forget it, follow the hint.
+		h.stats.lost.Add(1)
 		h.hc.Drop(id)
 		r = h.hc.ServeRequest(now(), id, v, hints.ClientID(m.From), int(m.Hops))
 	}
@@ -626,4 +627,5 @@ type hintsStats struct {
 	imported, lookupsServed, served                                 atomic.Uint64
 	forwards, forwardFailures, forwardsSkipped                      atomic.Uint64
 	forwardsReceived, discards                                      atomic.Uint64
+	lost                                                            atomic.Uint64
 }
