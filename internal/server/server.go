@@ -35,8 +35,8 @@ type Config struct {
 	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
 	Directory directory.Config // the directory policy's settings
 	// DiscardCacheSize is the hints policy's discard cache in server
-	// memory (young master copies clients evicted by mistake); default
-	// DefaultDiscardCacheSize, rounded down to whole blocks.
+	// memory (young master copies clients evicted by mistake), rounded down
+	// to whole blocks; 0 takes DefaultDiscardCacheSize, negative means none.
 	DiscardCacheSize int64
 	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
@@ -116,9 +116,6 @@ func (c *Config) validate() error {
 	}
 	if !slices.Contains(Policies, c.Policy) {
 		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
-	}
-	if c.DiscardCacheSize < 0 {
-		return fmt.Errorf("discard cache size %d is negative", c.DiscardCacheSize)
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
