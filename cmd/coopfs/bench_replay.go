@@ -44,6 +44,7 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	warmup := fs.Int("warmup", 0, "accesses played first and not counted")
 	serverLink := fs.String("server-link", replay.DefaultLink, "server link rate (tc units)")
 	clientLink := fs.String("client-link", replay.DefaultLink, "client link rate (tc units)")
+	parallel := fs.Bool("parallel", false, "play the counted accesses with every client at once (each in its trace order) instead of one at a time")
 	keep := fs.Bool("keep", false, "keep the run directory (logs)")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
 	var out benchOutput
@@ -95,7 +96,7 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	r, err := replay.Run(ctx, replay.Config{Workload: w, MaxAccesses: *accesses, Policies: ps,
 		BlockSize: int64(blockSize), ClientCache: int64(clientCache), ServerCache: int64(serverCache),
-		WarmUp: *warmup, Seed: *seed, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
+		WarmUp: *warmup, Parallel: *parallel, Seed: *seed, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
 		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

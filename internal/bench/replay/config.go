@@ -38,6 +38,12 @@ type Config struct {
 	// WarmUp accesses are played but not counted (as sim.Params.WarmUp;
 	// ignored when the trace is no longer).
 	WarmUp int
+	// Parallel plays the counted accesses with one goroutine per client
+	// (each in its trace order, as fast as the cluster answers) instead of
+	// one access at a time in trace order: the server link then carries
+	// every client's misses at once, as in an office at its busiest. Hit
+	// ratios may drift from the simulator's (the interleaving differs).
+	Parallel bool
 	// Seed seeds the simulated algorithms.
 	Seed int64
 	// ServerLink and ClientLink are the testbed's tc rates.
@@ -116,7 +122,7 @@ func isKnown(p string) bool {
 func simAlgorithm(policy string) string {
 	switch policy {
 	case "none":
-		return "baseline"
+		return "nfs"
 	case "directory":
 		return "directory"
 	}

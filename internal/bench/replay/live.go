@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,39 +84,25 @@ func (p *player) play(ctx context.Context) (*liveRun, error) {
 	if p.cfg.WarmUp > 0 && len(p.t.accesses) > p.cfg.WarmUp {
 		warm = p.cfg.WarmUp
 	}
-	var err error
-	if warm == 0 {
-		if res.before, err = p.cl.Scrape(ctx); err != nil {
-			return nil, err
-		}
-	}
 	prog := newProgress(p.cfg.Progress, len(p.t.accesses))
+	// The warm-up is played in trace order in any case.
+	if err := p.playSeq(ctx, p.t.accesses[:warm], 0, nil, prog); err != nil {
+		return nil, err
+	}
+	p.closeAll() // the counted part starts with every file closed
+	var err error
+	if res.before, err = p.cl.Scrape(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	for i, a := range p.t.accesses {
-		if i == warm && warm > 0 {
-			p.closeAll() // the counted part starts with every file closed
-			if res.before, err = p.cl.Scrape(ctx); err != nil {
-				return nil, err
-			}
-			start = time.Now()
-		}
-		if i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			prog.set(i)
-		}
-		d, err := p.access(a, res)
-		if err != nil {
-			return nil, fmt.Errorf("replay: access %d (%s): %w", i+1, sim.FormatAccess(a), err)
-		}
-		if i >= warm {
-			res.accesses++
-			if a.Op == sim.OpRead {
-				res.reads++
-				res.readTime += d
-			}
-		}
+	counted := p.t.accesses[warm:]
+	if p.cfg.Parallel {
+		err = p.playParallel(ctx, counted, warm, res, prog)
+	} else {
+		err = p.playSeq(ctx, counted, warm, res, prog)
+	}
+	if err != nil {
+		return nil, err
 	}
 	p.closeAll()
 	prog.done(len(p.t.accesses))
@@ -125,12 +113,92 @@ func (p *player) play(ctx context.Context) (*liveRun, error) {
 	return res, err
 }
 
+// playSeq plays accesses one at a time in order (the first is access
+// number first+1 of the trace); res, if not nil, counts them.
+func (p *player) playSeq(ctx context.Context, as []sim.Access, first int, res *liveRun, prog *progress) error {
+	for i, a := range as {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			prog.set(first + i)
+		}
+		d, err := p.access(a, p.buf, res)
+		if err != nil {
+			return fmt.Errorf("replay: access %d (%s): %w", first+i+1, sim.FormatAccess(a), err)
+		}
+		res.count(a, d)
+	}
+	return nil
+}
+
+// playParallel plays each client's accesses in its own goroutine, in the
+// order of the trace for that client, as fast as the cluster answers
+// (closed-loop clients): the links and the server see the load of all
+// clients at once.
+func (p *player) playParallel(ctx context.Context, as []sim.Access, first int, res *liveRun, prog *progress) error {
+	per := make([][]int, p.t.clients)
+	for i, a := range as {
+		per[a.Client] = append(per[a.Client], i)
+	}
+	var mu sync.Mutex
+	var done atomic.Int64
+	errs := make([]error, p.t.clients)
+	var wg sync.WaitGroup
+	for c, idx := range per {
+		wg.Go(func() {
+			buf := workload.AlignedBuf(int(p.cfg.BlockSize))
+			mine := &liveRun{}
+			for k, i := range idx {
+				if k%64 == 0 {
+					if errs[c] = ctx.Err(); errs[c] != nil {
+						return
+					}
+					prog.set(first + int(done.Load()))
+				}
+				d, err := p.access(as[i], buf, mine)
+				if err != nil {
+					errs[c] = fmt.Errorf("replay: access %d (%s): %w", first+i+1, sim.FormatAccess(as[i]), err)
+					return
+				}
+				mine.count(as[i], d)
+				done.Add(1)
+			}
+			mu.Lock()
+			res.add(mine)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// count records one played access (nil: not counted).
+func (r *liveRun) count(a sim.Access, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.accesses++
+	if a.Op == sim.OpRead {
+		r.reads++
+		r.readTime += d
+	}
+}
+
+func (r *liveRun) add(o *liveRun) {
+	r.accesses += o.accesses
+	r.reads += o.reads
+	r.readTime += o.readTime
+	r.bad += o.bad
+}
+
 func (p *player) path(client int, id uint64) string {
 	return filepath.Join(p.cl.Mounts[client].Dir, fileName(id))
 }
 
 // access plays one access and returns a read's duration.
-func (p *player) access(a sim.Access, res *liveRun) (time.Duration, error) {
+// Each client's files are touched only by that client's goroutine.
+func (p *player) access(a sim.Access, buf []byte, res *liveRun) (time.Duration, error) {
 	switch a.Op {
 	case sim.OpOpen:
 		_, err := p.open(a.Client, a.File, false)
@@ -141,12 +209,12 @@ func (p *player) access(a sim.Access, res *liveRun) (time.Duration, error) {
 			return 0, err
 		}
 		t0 := time.Now()
-		n, err := f.ReadAt(p.buf, int64(a.Block)*p.cfg.BlockSize)
+		n, err := f.ReadAt(buf, int64(a.Block)*p.cfg.BlockSize)
 		d := time.Since(t0)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return 0, err
 		}
-		if n > 0 && !checkBlock(p.buf[:n], a.File, a.Block) {
+		if n > 0 && !checkBlock(buf[:n], a.File, a.Block) && res != nil {
 			res.bad++
 		}
 		return d, nil
@@ -155,8 +223,8 @@ func (p *player) access(a sim.Access, res *liveRun) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		fillBlock(p.buf, a.File, a.Block)
-		_, err = f.WriteAt(p.buf, int64(a.Block)*p.cfg.BlockSize)
+		fillBlock(buf, a.File, a.Block)
+		_, err = f.WriteAt(buf, int64(a.Block)*p.cfg.BlockSize)
 		return 0, err
 	case sim.OpClose:
 		return 0, p.close(a.Client, a.File)
@@ -222,6 +290,7 @@ func (p *player) closeAll() {
 
 // progress prints "label: i of n accesses" at most once a second.
 type progress struct {
+	mu    sync.Mutex
 	w     io.Writer
 	n     int
 	start time.Time
@@ -234,6 +303,8 @@ func newProgress(w io.Writer, n int) *progress {
 }
 
 func (p *progress) set(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if time.Since(p.last) < time.Second {
 		return
 	}

@@ -58,7 +58,8 @@ func fromSim(m sim.Metrics) Side {
 // messages) or at every sender (lookup messages). Types the seam's hints
 // policy adds are recognised by name (hint, peer read).
 var (
-	consistencyTypes = map[string]bool{"Open": true, "OpenReply": true, "Release": true}
+	consistencyTypes = map[string]bool{"Open": true, "OpenReply": true, "Release": true, "ReleaseBatch": true,
+		"GetAttr": true, "AttrReply": true, "CallbackRegister": true, "CallbackBreak": true}
 	replacementTypes = map[string]bool{"Discard": true}
 	missPathTypes    = map[string]bool{"ReadBlock": true, "BlockReply": true, "Forward": true, "PeerData": true, "PeerNack": true}
 )

@@ -113,7 +113,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "%s live: %s\n", row.Policy, row.LiveUnavailable)
 		}
 	}
-	b.WriteString("sim: the simulator's cost model (seed 002 latencies); live: preads through the mounts, one at a time in trace order.\n")
+	b.WriteString("sim: the simulator's cost model (seed 002 latencies), accesses one at a time; live: preads through the mounts, ")
+	if r.Mode == "parallel" {
+		b.WriteString("every client at once (each in its trace order).\n")
+	} else {
+		b.WriteString("one at a time in trace order.\n")
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}

@@ -18,21 +18,25 @@ const simSpacing = 100 * time.Millisecond
 
 // Report is a replay's outcome: one row per policy.
 type Report struct {
-	Workload    string    `json:"workload"`
-	Accesses    int       `json:"accesses"`
-	Reads       int       `json:"reads"`
-	Clients     int       `json:"clients"`
-	Files       int       `json:"files"`
-	DataBytes   int64     `json:"data_bytes"`
-	BlockSize   int64     `json:"block_size"`
-	ClientCache int64     `json:"client_cache"`
-	ServerCache int64     `json:"server_cache"`
-	WarmUp      int       `json:"warmup_accesses"`
-	ServerLink  string    `json:"server_link"`
-	ClientLink  string    `json:"client_link"`
-	Started     time.Time `json:"started"`
-	Rows        []*Row    `json:"rows"`
-	Notes       []string  `json:"notes,omitempty"`
+	Workload    string `json:"workload"`
+	Accesses    int    `json:"accesses"`
+	Reads       int    `json:"reads"`
+	Clients     int    `json:"clients"`
+	Files       int    `json:"files"`
+	DataBytes   int64  `json:"data_bytes"`
+	BlockSize   int64  `json:"block_size"`
+	ClientCache int64  `json:"client_cache"`
+	ServerCache int64  `json:"server_cache"`
+	WarmUp      int    `json:"warmup_accesses"`
+	// Mode is how the live replay played the counted accesses:
+	// "sequential" (one at a time in trace order) or "parallel" (one
+	// closed-loop player per client).
+	Mode       string    `json:"mode"`
+	ServerLink string    `json:"server_link"`
+	ClientLink string    `json:"client_link"`
+	Started    time.Time `json:"started"`
+	Rows       []*Row    `json:"rows"`
+	Notes      []string  `json:"notes,omitempty"`
 }
 
 // Row is one policy, simulated and live.
@@ -69,7 +73,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Workload: t.name, Accesses: len(t.accesses), Reads: t.reads, Clients: t.clients,
 		Files: len(t.blocks), DataBytes: t.bytes(cfg.BlockSize), BlockSize: cfg.BlockSize,
 		ClientCache: cfg.ClientCache, ServerCache: cfg.ServerCache, ServerLink: cfg.ServerLink,
-		ClientLink: cfg.ClientLink, Started: time.Now()}
+		ClientLink: cfg.ClientLink, Started: time.Now(), Mode: "sequential"}
+	if cfg.Parallel {
+		rep.Mode = "parallel"
+	}
 	if cfg.WarmUp > 0 && len(t.accesses) > cfg.WarmUp {
 		rep.WarmUp = cfg.WarmUp
 	}
