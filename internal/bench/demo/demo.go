@@ -114,6 +114,9 @@ func (r *Result) Verified() bool {
 // side) and the loopback demo (Run) elsewhere, saying why in one line.
 func RunAuto(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{}
+	if err := cfg.validateHosts(); err != nil {
+		return nil, err
+	}
 	why := ""
 	if cfg.Loopback {
 		why = "asked for (--loopback)"
@@ -124,9 +127,6 @@ func RunAuto(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.hostDefaults()
 		cfg.setDefaults()
 		if err := cfg.validate(); err != nil {
-			return nil, err
-		}
-		if err := cfg.validateHosts(); err != nil {
 			return nil, err
 		}
 		h, err := runHosts(ctx, cfg)

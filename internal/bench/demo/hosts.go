@@ -13,6 +13,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/bench/cluster"
 	"github.com/coopfs/coopfs/internal/bench/nscluster"
+	"github.com/coopfs/coopfs/internal/bench/testbed"
 	"github.com/coopfs/coopfs/internal/bench/workload"
 	"github.com/coopfs/coopfs/internal/obs"
 )
@@ -123,6 +124,11 @@ func (c *Config) validateHosts() error {
 		case "none", "directory", "hints":
 		default:
 			return fmt.Errorf("--policies: %q: want none, directory or hints", p)
+		}
+	}
+	for _, l := range []struct{ flag, rate string }{{"--server-link", c.ServerLink}, {"--client-link", c.ClientLink}} {
+		if _, err := testbed.ParseRate(l.rate); err != nil {
+			return fmt.Errorf("%s: %w", l.flag, err)
 		}
 	}
 	if c.Clients > 32 {
