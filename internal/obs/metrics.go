@@ -42,6 +42,9 @@ const (
 	MetricBytesIn   = "coopfs_bytes_in_total"   // label peer_kind
 	MetricBytesOut  = "coopfs_bytes_out_total"  // label peer_kind
 	MetricMessages  = "coopfs_messages_total"   // labels type, dir
+	// MetricMessageBytes is the bytes of those messages (frames included),
+	// so that a benchmark can tell control traffic from block data.
+	MetricMessageBytes = "coopfs_message_bytes_total" // labels type, dir
 )
 
 // Metrics is one process's counters and the registry they live on. Each
@@ -60,6 +63,7 @@ type Metrics struct {
 	BytesIn   *prometheus.CounterVec // bytes received, by peer_kind
 	BytesOut  *prometheus.CounterVec // bytes sent, by peer_kind
 	Messages  *prometheus.CounterVec // protocol messages, by type and dir
+	MsgBytes  *prometheus.CounterVec // bytes of those messages, by type and dir
 
 	// Counters bound at construction for the known label values, so the
 	// hot paths skip the label lookup. Read-only after NewMetrics.
@@ -88,8 +92,11 @@ func NewMetrics() *Metrics {
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricMessages, Help: "Protocol messages, by message type and direction (in, out).",
 		}, []string{"type", "dir"}),
+		MsgBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricMessageBytes, Help: "Bytes of protocol messages (frames included), by message type and direction (in, out).",
+		}, []string{"type", "dir"}),
 	}
-	m.reg.MustRegister(m.Reads, m.ReadBytes, m.BytesIn, m.BytesOut, m.Messages,
+	m.reg.MustRegister(m.Reads, m.ReadBytes, m.BytesIn, m.BytesOut, m.Messages, m.MsgBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.layers = map[string][2]prometheus.Counter{}
 	for _, l := range []string{LayerLocalMemory, LayerLocalDisk, LayerPeer, LayerServerMemory, LayerServerDisk} {
@@ -149,3 +156,10 @@ func (m *Metrics) CountOut(kind string, n int) {
 
 // CountMessage counts one message of type typ in direction dir (DirIn, DirOut).
 func (m *Metrics) CountMessage(typ, dir string) { m.Messages.WithLabelValues(typ, dir).Inc() }
+
+// CountMessageBytes counts one message of type typ and n bytes in direction
+// dir: the message counter and the byte counter.
+func (m *Metrics) CountMessageBytes(typ, dir string, n int) {
+	m.Messages.WithLabelValues(typ, dir).Inc()
+	m.MsgBytes.WithLabelValues(typ, dir).Add(float64(n))
+}
