@@ -34,6 +34,13 @@ type Side struct {
 	// cost model (seed 002 table 5.2 latencies), live the time of each
 	// pread through the mount. Compare each side's ratio to none's.
 	AvgReadMs float64 `json:"avg_read_ms"`
+	// CoopBytes is the bytes of cooperation's control messages (live
+	// only: forwards, negative replies, discard notifications, hint
+	// hand-outs, hinted lookups, best-guess forwards and age exchanges,
+	// digest checks); CoopOverheadPct is them over what the links could
+	// carry during the counted part of the run (Report.overhead).
+	CoopBytes       float64 `json:"coop_bytes,omitempty"`
+	CoopOverheadPct float64 `json:"coop_overhead_pct_of_links,omitempty"`
 	// ServerBytesOut is what the server sent (live only).
 	ServerBytesOut float64 `json:"server_bytes_out,omitempty"`
 	// Extra holds raw counts worth seeing (live: per message type).
@@ -55,21 +62,25 @@ func fromSim(m sim.Metrics) Side {
 }
 
 // Message types by their role, as counted at the server (manager
-// messages) or at every sender (lookup messages). Types the seam's hints
-// policy adds are recognised by name (hint, peer read).
+// messages) or at every sender (lookup messages, cooperation's control
+// traffic).
 var (
 	consistencyTypes = map[string]bool{"Open": true, "OpenReply": true, "Release": true, "ReleaseBatch": true,
-		"GetAttr": true, "AttrReply": true, "CallbackRegister": true, "CallbackBreak": true}
-	replacementTypes = map[string]bool{"Discard": true}
-	missPathTypes    = map[string]bool{"ReadBlock": true, "BlockReply": true, "Forward": true, "PeerData": true, "PeerNack": true}
+		"GetAttr": true, "AttrReply": true, "CallbackRegister": true, "CallbackBreak": true,
+		// hints: the hand-out on open, the peer list, the digest check of
+		// peer-served blocks.
+		"HintsOpen": true, "HintsReply": true, "HintsExport": true, "HintsPeers": true,
+		"HintsDigest": true, "HintsDigestRep": true}
+	replacementTypes = map[string]bool{"Discard": true, "HintsDiscard": true}
+	missPathTypes    = map[string]bool{"ReadBlock": true, "BlockReply": true, "Forward": true, "PeerData": true,
+		"PeerNack": true, "HintsRead": true, "HintsBlock": true}
+	// coopControlTypes exist only because clients cooperate and do not
+	// carry the block a reader asked for (HintsForward carries an evicted
+	// block: replacement traffic, counted as overhead too).
+	coopControlTypes = map[string]bool{"Forward": true, "PeerNack": true, "Discard": true,
+		"HintsPeers": true, "HintsOpen": true, "HintsReply": true, "HintsExport": true, "HintsRead": true,
+		"HintsForward": true, "HintsForwardAck": true, "HintsDiscard": true, "HintsDigest": true, "HintsDigestRep": true}
 )
-
-// isHintType says whether a message type belongs to the hints policy's
-// lookup path (requests to a hinted peer and their replies).
-func isHintType(t string) bool {
-	l := strings.ToLower(t)
-	return strings.Contains(l, "hint") || strings.HasPrefix(l, "peerread") || strings.HasPrefix(l, "peerrequest")
-}
 
 func diff(a, b obs.Samples, name, key string, match map[string]string) map[string]float64 {
 	out := b.SumBy(name, key, match)
@@ -127,8 +138,6 @@ func fromLive(policy string, r *liveRun) Side {
 			cons += v
 		case (t == "BlockReply" || t == "Forward") && policy == "directory":
 			look += v
-		case isHintType(t):
-			cons += v // hints handed out on open
 		}
 	}
 	if r.accesses > 0 {
@@ -150,7 +159,7 @@ func fromLive(policy string, r *liveRun) Side {
 		sent[t] += v
 	}
 	for t, v := range sent {
-		if missPathTypes[t] || isHintType(t) {
+		if missPathTypes[t] {
 			path += v
 		}
 		if v != 0 {
@@ -160,11 +169,33 @@ func fromLive(policy string, r *liveRun) Side {
 	if misses := remote; misses > 0 {
 		s.LookupMsgsPerMiss = path / misses
 	}
-	s.HintCorrectness = liveHintCorrectness(r)
 	for _, k := range hintCounterNames(r.after) {
 		s.Extra[k] = sumAll(r.after, k) - sumAll(r.before, k)
 	}
+	if look := s.Extra["coopfs_hints_lookups_total"]; look > 0 {
+		// The simulator's hint correctness: hinted lookups that found the
+		// block at a client, the hinted one or one its hint led to.
+		c := (s.Extra["coopfs_hints_hint_hits_total"] + s.Extra["coopfs_hints_chain_hits_total"]) / look
+		s.HintCorrectness = &c
+	}
+	s.CoopBytes = coopBytes(r)
 	return s
+}
+
+// coopBytes sums the bytes of cooperation's control messages, each counted
+// once at its sender.
+func coopBytes(r *liveRun) float64 {
+	var n float64
+	all := append([]obs.Samples{r.after.Server}, r.after.Clients...)
+	base := append([]obs.Samples{r.before.Server}, r.before.Clients...)
+	for i := range all {
+		for t, v := range diff(base[i], all[i], obs.MetricMessageBytes, "type", map[string]string{"dir": obs.DirOut}) {
+			if coopControlTypes[t] {
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // hintCounterNames lists counters whose name mentions hints.
@@ -191,10 +222,4 @@ func sumAll(c nscluster.Counters, name string) float64 {
 		v += ss.Sum(name, nil)
 	}
 	return v
-}
-
-// liveHintCorrectness reads the hints policy's own counters, when the
-// processes export them: hinted lookups and those that found the block.
-func liveHintCorrectness(r *liveRun) *float64 {
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/bench/nscluster"
+	"github.com/coopfs/coopfs/internal/bench/testbed"
 	"github.com/coopfs/coopfs/internal/sim"
 	"github.com/coopfs/coopfs/internal/sim/study"
 )
@@ -50,6 +51,20 @@ type Row struct {
 	LiveUnavailable string  `json:"live_unavailable,omitempty"`
 	BadReads        int64   `json:"bad_reads"`
 	LiveSeconds     float64 `json:"live_seconds"`
+}
+
+// overheadPct is bytes over what the links carry in d: every message
+// leaves one host's link and enters another's, so its bytes over the sum of
+// the links' rates (each direction counted once) is the average share of a
+// link it took.
+func overheadPct(bytes float64, d time.Duration, serverLink, clientLink string, clients int) float64 {
+	s, _ := testbed.ParseRate(serverLink)
+	c, _ := testbed.ParseRate(clientLink)
+	capBits := float64(s) + float64(clients)*float64(c)
+	if capBits == 0 || d <= 0 {
+		return 0
+	}
+	return 100 * bytes * 8 / (capBits * d.Seconds())
 }
 
 // Unavailable says why live replays cannot run here, or nil.
@@ -126,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		ls := fromLive(policy, live)
+		ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
 		row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
 		if live.bad > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d reads returned another block's data", policy, live.bad))
