@@ -37,8 +37,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	keep := fs.Bool("keep", false, "keep the data set and the process logs (the path is printed)")
 	library := fs.Bool("library", false, "loopback: use the client library even where FUSE works")
 	logLevel := fs.String("log-level", "warn", "launcher log level: debug, info, warn or error")
+	binary := fs.String("binary", "", "") // hidden: the coopfs binary of serve and mount (default: this one), to compare builds
 	var out benchOutput
 	out.register(fs)
+	hideFlags(fs, stderr, "[flags]", "binary")
 	fs.Lookup("out").Usage = "write demo.json, demo.txt and the plot demo.png/.svg (testbed) to DIR"
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -64,7 +66,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	res, err := demo.RunAuto(ctx, demo.Config{Clients: *clients, Files: *files, FileSize: int64(fileSize), Policy: *policy,
 		Policies: ps, ServerLink: *serverLink, ClientLink: *clientLink, Loopback: *loopback,
-		Keep: *keep, ForceLibrary: *library, Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
+		Keep: *keep, ForceLibrary: *library, Binary: *binary, Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if res != nil && (res.Hosts != nil || res.Loopback != nil) {
 		fmt.Fprintln(stdout)
 		plot := func(paths ...string) error { return res.Plot(paths...) }

@@ -30,9 +30,16 @@ type liveRun struct {
 
 // serverArgs are serve's flags for policy.
 func (c *Config) serverArgs(policy string) []string {
-	args := []string{"--policy", policy, "--block-size", strconv.FormatInt(c.BlockSize, 10),
-		"--cache-size", strconv.FormatInt(c.ServerCache, 10)}
-	return args
+	cache := c.ServerCache
+	args := []string{"--policy", policy, "--block-size", strconv.FormatInt(c.BlockSize, 10)}
+	if policy == "hints" {
+		// The simulator's hints use the server's memory as the discard
+		// cache only (seed 002's best use of it): the live server gets the
+		// same memory as its discard cache and a block cache of one block.
+		args = append(args, "--discard-cache-size", strconv.FormatInt(cache, 10))
+		cache = c.BlockSize
+	}
+	return append(args, "--cache-size", strconv.FormatInt(cache, 10))
 }
 
 // runLive replays t on a fresh cluster under policy.
