@@ -47,8 +47,10 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	parallel := fs.Bool("parallel", false, "play the counted accesses with every client at once (each in its trace order) instead of one at a time")
 	keep := fs.Bool("keep", false, "keep the run directory (logs)")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
+	binary := fs.String("binary", "", "") // hidden: the coopfs binary of serve and mount (default: this one), to compare builds
 	var out benchOutput
 	out.register(fs)
+	hideFlags(fs, stderr, synopsis, "binary")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	r, err := replay.Run(ctx, replay.Config{Workload: w, MaxAccesses: *accesses, Policies: ps,
 		BlockSize: int64(blockSize), ClientCache: int64(clientCache), ServerCache: int64(serverCache),
-		WarmUp: *warmup, Parallel: *parallel, Seed: *seed, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
+		WarmUp: *warmup, Parallel: *parallel, Seed: *seed, Binary: *binary, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
 		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
