@@ -229,7 +229,7 @@ func TestDemoHosts(t *testing.T) {
 	if err := res.Plot(filepath.Join(t.TempDir(), "demo.png"), filepath.Join(t.TempDir(), "demo.svg")); err != nil {
 		t.Error(err)
 	}
-	if !strings.Contains(progress.String(), "clients reading the same files") {
+	if !strings.Contains(progress.String(), "reading it at once") {
 		t.Errorf("no progress shown:\n%s", progress.String())
 	}
 	checkClean(t, before)
