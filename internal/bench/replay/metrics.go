@@ -36,11 +36,16 @@ type Side struct {
 	AvgReadMs float64 `json:"avg_read_ms"`
 	// CoopBytes is the bytes of cooperation's control messages (live
 	// only: forwards, negative replies, discard notifications, hint
-	// hand-outs, hinted lookups, best-guess forwards and age exchanges,
-	// digest checks); CoopOverheadPct is them over what the links could
-	// carry during the counted part of the run (Report.overhead).
+	// hand-outs, hinted lookups, age exchanges, digest checks);
+	// CoopOverheadPct is them over what the links could carry during the
+	// counted part of the run (overheadPct).
 	CoopBytes       float64 `json:"coop_bytes,omitempty"`
 	CoopOverheadPct float64 `json:"coop_overhead_pct_of_links,omitempty"`
+	// ReplacementBytes is the bytes of evicted blocks sent to another
+	// cache (hints' best-guess forwards and discard-cache copies), and
+	// ReplacementPct them over what the links could carry.
+	ReplacementBytes float64 `json:"replacement_bytes,omitempty"`
+	ReplacementPct   float64 `json:"replacement_pct_of_links,omitempty"`
 	// ServerBytesOut is what the server sent (live only).
 	ServerBytesOut float64 `json:"server_bytes_out,omitempty"`
 	// Extra holds raw counts worth seeing (live: per message type).
@@ -74,12 +79,16 @@ var (
 	replacementTypes = map[string]bool{"Discard": true, "HintsDiscard": true}
 	missPathTypes    = map[string]bool{"ReadBlock": true, "BlockReply": true, "Forward": true, "PeerData": true,
 		"PeerNack": true, "HintsRead": true, "HintsBlock": true}
-	// coopControlTypes exist only because clients cooperate and do not
-	// carry the block a reader asked for (HintsForward carries an evicted
-	// block: replacement traffic, counted as overhead too).
+	// coopControlTypes exist only because clients cooperate and carry no
+	// block: forwards, negative replies, discard notifications, hint
+	// hand-outs, hinted lookups, age exchanges, digest checks.
 	coopControlTypes = map[string]bool{"Forward": true, "PeerNack": true, "Discard": true,
 		"HintsPeers": true, "HintsOpen": true, "HintsReply": true, "HintsExport": true, "HintsRead": true,
-		"HintsForward": true, "HintsForwardAck": true, "HintsDiscard": true, "HintsDigest": true, "HintsDigestRep": true}
+		"HintsForwardAck": true, "HintsDigest": true, "HintsDigestRep": true}
+	// replacementDataTypes carry evicted blocks to another cache (hints:
+	// best-guess forwards to a peer, young master copies to the server's
+	// discard cache).
+	replacementDataTypes = map[string]bool{"HintsForward": true, "HintsDiscard": true}
 )
 
 func diff(a, b obs.Samples, name, key string, match map[string]string) map[string]float64 {
@@ -178,19 +187,20 @@ func fromLive(policy string, r *liveRun) Side {
 		c := (s.Extra["coopfs_hints_hint_hits_total"] + s.Extra["coopfs_hints_chain_hits_total"]) / look
 		s.HintCorrectness = &c
 	}
-	s.CoopBytes = coopBytes(r)
+	s.CoopBytes = sentBytes(r, coopControlTypes)
+	s.ReplacementBytes = sentBytes(r, replacementDataTypes)
 	return s
 }
 
-// coopBytes sums the bytes of cooperation's control messages, each counted
-// once at its sender.
-func coopBytes(r *liveRun) float64 {
+// sentBytes sums the bytes of the messages of the given types, each
+// counted once at its sender.
+func sentBytes(r *liveRun, types map[string]bool) float64 {
 	var n float64
 	all := append([]obs.Samples{r.after.Server}, r.after.Clients...)
 	base := append([]obs.Samples{r.before.Server}, r.before.Clients...)
 	for i := range all {
 		for t, v := range diff(base[i], all[i], obs.MetricMessageBytes, "type", map[string]string{"dir": obs.DirOut}) {
-			if coopControlTypes[t] {
+			if types[t] {
 				n += v
 			}
 		}
@@ -198,12 +208,13 @@ func coopBytes(r *liveRun) float64 {
 	return n
 }
 
-// hintCounterNames lists counters whose name mentions hints.
+// hintCounterNames lists the counters whose name mentions hints (gauges
+// do not subtract).
 func hintCounterNames(c nscluster.Counters) []string {
 	seen := map[string]bool{}
 	for _, ss := range append([]obs.Samples{c.Server}, c.Clients...) {
 		for _, x := range ss {
-			if strings.Contains(x.Name, "hint") {
+			if strings.Contains(x.Name, "hint") && strings.HasSuffix(x.Name, "_total") {
 				seen[x.Name] = true
 			}
 		}

@@ -53,11 +53,17 @@ var lines = []line{
 		}
 		return s.AvgReadMs / base.AvgReadMs, true
 	}, "%.2f"},
-	{"coop overhead % of links", func(_ *Report, row *Row, s *Side) (float64, bool) {
+	{"coop control % of links", func(_ *Report, row *Row, s *Side) (float64, bool) {
 		if s == row.Sim {
 			return 0, false
 		}
 		return s.CoopOverheadPct, true
+	}, "%.3f"},
+	{"replacement data % of links", func(_ *Report, row *Row, s *Side) (float64, bool) {
+		if s == row.Sim {
+			return 0, false
+		}
+		return s.ReplacementPct, true
 	}, "%.3f"},
 	{"server sent MiB", func(_ *Report, row *Row, s *Side) (float64, bool) {
 		if s == row.Sim {

@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		ls := fromLive(policy, live)
 		ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
+		ls.ReplacementPct = overheadPct(ls.ReplacementBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
 		row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
 		if live.bad > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d reads returned another block's data", policy, live.bad))

@@ -90,6 +90,9 @@ func TestReplayE2E(t *testing.T) {
 		if d := l.Peer + l.ServerMemory - 2.0/7; d < -0.01 || d > 0.01 {
 			t.Errorf("%s live: peer %.3f + server memory %.3f, want 2 of 7 reads", row.Policy, l.Peer, l.ServerMemory)
 		}
+		if row.Policy == "hints" && (l.HintCorrectness == nil || l.Peer < 1.0/7) {
+			t.Errorf("hints live: peer %.3f, hint correctness %v: the second reader did not follow client 0's hints", l.Peer, l.HintCorrectness)
+		}
 		if l.AvgReadMs <= 0 || l.LookupMsgsPerMiss < 2 {
 			t.Errorf("%s live: read time %.3f ms, lookup msgs %.2f", row.Policy, l.AvgReadMs, l.LookupMsgsPerMiss)
 		}
