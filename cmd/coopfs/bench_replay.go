@@ -59,36 +59,14 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.Usage()
 		return errUsage
 	}
-	var w sim.Workload
-	switch {
-	case *trace != "" && *gen != "":
-		return errors.New("give --trace or --gen, not both")
-	case *trace != "":
-		f, err := sim.ParseFormat(*format)
-		if err != nil {
-			return err
+	w, err := replayWorkload(replayTrace{trace: *trace, format: *format, gen: *gen, clients: *clients, accesses: *accesses,
+		files: *files, maxFile: *maxFile, active: *active, private: *private, seed: *seed, blockSize: int64(blockSize)})
+	if err != nil {
+		if errors.Is(err, errUsage) {
+			fs.Usage()
+			return errors.New("give --trace FILE or --gen PATTERN")
 		}
-		if _, err := os.Stat(*trace); err != nil {
-			return fmt.Errorf("trace: %w", err)
-		}
-		w = &sim.File{Path: *trace, Format: f, Options: sim.ReadOptions{Format: f, BlockSize: int64(blockSize), Sizes: sim.SizesBlocks}}
-	case *gen != "":
-		if *clients < 1 || *clients > replay.MaxClients {
-			return fmt.Errorf("--clients %d: want 1 to %d", *clients, replay.MaxClients)
-		}
-		n := *accesses
-		if n < 0 {
-			n = replay.DefaultMaxAccesses
-		}
-		g, err := sim.Generate(sim.GenConfig{Pattern: *gen, Clients: *clients, Accesses: n, Seed: *seed,
-			Files: *files, MaxFile: *maxFile, Active: *active, Private: *private, Blocks: 4096})
-		if err != nil {
-			return err
-		}
-		w = g
-	default:
-		fs.Usage()
-		return errors.New("give --trace FILE or --gen PATTERN")
+		return err
 	}
 	var ps []string
 	for _, p := range strings.Split(*policies, ",") {
@@ -108,4 +86,42 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintln(stdout)
 	return report.Output{JSON: out.jsonPath, Dir: out.outDir}.Write(r, "replay", r.Plot, stdout)
+}
+
+// replayTrace is where bench replay's workload comes from.
+type replayTrace struct {
+	trace, format, gen      string
+	clients, accesses       int
+	files, maxFile, private int
+	active                  float64
+	seed, blockSize         int64
+}
+
+// replayWorkload opens the trace file or builds the generator; errUsage
+// when neither is given.
+func replayWorkload(t replayTrace) (sim.Workload, error) {
+	switch {
+	case t.trace != "" && t.gen != "":
+		return nil, errors.New("give --trace or --gen, not both")
+	case t.trace != "":
+		f, err := sim.ParseFormat(t.format)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(t.trace); err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		return &sim.File{Path: t.trace, Format: f, Options: sim.ReadOptions{Format: f, BlockSize: t.blockSize, Sizes: sim.SizesBlocks}}, nil
+	case t.gen != "":
+		if t.clients < 1 || t.clients > replay.MaxClients {
+			return nil, fmt.Errorf("--clients %d: want 1 to %d", t.clients, replay.MaxClients)
+		}
+		n := t.accesses
+		if n < 0 {
+			n = replay.DefaultMaxAccesses
+		}
+		return sim.Generate(sim.GenConfig{Pattern: t.gen, Clients: t.clients, Accesses: n, Seed: t.seed,
+			Files: t.files, MaxFile: t.maxFile, Active: t.active, Private: t.private, Blocks: 4096})
+	}
+	return nil, errUsage
 }

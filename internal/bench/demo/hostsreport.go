@@ -60,7 +60,25 @@ func (r *HostsReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "coopfs demo: %d client hosts read the same %d files of %s from one server: client1 first,\n"+
 		"then the other %d at once; each host in its own network namespace, server link %s, client links %s (tc tbf)\n\n",
 		r.Clients, r.Files, mib(float64(r.FileSize)), r.Clients-1, r.ServerLink, r.ClientLink)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	r.writeTable(&b)
+	r.writeBars(&b)
+	r.writeLayers(&b)
+	b.WriteString("\nUnder none every client pulls every block through the server's link. Under directory the server\n" +
+		"forwards each miss to a client that holds the block, which sends it over its own, faster link.\n" +
+		"Under hints a client asks the holder its hints name (the hints of the last client that opened the\n" +
+		"file, handed out by the server on open), without the server; a client whose hints came from one\n" +
+		"that had nothing cached yet asks the server.\n")
+	if r.Dir != "" {
+		fmt.Fprintf(&b, "Kept: %s\n", r.Dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTable writes one row per policy: both phases, the total, the
+// speed-up, the server's bytes.
+func (r *HostsReport) writeTable(b *strings.Builder) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tclient1 alone\tthe others at once\ttotal\tspeed-up vs none\tserver sent\tof bytes read\tsha256\t")
 	for _, p := range r.Runs {
 		if p.Unavailable != "" {
@@ -86,9 +104,13 @@ func (r *HostsReport) WriteText(w io.Writer) error {
 	tw.Flush()
 	for _, p := range r.Runs {
 		if p.Unavailable != "" {
-			fmt.Fprintf(&b, "%s: %s\n", p.Policy, p.Unavailable)
+			fmt.Fprintf(b, "%s: %s\n", p.Policy, p.Unavailable)
 		}
 	}
+}
+
+// writeBars writes a bar of the total time per policy.
+func (r *HostsReport) writeBars(b *strings.Builder) {
 	b.WriteString("\nTime until every client has read the data set (shorter is better):\n")
 	var longest float64
 	for _, p := range r.Runs {
@@ -99,8 +121,12 @@ func (r *HostsReport) WriteText(w io.Writer) error {
 			continue
 		}
 		n := int(40*p.Elapsed.Seconds()/longest + 0.5)
-		fmt.Fprintf(&b, "  %-10s %s %.1fs\n", p.Policy, strings.Repeat("#", max(n, 1)), p.Elapsed.Seconds())
+		fmt.Fprintf(b, "  %-10s %s %.1fs\n", p.Policy, strings.Repeat("#", max(n, 1)), p.Elapsed.Seconds())
 	}
+}
+
+// writeLayers writes where each policy's reads were served.
+func (r *HostsReport) writeLayers(b *strings.Builder) {
 	b.WriteString("\nWhere the clients' block reads were served:\n")
 	for _, p := range r.Runs {
 		if p.Unavailable != "" {
@@ -116,23 +142,13 @@ func (r *HostsReport) WriteText(w io.Writer) error {
 				parts = append(parts, fmt.Sprintf("%s %.0f%%", l.Layer, 100*l.Reads/total))
 			}
 		}
-		fmt.Fprintf(&b, "  %-10s %s\n", p.Policy, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  %-10s %s\n", p.Policy, strings.Join(parts, ", "))
 		for _, c := range p.PerClient {
 			for _, m := range c.Mismatches {
-				fmt.Fprintf(&b, "  %s %s: %s\n", p.Policy, c.Name, m)
+				fmt.Fprintf(b, "  %s %s: %s\n", p.Policy, c.Name, m)
 			}
 		}
 	}
-	b.WriteString("\nUnder none every client pulls every block through the server's link. Under directory the server\n" +
-		"forwards each miss to a client that holds the block, which sends it over its own, faster link.\n" +
-		"Under hints a client asks the holder its hints name (the hints of the last client that opened the\n" +
-		"file, handed out by the server on open), without the server; a client whose hints came from one\n" +
-		"that had nothing cached yet asks the server.\n")
-	if r.Dir != "" {
-		fmt.Fprintf(&b, "Kept: %s\n", r.Dir)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // Plot draws two bar charts side by side: the time every client took to

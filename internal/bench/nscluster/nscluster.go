@@ -154,44 +154,64 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := os.WriteFile(secret, []byte(hex.EncodeToString(sb[:])+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("nscluster: secret file: %w", err)
 	}
-	srv := c.tb.Server()
-	c.ServerAddr = srv.AddrPort(portServe).String()
-	argv := append([]string{cfg.Binary, "serve", "--export", cfg.Export, "--listen", c.ServerAddr,
-		"--metrics", srv.AddrPort(portMetrics).String(), "--squash", "none", "--secret-file", secret, "--log-level", "warn"},
-		cfg.ServerArgs...)
-	if c.Server, err = srv.Start(ctx, argv, nil, "serve.log"); err != nil {
+	if err := c.startServer(ctx, secret); err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	if err := c.startMounts(ctx, secret); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// startServer starts serve in the server host and waits for its port.
+func (c *Cluster) startServer(ctx context.Context, secret string) error {
+	srv := c.tb.Server()
+	c.ServerAddr = srv.AddrPort(portServe).String()
+	argv := append([]string{c.cfg.Binary, "serve", "--export", c.cfg.Export, "--listen", c.ServerAddr,
+		"--metrics", srv.AddrPort(portMetrics).String(), "--squash", "none", "--secret-file", secret, "--log-level", "warn"},
+		c.cfg.ServerArgs...)
+	var err error
+	if c.Server, err = srv.Start(ctx, argv, nil, "serve.log"); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
 	if err := srv.WaitTCP(wctx, c.ServerAddr, c.Server); err != nil {
 		select {
 		case <-c.Server.Done():
-			return nil, fmt.Errorf("%w: %s", ErrServerStart, lastLines(c.Server.LogTail(4)))
+			return fmt.Errorf("%w: %s", ErrServerStart, lastLines(c.Server.LogTail(4)))
 		default:
 		}
-		return nil, err
+		return err
 	}
+	return nil
+}
+
+// startMounts starts one mount per client host and waits until all are
+// mounted.
+func (c *Cluster) startMounts(ctx context.Context, secret string) error {
 	for _, h := range c.tb.Clients() {
 		mnt := filepath.Join(h.Dir(), "mnt")
 		if err := os.MkdirAll(mnt, 0o755); err != nil {
-			return nil, fmt.Errorf("nscluster: mountpoint: %w", err)
+			return fmt.Errorf("nscluster: mountpoint: %w", err)
 		}
-		argv := []string{cfg.Binary, "mount", "--server", c.ServerAddr, "--listen", h.AddrPort(portPeer).String(),
+		argv := []string{c.cfg.Binary, "mount", "--server", c.ServerAddr, "--listen", h.AddrPort(portPeer).String(),
 			"--name", h.Name, "--secret-file", secret, "--metrics", h.AddrPort(portMetrics).String(), "--log-level", "warn"}
-		argv = append(append(argv, cfg.MountArgs...), mnt)
+		argv = append(append(argv, c.cfg.MountArgs...), mnt)
 		p, err := h.Start(ctx, argv, nil, "mount.log")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Mounts = append(c.Mounts, &Mount{Name: h.Name, Host: h, Proc: p, Dir: mnt})
 	}
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
 	for _, m := range c.Mounts {
 		if err := waitMounted(wctx, m); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // lastLines drops the testbed's header line and joins the rest.

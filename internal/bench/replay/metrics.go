@@ -102,6 +102,30 @@ func diff(a, b obs.Samples, name, key string, match map[string]string) map[strin
 // fromLive turns a live run's counters into a Side.
 func fromLive(policy string, r *liveRun) Side {
 	s := Side{Reads: r.reads, ManagerByCause: map[string]float64{}, Extra: map[string]float64{}}
+	misses := s.addLayers(r)
+	if r.reads > 0 {
+		s.AvgReadMs = float64(r.readTime.Microseconds()) / 1000 / float64(r.reads)
+	}
+	s.ServerBytesOut = r.after.Server.Sum(obs.MetricBytesOut, nil) - r.before.Server.Sum(obs.MetricBytesOut, nil)
+	s.addManager(policy, r)
+	s.addLookups(r, misses)
+	for _, k := range hintCounterNames(r.after) {
+		s.Extra[k] = sumAll(r.after, k) - sumAll(r.before, k)
+	}
+	if look := s.Extra["coopfs_hints_lookups_total"]; look > 0 {
+		// The simulator's hint correctness: hinted lookups that found the
+		// block at a client, the hinted one or one its hint led to.
+		c := (s.Extra["coopfs_hints_hint_hits_total"] + s.Extra["coopfs_hints_chain_hits_total"]) / look
+		s.HintCorrectness = &c
+	}
+	s.CoopBytes = sentBytes(r, coopControlTypes)
+	s.ReplacementBytes = sentBytes(r, replacementDataTypes)
+	return s
+}
+
+// addLayers sets the hit ratios from the clients' reads by layer and
+// returns the reads not served locally.
+func (s *Side) addLayers(r *liveRun) float64 {
 	layers := map[string]float64{}
 	var total float64
 	for i := range r.after.Clients {
@@ -111,8 +135,7 @@ func fromLive(policy string, r *liveRun) Side {
 		}
 	}
 	// The denominator is the reads the driver issued: a read no layer
-	// counted (a block this client just wrote, served from its own
-	// buffers) was served locally, as the simulator counts it.
+	// counted was served by the client without a fetch, that is locally.
 	s.Extra["client_counted_reads"] = total
 	remote := layers[obs.LayerPeer] + layers[obs.LayerServerMemory] + layers[obs.LayerServerDisk]
 	if reads := float64(r.reads); reads > 0 {
@@ -121,13 +144,13 @@ func fromLive(policy string, r *liveRun) Side {
 		s.ServerMemory = layers[obs.LayerServerMemory] / reads
 		s.ServerDisk = layers[obs.LayerServerDisk] / reads
 	}
-	if r.reads > 0 {
-		s.AvgReadMs = float64(r.readTime.Microseconds()) / 1000 / float64(r.reads)
-	}
-	s.ServerBytesOut = r.after.Server.Sum(obs.MetricBytesOut, nil) - r.before.Server.Sum(obs.MetricBytesOut, nil)
+	return remote
+}
 
-	// Manager messages: what the server received and sent for
-	// consistency, lookups (directory: every miss asks it) and replacement.
+// addManager counts the manager messages: what the server received and
+// sent for consistency, lookups (directory: every miss asks it) and
+// replacement.
+func (s *Side) addManager(policy string, r *liveRun) {
 	srvIn := diff(r.before.Server, r.after.Server, obs.MetricMessages, "type", map[string]string{"dir": obs.DirIn})
 	srvOut := diff(r.before.Server, r.after.Server, obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut})
 	var cons, look, repl float64
@@ -154,19 +177,20 @@ func fromLive(policy string, r *liveRun) Side {
 		s.ManagerByCause = map[string]float64{"consistency": cons / a, "lookup": look / a, "replacement": repl / a}
 		s.ManagerMsgsPerAccess = (cons + look + repl) / a
 	}
+}
 
-	// Lookup messages: every message on a miss's path, counted once at
-	// its sender, per local miss.
-	var path float64
+// addLookups counts every message on a miss's path, once at its sender,
+// per local miss, and keeps every type's count in Extra.
+func (s *Side) addLookups(r *liveRun, misses float64) {
 	sent := map[string]float64{}
-	for i := range r.after.Clients {
-		for t, v := range diff(r.before.Clients[i], r.after.Clients[i], obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut}) {
+	all := append([]obs.Samples{r.after.Server}, r.after.Clients...)
+	base := append([]obs.Samples{r.before.Server}, r.before.Clients...)
+	for i := range all {
+		for t, v := range diff(base[i], all[i], obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut}) {
 			sent[t] += v
 		}
 	}
-	for t, v := range srvOut {
-		sent[t] += v
-	}
+	var path float64
 	for t, v := range sent {
 		if missPathTypes[t] {
 			path += v
@@ -175,37 +199,9 @@ func fromLive(policy string, r *liveRun) Side {
 			s.Extra["sent_"+t] = v
 		}
 	}
-	if misses := remote; misses > 0 {
+	if misses > 0 {
 		s.LookupMsgsPerMiss = path / misses
 	}
-	for _, k := range hintCounterNames(r.after) {
-		s.Extra[k] = sumAll(r.after, k) - sumAll(r.before, k)
-	}
-	if look := s.Extra["coopfs_hints_lookups_total"]; look > 0 {
-		// The simulator's hint correctness: hinted lookups that found the
-		// block at a client, the hinted one or one its hint led to.
-		c := (s.Extra["coopfs_hints_hint_hits_total"] + s.Extra["coopfs_hints_chain_hits_total"]) / look
-		s.HintCorrectness = &c
-	}
-	s.CoopBytes = sentBytes(r, coopControlTypes)
-	s.ReplacementBytes = sentBytes(r, replacementDataTypes)
-	return s
-}
-
-// sentBytes sums the bytes of the messages of the given types, each
-// counted once at its sender.
-func sentBytes(r *liveRun, types map[string]bool) float64 {
-	var n float64
-	all := append([]obs.Samples{r.after.Server}, r.after.Clients...)
-	base := append([]obs.Samples{r.before.Server}, r.before.Clients...)
-	for i := range all {
-		for t, v := range diff(base[i], all[i], obs.MetricMessageBytes, "type", map[string]string{"dir": obs.DirOut}) {
-			if types[t] {
-				n += v
-			}
-		}
-	}
-	return n
 }
 
 // hintCounterNames lists the counters whose name mentions hints (gauges
@@ -233,4 +229,20 @@ func sumAll(c nscluster.Counters, name string) float64 {
 		v += ss.Sum(name, nil)
 	}
 	return v
+}
+
+// sentBytes sums the bytes of the messages of the given types, each
+// counted once at its sender.
+func sentBytes(r *liveRun, types map[string]bool) float64 {
+	var n float64
+	all := append([]obs.Samples{r.after.Server}, r.after.Clients...)
+	base := append([]obs.Samples{r.before.Server}, r.before.Clients...)
+	for i := range all {
+		for t, v := range diff(base[i], all[i], obs.MetricMessageBytes, "type", map[string]string{"dir": obs.DirOut}) {
+			if types[t] {
+				n += v
+			}
+		}
+	}
+	return n
 }

@@ -53,6 +53,38 @@ type Row struct {
 	LiveSeconds     float64 `json:"live_seconds"`
 }
 
+// runPolicy simulates the trace under policy's algorithm and replays it
+// live; a policy the server rejects gets LiveUnavailable.
+func runPolicy(ctx context.Context, cfg *Config, t *trace, slice *sim.Slice, policy, dir string) (*Row, error) {
+	row := &Row{Policy: policy, Algorithm: simAlgorithm(policy)}
+	fmt.Fprintf(cfg.Progress, "%s: simulating (%s)...\n", policy, row.Algorithm)
+	alg, p, err := study.Build(row.Algorithm, cfg.params(t.clients))
+	if err != nil {
+		return nil, err
+	}
+	m, err := sim.Run(ctx, slice, alg, p, sim.RunOptions{Algorithm: row.Algorithm})
+	if err != nil {
+		return nil, fmt.Errorf("replay: simulate %s: %w", policy, err)
+	}
+	s := fromSim(m)
+	row.Sim = &s
+	fmt.Fprintf(cfg.Progress, "%s: replaying live on %d client hosts...\n", policy, t.clients)
+	live, err := runLive(ctx, cfg, t, policy, dir)
+	if errors.Is(err, nscluster.ErrServerStart) {
+		row.LiveUnavailable = "not available: " + err.Error()
+		fmt.Fprintf(cfg.Progress, "%s: %s\n", policy, row.LiveUnavailable)
+		return row, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ls := fromLive(policy, live)
+	ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
+	ls.ReplacementPct = overheadPct(ls.ReplacementBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
+	row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
+	return row, nil
+}
+
 // overheadPct is bytes over what the links carry in d: every message
 // leaves one host's link and enters another's, so its bytes over the sum of
 // the links' rates (each direction counted once) is the average share of a
@@ -116,39 +148,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	slice := &sim.Slice{Label: t.name, Accesses: spaced}
 	for _, policy := range cfg.Policies {
-		row := &Row{Policy: policy, Algorithm: simAlgorithm(policy)}
-		rep.Rows = append(rep.Rows, row)
-		fmt.Fprintf(cfg.Progress, "%s: simulating (%s)...\n", policy, row.Algorithm)
-		p := cfg.params(t.clients)
-		alg, p, err := study.Build(row.Algorithm, p)
+		row, err := runPolicy(ctx, &cfg, t, slice, policy, dir)
 		if err != nil {
 			return nil, err
 		}
-		m, err := sim.Run(ctx, slice, alg, p, sim.RunOptions{Algorithm: row.Algorithm})
-		if err != nil {
-			return nil, fmt.Errorf("replay: simulate %s: %w", policy, err)
+		rep.Rows = append(rep.Rows, row)
+		if row.BadReads > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d reads returned another block's data", policy, row.BadReads))
 		}
-		s := fromSim(m)
-		row.Sim = &s
-		fmt.Fprintf(cfg.Progress, "%s: replaying live on %d client hosts...\n", policy, t.clients)
-		live, err := runLive(ctx, &cfg, t, policy, dir)
-		if errors.Is(err, nscluster.ErrServerStart) {
-			row.LiveUnavailable = "not available: " + err.Error()
-			fmt.Fprintf(cfg.Progress, "%s: %s\n", policy, row.LiveUnavailable)
+		if row.Live == nil {
 			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		ls := fromLive(policy, live)
-		ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
-		ls.ReplacementPct = overheadPct(ls.ReplacementBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
-		row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
-		if live.bad > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d reads returned another block's data", policy, live.bad))
-		}
-		if cr := ls.Extra["client_counted_reads"]; int64(cr) != live.reads {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the clients counted %.0f of the %d block reads in a layer; the rest (blocks the client had just written) count as local hits", policy, cr, live.reads))
+		if cr := row.Live.Extra["client_counted_reads"]; int64(cr) != row.Live.Reads {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the clients counted %.0f of the %d block reads in a layer; "+
+				"the others, served without a fetch, count as local hits", policy, cr, row.Live.Reads))
 		}
 	}
 	return rep, nil
