@@ -575,7 +575,9 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 // "forwarded" and returns true; the caller serves the block otherwise.
 func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
+	if cl == nil || cl.listen == "" {
+		// A client without a peer listener (a coopfs proxy) can receive no
+		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
 	act, holder := s.coop.decide(cl.id, id, v, m.Retry)
