@@ -22,7 +22,7 @@ const readDirPage = 4096
 
 // dispatch serves one request of a client connection (see serveMsg).
 func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	if s.cfg.ReadOnly && mutates(m) {
+	if s.cfg.ReadOnly && wire.Mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
 	switch m := m.(type) {
@@ -103,18 +103,6 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return nil, nil
 	}
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
-}
-
-func mutates(m wire.Msg) bool {
-	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
-		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
-		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate, *wire.WriteSeq:
-		return true
-	case *wire.Open:
-		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
-	}
-	return false
 }
 
 // clean checks a client's path: relative, "/"-separated, no "..". The empty
