@@ -210,10 +210,10 @@ func startProc(t *testing.T, name string, args ...string) *e2eProc {
 	return startProcAs(t, name, nil, args...)
 }
 
-// withCredentials gives serve and mount the e2e cluster secret unless the
+// withCredentials gives serve, mount and proxy the e2e cluster secret unless the
 // test chose credentials itself (--secret-file= gives none).
 func withCredentials(args []string) []string {
-	if len(args) == 0 || (args[0] != "serve" && args[0] != "mount") {
+	if len(args) == 0 || (args[0] != "serve" && args[0] != "mount" && args[0] != "proxy") {
 		return args
 	}
 	for _, a := range args {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -49,13 +48,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	if *diskDir == "" {
-		var stray []string
-		fs.Visit(func(f *flag.Flag) {
-			if strings.HasPrefix(f.Name, "disk-") {
-				stray = append(stray, "--"+f.Name)
-			}
-		})
-		if len(stray) > 0 {
+		if stray := strayDiskFlags(fs); len(stray) > 0 {
 			return fmt.Errorf("%s given without --disk-cache DIR: add --disk-cache DIR to use a disk cache", strings.Join(stray, ", "))
 		}
 	}
