@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/proxy"
@@ -24,11 +21,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "127.0.0.1:7071", "address to accept clients (mounts or other proxies) on (HOST:PORT)")
 	cacheSize := block.Size(mem.DefaultCapacity)
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
-	diskDir := fs.String("disk-cache", "", "persistent disk cache directory under the memory cache (seed 003); none if empty")
-	diskSize := block.Size(disk.DefaultSize)
-	fs.Var(&diskSize, "disk-cache-size", "disk cache size (block data), e.g. 20GiB; rounded down to whole sets")
-	diskBanks := fs.Int("disk-banks", 0, "disk cache bank files (default 64, fewer for a small cache)")
-	diskAssoc := fs.Int("disk-assoc", 0, "disk cache ways per set, at least 2 (default 16, fewer for a small cache)")
+	diskF := addDiskFlags(fs)
 	writePolicy := fs.String("write-policy", string(proxy.WriteThrough), "what the proxy does with writes: read-only (refused with EROFS) or write-through (relayed; whole written blocks kept); write-back is not available on the proxy yet")
 	secFlags := addSecurityFlags(fs)
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the upstream's certificate must carry (default: the host of --upstream)")
@@ -48,10 +41,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return errUsage
 	}
-	if *diskDir == "" {
-		if stray := strayDiskFlags(fs); len(stray) > 0 {
-			return fmt.Errorf("%s given without --disk-cache DIR: add --disk-cache DIR to use a disk cache", strings.Join(stray, ", "))
-		}
+	if err := diskF.check(fs); err != nil {
+		return err
 	}
 	log := obs.NewLogger(stderr, *logLevel)
 	sec, err := secFlags.load()
@@ -66,7 +57,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("connecting", "upstream", *upstream)
 	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
 		CacheSize: int64(cacheSize), WritePolicy: proxy.WritePolicy(*writePolicy),
-		Disk:           proxy.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc},
+		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
 		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
 		Logger: log, Metrics: m})
@@ -86,21 +77,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log.Info("proxying", "listen", ln.Addr().String(), "upstream", *upstream, "write_policy", *writePolicy,
-		"cache_size", cacheSize.String(), "disk_cache", *diskDir, "security", sec.Mode())
+		"cache_size", cacheSize.String(), "disk_cache", *diskF.dir, "security", sec.Mode())
 	if err := p.Serve(ctx, ln); err != nil {
 		return err
 	}
 	log.Info("proxy stopped")
 	return nil
-}
-
-// strayDiskFlags lists the --disk-* flags given (they need --disk-cache).
-func strayDiskFlags(fs *flag.FlagSet) []string {
-	var stray []string
-	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "disk-") {
-			stray = append(stray, "--"+f.Name)
-		}
-	})
-	return stray
 }

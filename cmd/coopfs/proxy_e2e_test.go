@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,16 +33,7 @@ func startProxy(t *testing.T, upstream string, extra ...string) *e2eProxy {
 			t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(p.stderr.String(), "msg=proxying") {
-		if p.exited() {
-			t.Fatalf("%s exited at start (code %d); stderr:\n%s", p.name, p.cmd.ProcessState.ExitCode(), p.stderr.String())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not accepting within 15s; stderr:\n%s", p.name, p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.waitStarted(t, "msg=proxying", 15*time.Second)
 	return p
 }
 
