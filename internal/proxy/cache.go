@@ -9,6 +9,7 @@ import (
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -76,10 +77,13 @@ func (c *blockCache) diskWriter() {
 	}
 }
 
-// register exports the tiers' counters (tiers proxy_memory, proxy_disk).
+// register exports the tiers' counters (tiers proxy_memory, proxy_disk)
+// and the number of connected clients.
 func (p *Proxy) register() error {
 	c := p.cache
-	if err := p.metrics.Register(obs.NewTierCollector("proxy_memory", c.mem.Stats)); err != nil {
+	clients := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coopfs_proxy_clients", Help: "Clients connected to the proxy."},
+		func() float64 { return float64(p.clientCount()) })
+	if err := p.metrics.Register(clients, obs.NewTierCollector("proxy_memory", c.mem.Stats)); err != nil {
 		return fmt.Errorf("register proxy metrics: %w", err)
 	}
 	if c.disk != nil {

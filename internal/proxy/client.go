@@ -32,6 +32,11 @@ type handle struct {
 	readable bool
 }
 
+// maxInFlightBytes bounds the request bytes one client has being relayed
+// at once (as the server's default): past it the proxy stops reading from
+// that client.
+const maxInFlightBytes = 64 << 20
+
 // maxHandles bounds the handles tracked per client; past it the oldest
 // are forgotten at random (their reads go upstream, which still knows them).
 const maxHandles = 1 << 16
@@ -59,9 +64,10 @@ func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func
 	}
 	cl.name = hs.Hello.Name
 	down := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(cl.serveDown),
-		Observer: obs.WireObserver{M: p.metrics, Kind: obs.KindClient},
-		Name:     fmt.Sprintf("client %d (%s, %s)", hs.Welcome.ClientID, cl.name, nc.RemoteAddr()),
+		Handler:          wire.HandlerFunc(cl.serveDown),
+		MaxInFlightBytes: maxInFlightBytes,
+		Observer:         obs.WireObserver{M: p.metrics, Kind: obs.KindClient},
+		Name:             fmt.Sprintf("client %d (%s, %s)", hs.Welcome.ClientID, cl.name, nc.RemoteAddr()),
 	})
 	cl.down.Store(down)
 	if !p.add(cl) {

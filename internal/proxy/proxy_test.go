@@ -1,0 +1,241 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/proxy"
+	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/vfs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+const bs = 4096
+
+var secret = []byte("proxy-test-secret-0123456789abcdef")
+
+// serve runs an in-process server over loopback TCP on export.
+func serve(t *testing.T, export string) (addr string, m *obs.Metrics) {
+	t.Helper()
+	m = obs.NewMetrics()
+	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, func(ctx context.Context) { srv.Serve(ctx, ln) })
+	return ln.Addr().String(), m
+}
+
+// run runs f until the test ends.
+func run(t *testing.T, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func security(t *testing.T) *wire.Security {
+	t.Helper()
+	sec, err := wire.NewSecurity(wire.SecurityConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}
+
+// startProxy runs a proxy in front of upstream.
+func startProxy(t *testing.T, upstream string, cfg proxy.Config) (addr string, m *obs.Metrics) {
+	t.Helper()
+	cfg.Upstream, cfg.Security, cfg.Metrics = upstream, security(t), obs.NewMetrics()
+	p, err := proxy.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, func(ctx context.Context) { p.Serve(ctx, ln) })
+	return ln.Addr().String(), cfg.Metrics
+}
+
+func newAgent(t *testing.T, addr string) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, CacheSize: 16 << 20, ReconnectTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+var me = vfs.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+
+func ctx() context.Context { return vfs.WithCaller(context.Background(), me) }
+
+func write(t *testing.T, a *agent.Agent, path string, data []byte) error {
+	t.Helper()
+	f, _, err := a.Create(ctx(), path, syscall.O_RDWR|syscall.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Release(ctx())
+	_, err = f.WriteAt(ctx(), data, 0)
+	return err
+}
+
+func read(t *testing.T, a *agent.Agent, path string) []byte {
+	t.Helper()
+	f, attr, err := a.Open(ctx(), path, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(ctx())
+	buf := make([]byte, attr.Size+10)
+	n, err := f.ReadAt(ctx(), buf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*13) + seed
+	}
+	return p
+}
+
+// readBytes is a process's coopfs_read_bytes_total for one layer.
+func readBytes(m *obs.Metrics, layer string) float64 {
+	fams, _ := m.Registry().Gather()
+	for _, f := range fams {
+		if f.GetName() != obs.MetricReadBytes {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "layer" && l.GetValue() == layer {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestCascade: agents behind two proxies and one direct to the server;
+// close-to-open both ways; a second client's read is served by the near
+// proxy (counted as proxy by it and by the client) without the server.
+func TestCascade(t *testing.T) {
+	export := t.TempDir()
+	srvAddr, srvM := serve(t, export)
+	far, _ := startProxy(t, srvAddr, proxy.Config{Name: "far", Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 8 << 20, Banks: 2, Assoc: 4}})
+	near, nearM := startProxy(t, far, proxy.Config{Name: "near"})
+	a, b, direct := newAgent(t, near), newAgent(t, near), newAgent(t, srvAddr)
+
+	v1 := pattern(10*bs+123, 1)
+	if err := write(t, a, "f", v1); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, direct, "f"); !bytes.Equal(got, v1) {
+		t.Fatalf("direct client read %d bytes of a write through the proxies", len(got))
+	}
+	if got := read(t, a, "f"); !bytes.Equal(got, v1) {
+		t.Fatal("a re-read its own write wrong")
+	}
+	before := readBytes(srvM, obs.LayerServerDisk) + readBytes(srvM, obs.LayerServerMemory)
+	if got := read(t, b, "f"); !bytes.Equal(got, v1) {
+		t.Fatal("b read wrong data through the proxies")
+	}
+	if n := readBytes(b.Metrics(), obs.LayerProxy); n != float64(len(v1)) {
+		t.Errorf("b counted %v bytes as proxy; want %d", n, len(v1))
+	}
+	if n := readBytes(srvM, obs.LayerServerDisk) + readBytes(srvM, obs.LayerServerMemory); n != before {
+		t.Errorf("the server sent %v bytes for blocks the proxies held", n-before)
+	}
+	if n := readBytes(nearM, obs.LayerProxy); n < float64(len(v1)) {
+		t.Errorf("the near proxy counted %v bytes of hits; want at least %d", n, len(v1))
+	}
+	v2 := pattern(3*bs, 2)
+	if err := write(t, direct, "f", v2); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, b, "f"); !bytes.Equal(got, v2) {
+		t.Fatalf("b behind the proxies read %d bytes after a direct client's change; want the new %d", len(got), len(v2))
+	}
+}
+
+// TestReadOnly: a read-only proxy refuses changes with EROFS and serves reads.
+func TestReadOnly(t *testing.T) {
+	export := t.TempDir()
+	if err := os.WriteFile(filepath.Join(export, "f"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srvAddr, _ := serve(t, export)
+	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: proxy.ReadOnly})
+	a := newAgent(t, p)
+	if err := write(t, a, "g", []byte("x")); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("create through a read-only proxy: %v; want EROFS", err)
+	}
+	if got := read(t, a, "f"); string(got) != "hello" {
+		t.Fatalf("read through a read-only proxy: %q", got)
+	}
+}
+
+// TestForeignHandle: a client that names a handle it did not open gets
+// nothing from the proxy's cache (the upstream refuses the handle).
+func TestForeignHandle(t *testing.T) {
+	export := t.TempDir()
+	if err := os.WriteFile(filepath.Join(export, "secret"), pattern(bs, 9), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srvAddr, _ := serve(t, export)
+	p, _ := startProxy(t, srvAddr, proxy.Config{})
+	a := newAgent(t, p)
+	read(t, a, "secret") // the proxy now holds its block
+	_, c, err := agent.Dial(context.Background(), agent.DialConfig{Addr: p, Security: security(t), Hello: wire.Hello{Role: wire.RoleClient, Name: "mallory"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Call(context.Background(), &wire.Lookup{Path: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := r.(*wire.AttrReply).Attr
+	for _, h := range []uint64{0, 1, 2, 3} {
+		r, err := c.Call(context.Background(), &wire.ReadBlock{Handle: h, File: at.Ino, Index: 0, Version: at.Version})
+		if err == nil {
+			t.Fatalf("ReadBlock with handle %d never opened by this client: got %v", h, r.Type())
+		}
+	}
+}
+
+// TestUpstreamUnreachable: New fails with ErrUpstreamUnreachable, quickly.
+func TestUpstreamUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = proxy.New(context.Background(), proxy.Config{Upstream: addr, Security: security(t), ConnectTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, proxy.ErrUpstreamUnreachable) {
+		t.Fatalf("New with nothing upstream: %v; want ErrUpstreamUnreachable", err)
+	}
+}
