@@ -21,7 +21,19 @@
 // wrapper) and are relayed unchanged, so the server checks permissions as
 // for a direct client. Every message — locks, extended attributes,
 // READDIRPLUS, one-way releases — is relayed; what the server sends on its
-// own (callbacks) is relayed to the client, except pings, answered here.
+// own is relayed to the client, except pings, answered here.
+//
+// # Callbacks
+//
+// A client's CallbackRegister is relayed on its own upstream connection,
+// so the server grants callbacks to that client (through the proxy) and
+// sends its breaks there; the proxy relays each CallbackBreak to the
+// client and the client's ack back, and the server's break waits for it
+// as for a direct client (a client that does not ack in time is
+// disconnected, which closes its upstream connection too). The proxy
+// itself holds no callbacks and grants none: it caches no attributes,
+// lookups or opens, only blocks keyed by version, which a change can
+// never make wrong — a changed file has a new version.
 //
 // # The block cache
 //

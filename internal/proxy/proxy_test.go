@@ -122,20 +122,30 @@ func pattern(n int, seed byte) []byte {
 
 // readBytes is a process's coopfs_read_bytes_total for one layer.
 func readBytes(m *obs.Metrics, layer string) float64 {
+	return counter(m, obs.MetricReadBytes, map[string]string{"layer": layer})
+}
+
+// counter sums the samples of counter name whose labels include want.
+func counter(m *obs.Metrics, name string, want map[string]string) float64 {
 	fams, _ := m.Registry().Gather()
+	sum := 0.0
 	for _, f := range fams {
-		if f.GetName() != obs.MetricReadBytes {
+		if f.GetName() != name {
 			continue
 		}
 		for _, s := range f.GetMetric() {
+			n := 0
 			for _, l := range s.GetLabel() {
-				if l.GetName() == "layer" && l.GetValue() == layer {
-					return s.GetCounter().GetValue()
+				if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+					n++
 				}
+			}
+			if n == len(want) {
+				sum += s.GetCounter().GetValue()
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
 // TestCascade: agents behind two proxies and one direct to the server;
@@ -171,9 +181,15 @@ func TestCascade(t *testing.T) {
 	if n := readBytes(nearM, obs.LayerProxy); n < float64(len(v1)) {
 		t.Errorf("the near proxy counted %v bytes of hits; want at least %d", n, len(v1))
 	}
+	// b holds callbacks on f (granted on its own upstream connection): the
+	// direct client's change breaks them, and the break reaches b through
+	// both proxies.
 	v2 := pattern(3*bs, 2)
 	if err := write(t, direct, "f", v2); err != nil {
 		t.Fatal(err)
+	}
+	if n := counter(b.Metrics(), obs.MetricMessages, map[string]string{"type": wire.TCallbackBreak.String(), "dir": obs.DirIn}); n == 0 {
+		t.Error("no callback break reached the client behind the proxies")
 	}
 	if got := read(t, b, "f"); !bytes.Equal(got, v2) {
 		t.Fatalf("b behind the proxies read %d bytes after a direct client's change; want the new %d", len(got), len(v2))
