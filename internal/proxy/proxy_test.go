@@ -26,8 +26,14 @@ var secret = []byte("proxy-test-secret-0123456789abcdef")
 // serve runs an in-process server over loopback TCP on export.
 func serve(t *testing.T, export string) (addr string, m *obs.Metrics) {
 	t.Helper()
+	return servePolicy(t, export, "none")
+}
+
+// servePolicy is serve with a coordination policy.
+func servePolicy(t *testing.T, export, policy string) (addr string, m *obs.Metrics) {
+	t.Helper()
 	m = obs.NewMetrics()
-	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: m})
+	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: m, Policy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +259,30 @@ func TestUpstreamUnreachable(t *testing.T) {
 	_, err = proxy.New(context.Background(), proxy.Config{Upstream: addr, Security: security(t), ConnectTimeout: 300 * time.Millisecond})
 	if !errors.Is(err, proxy.ErrUpstreamUnreachable) {
 		t.Fatalf("New with nothing upstream: %v; want ErrUpstreamUnreachable", err)
+	}
+}
+
+// TestDirectoryUpstream: behind a server running the directory policy, the
+// proxy (no peer listener) is served by the server even when a direct
+// client holds the blocks, and is never forwarded to.
+func TestDirectoryUpstream(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(6*bs+7, 5)
+	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srvAddr, _ := servePolicy(t, export, "directory")
+	p, _ := startProxy(t, srvAddr, proxy.Config{})
+	direct := newAgent(t, srvAddr)
+	if got := read(t, direct, "f"); !bytes.Equal(got, data) {
+		t.Fatal("direct client read wrong data")
+	}
+	a := newAgent(t, p)
+	if got := read(t, a, "f"); !bytes.Equal(got, data) {
+		t.Fatal("client behind the proxy read wrong data")
+	}
+	other := newAgent(t, srvAddr)
+	if got := read(t, other, "f"); !bytes.Equal(got, data) {
+		t.Fatal("a second direct client read wrong data")
 	}
 }
