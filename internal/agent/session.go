@@ -184,7 +184,11 @@ func Dial(ctx context.Context, cfg DialConfig) (*wire.Handshake, *wire.Conn, err
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	hs, err := wire.ClientHandshake(ctx, nc, cfg.Security, cfg.ServerName, cfg.Hello)
+	name := cfg.ServerName
+	if name == "" {
+		name, _, _ = net.SplitHostPort(cfg.Addr)
+	}
+	hs, err := wire.ClientHandshake(ctx, nc, cfg.Security, name, cfg.Hello)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
