@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -207,5 +208,43 @@ func TestE2EProxyUnreachable(t *testing.T) {
 	}
 	if px.exited() {
 		t.Fatalf("the proxy exited when its upstream went away; stderr:\n%s", px.stderr.String())
+	}
+}
+
+// TestE2EProxyCertificates: in certificate mode the proxy shows its own
+// certificate on both sides: clients verify it as they verify a server,
+// the upstream sees the proxy's name; a client of another CA is refused.
+func TestE2EProxyCertificates(t *testing.T) {
+	needFUSE(t)
+	tmp := t.TempDir()
+	ca, other := filepath.Join(tmp, "ca"), filepath.Join(tmp, "other")
+	for _, args := range [][]string{
+		{"ca", "init", "--dir", ca},
+		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "server"},
+		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "lanproxy"},
+		{"ca", "issue", "--dir", ca, "client1"},
+		{"ca", "init", "--dir", other},
+		{"ca", "issue", "--dir", other, "mallory"},
+	} {
+		if p, code := runCoopfs(t, 20*time.Second, nil, args...); code != 0 {
+			t.Fatalf("coopfs %s: exit %d\n%s", strings.Join(args, " "), code, p.stderr.String())
+		}
+	}
+	creds := func(dir, name string) []string {
+		return []string{"--tls-cert", filepath.Join(dir, name+".crt"), "--tls-key", filepath.Join(dir, name+".key"),
+			"--tls-ca", filepath.Join(ca, "ca.crt")}
+	}
+	srv := startServer(t, newExport(t), creds(ca, "server")...)
+	px := startProxy(t, srv.addr, creds(ca, "lanproxy")...)
+	m := startMount(t, px.addr, creds(ca, "client1")...)
+	writeFile(t, m.path("f"), []byte("through a proxy with certificates"))
+	readWant(t, filepath.Join(srv.export, "f"), []byte("through a proxy with certificates"))
+	px.waitStderr(t, "certificate=client1", 5*time.Second)
+	srv.waitStderr(t, "certificate=lanproxy", 5*time.Second)
+
+	bad := startProc(t, "mount of another CA", append(append([]string{"mount", "--server", px.addr, "--reconnect-timeout", "1s"}, creds(other, "mallory")...), newMountpoint(t))...)
+	code := bad.mustExit(t, 30*time.Second)
+	if code == 0 || e2eIsMounted(bad.cmd.Args[len(bad.cmd.Args)-1]) {
+		t.Fatalf("a client of another CA mounted through the proxy; stderr:\n%s", bad.stderr.String())
 	}
 }
