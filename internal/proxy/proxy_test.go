@@ -286,3 +286,25 @@ func TestDirectoryUpstream(t *testing.T) {
 		t.Fatal("a second direct client read wrong data")
 	}
 }
+
+// TestWriteThroughKeepsBlocks: the whole blocks a client writes through a
+// write-through proxy (and the file's last, partial one) are read back
+// by another client from the proxy, without the server sending them.
+func TestWriteThroughKeepsBlocks(t *testing.T) {
+	srvAddr, srvM := serve(t, t.TempDir())
+	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: proxy.WriteThrough})
+	a, b := newAgent(t, p), newAgent(t, p)
+	data := pattern(5*bs+99, 7)
+	if err := write(t, a, "g", data); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, b, "g"); !bytes.Equal(got, data) {
+		t.Fatal("b read wrong data")
+	}
+	if n := readBytes(b.Metrics(), obs.LayerProxy); n != float64(len(data)) {
+		t.Errorf("b read %v bytes from the proxy; want all %d written through it", n, len(data))
+	}
+	if n := readBytes(srvM, obs.LayerServerDisk) + readBytes(srvM, obs.LayerServerMemory); n != 0 {
+		t.Errorf("the server sent %v bytes of a file written through the proxy", n)
+	}
+}
