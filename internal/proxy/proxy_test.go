@@ -246,6 +246,26 @@ func TestForeignHandle(t *testing.T) {
 			t.Fatalf("ReadBlock with handle %d never opened by this client: got %v", h, r.Type())
 		}
 	}
+	// A handle on its own file, naming the secret file: the reply is the
+	// handle's file, and the proxy's cache of the secret is untouched.
+	if err := os.WriteFile(filepath.Join(export, "mine"), []byte("mallory's own"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Call(context.Background(), &wire.Open{Path: "mine", Flags: syscall.O_RDONLY})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := r.(*wire.OpenReply).Handle
+	r, err = c.Call(context.Background(), &wire.ReadBlock{Handle: h, File: at.Ino, Index: 0, Version: at.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.(*wire.BlockReply).Data; bytes.Equal(got, pattern(bs, 9)) {
+		t.Fatal("a handle on another file read the secret file's cached block")
+	}
+	if got := read(t, a, "secret"); !bytes.Equal(got, pattern(bs, 9)) {
+		t.Fatal("the owner reads wrong data after the mismatched request")
+	}
 }
 
 // TestUpstreamUnreachable: New fails with ErrUpstreamUnreachable, quickly.

@@ -14,16 +14,23 @@ import (
 // readBlock serves a block from the cache when the client may read it
 // there (it holds a readable handle on that file, and the proxy knows the
 // file's size at that version); otherwise it fetches it upstream, once for
-// all the clients that miss it at the same moment, and keeps it.
+// all the clients that miss it at the same moment, and keeps it. Only
+// requests through a handle the proxy saw opened on the named file are
+// served, shared or kept: the upstream reads through the handle, so the
+// handle, not the file id a client names, says whose data comes back.
 func (cl *client) readBlock(ctx context.Context, orig wire.Msg, m *wire.ReadBlock) (wire.Msg, error) {
 	p, c := cl.p, cl.p.cache
 	id := block.ID{File: m.File, Index: m.Index}
-	if cl.mayRead(m.Handle, m.File) {
-		if size, ok := c.sizeAt(m.File, m.Version); ok {
-			if data, ok := c.get(id, m.Version); ok {
-				p.metrics.CountRead(obs.LayerProxy, len(data))
-				return &wire.BlockReply{Version: m.Version, Size: size, Layer: wire.LayerProxy, Data: data}, nil
-			}
+	if !cl.mayRead(m.Handle, m.File) {
+		// A handle this client did not open for reading here, or one on
+		// another file than it names: the upstream decides, and its reply
+		// is neither kept nor shared (it could be another file's data).
+		return relayReply(cl.call(ctx, orig))
+	}
+	if size, ok := c.sizeAt(m.File, m.Version); ok {
+		if data, ok := c.get(id, m.Version); ok {
+			p.metrics.CountRead(obs.LayerProxy, len(data))
+			return &wire.BlockReply{Version: m.Version, Size: size, Layer: wire.LayerProxy, Data: data}, nil
 		}
 	}
 	key := strconv.FormatUint(m.File, 10) + ":" + strconv.FormatUint(m.Index, 10) + ":" + strconv.FormatUint(m.Version, 10)
