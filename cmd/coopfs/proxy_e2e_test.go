@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -216,24 +215,7 @@ func TestE2EProxyUnreachable(t *testing.T) {
 // the upstream sees the proxy's name; a client of another CA is refused.
 func TestE2EProxyCertificates(t *testing.T) {
 	needFUSE(t)
-	tmp := t.TempDir()
-	ca, other := filepath.Join(tmp, "ca"), filepath.Join(tmp, "other")
-	for _, args := range [][]string{
-		{"ca", "init", "--dir", ca},
-		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "server"},
-		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "lanproxy"},
-		{"ca", "issue", "--dir", ca, "client1"},
-		{"ca", "init", "--dir", other},
-		{"ca", "issue", "--dir", other, "mallory"},
-	} {
-		if p, code := runCoopfs(t, 20*time.Second, nil, args...); code != 0 {
-			t.Fatalf("coopfs %s: exit %d\n%s", strings.Join(args, " "), code, p.stderr.String())
-		}
-	}
-	creds := func(dir, name string) []string {
-		return []string{"--tls-cert", filepath.Join(dir, name+".crt"), "--tls-key", filepath.Join(dir, name+".key"),
-			"--tls-ca", filepath.Join(ca, "ca.crt")}
-	}
+	ca, other, creds := testCAs(t, "server", "lanproxy")
 	srv := startServer(t, newExport(t), creds(ca, "server")...)
 	px := startProxy(t, srv.addr, creds(ca, "lanproxy")...)
 	m := startMount(t, px.addr, creds(ca, "client1")...)
