@@ -328,3 +328,49 @@ func TestWriteThroughKeepsBlocks(t *testing.T) {
 		t.Errorf("the server sent %v bytes of a file written through the proxy", n)
 	}
 }
+
+// locker is the agent's lock interface of an open file.
+type locker interface {
+	SetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lock, wait bool) error
+}
+
+// TestLocksPerClient: two clients behind one proxy are two lock holders at
+// the server (each has its own upstream connection); a client that goes
+// away mid-session takes its locks with it.
+func TestLocksPerClient(t *testing.T) {
+	export := t.TempDir()
+	if err := os.WriteFile(filepath.Join(export, "f"), []byte("locked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srvAddr, _ := serve(t, export)
+	p, _ := startProxy(t, srvAddr, proxy.Config{})
+	a, b := newAgent(t, p), newAgent(t, p)
+	lk := wire.Lock{Type: wire.LockWrite, End: wire.LockEOF}
+	fa, _, err := a.Open(ctx(), "f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.(locker).SetLock(ctx(), 1, true, lk, false); err != nil {
+		t.Fatalf("a's lock: %v", err)
+	}
+	fb, _, err := b.Open(ctx(), "f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Release(ctx())
+	if err := fb.(locker).SetLock(ctx(), 1, true, lk, false); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("b's conflicting lock through the same proxy: %v; want EAGAIN", err)
+	}
+	a.Close() // a goes away holding its lock
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := fb.(locker).SetLock(ctx(), 1, true, lk, false)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's lock after a went away: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
