@@ -37,8 +37,8 @@ type handle struct {
 // that client.
 const maxInFlightBytes = 64 << 20
 
-// maxHandles bounds the handles tracked per client; past it the oldest
-// are forgotten at random (their reads go upstream, which still knows them).
+// maxHandles bounds the handles tracked per client; past it one is
+// forgotten at random (its reads go upstream, which still knows it).
 const maxHandles = 1 << 16
 
 // serveClient runs one client connection: the handshake (during which the
