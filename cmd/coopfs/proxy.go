@@ -44,6 +44,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := diskF.check(fs); err != nil {
 		return err
 	}
+	policy, err := proxy.ParseWritePolicy(*writePolicy)
+	if err != nil {
+		return err
+	}
 	log := obs.NewLogger(stderr, *logLevel)
 	sec, err := secFlags.load()
 	if err != nil {
@@ -56,7 +60,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	log.Info("connecting", "upstream", *upstream)
 	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
-		CacheSize: int64(cacheSize), WritePolicy: proxy.WritePolicy(*writePolicy),
+		CacheSize: int64(cacheSize), WritePolicy: policy,
 		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
 		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},

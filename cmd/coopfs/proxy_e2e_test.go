@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -228,5 +229,23 @@ func TestE2EProxyCertificates(t *testing.T) {
 	code := bad.mustExit(t, 30*time.Second)
 	if code == 0 || e2eIsMounted(bad.cmd.Args[len(bad.cmd.Args)-1]) {
 		t.Fatalf("a client of another CA mounted through the proxy; stderr:\n%s", bad.stderr.String())
+	}
+}
+
+// TestE2EProxyBadFlags: flags that cannot work are refused with one line
+// before anything connects.
+func TestE2EProxyBadFlags(t *testing.T) {
+	needBinary(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--write-policy", "write-back"}, []string{"write-back is not available on the proxy"}},
+		{[]string{"--write-policy", "sometimes"}, []string{"unknown --write-policy", "read-only or write-through"}},
+		{[]string{"--disk-banks", "4"}, []string{"--disk-banks", "without --disk-cache"}},
+	} {
+		args := append([]string{"proxy", "--upstream", e2eFreeAddr(t), "--listen", e2eFreeAddr(t)}, c.args...)
+		p := startProc(t, "proxy "+strings.Join(c.args, " "), args...)
+		wantOneLineError(t, p, p.mustExit(t, 20*time.Second), "coopfs proxy:", c.want...)
 	}
 }

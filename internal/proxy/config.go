@@ -20,6 +20,18 @@ const (
 	WriteBack    WritePolicy = "write-back"    // not offered by the proxy yet
 )
 
+// ParseWritePolicy checks a --write-policy value: read-only or
+// write-through.
+func ParseWritePolicy(s string) (WritePolicy, error) {
+	switch p := WritePolicy(s); p {
+	case ReadOnly, WriteThrough:
+		return p, nil
+	case WriteBack:
+		return "", fmt.Errorf("--write-policy write-back is not available on the proxy yet: use write-through (or write-back on the mounts)")
+	}
+	return "", fmt.Errorf("unknown --write-policy %q: use read-only or write-through", s)
+}
+
 // DiskConfig configures the proxy's persistent disk tier (cache/disk).
 type DiskConfig struct {
 	Dir   string // cache directory; "" means memory only
@@ -81,12 +93,8 @@ func (c *Config) validate() error {
 	if c.Upstream == "" {
 		return fmt.Errorf("no upstream: give --upstream HOST:PORT (a coopfs server or another proxy)")
 	}
-	switch c.WritePolicy {
-	case ReadOnly, WriteThrough:
-	case WriteBack:
-		return fmt.Errorf("--write-policy write-back is not available on the proxy yet: use write-through (or write-back on the mounts)")
-	default:
-		return fmt.Errorf("unknown write policy %q: use read-only or write-through", c.WritePolicy)
+	if _, err := ParseWritePolicy(string(c.WritePolicy)); err != nil {
+		return err
 	}
 	if c.CacheSize < 0 || c.Disk.Size < 0 {
 		return fmt.Errorf("cache sizes must not be negative")
