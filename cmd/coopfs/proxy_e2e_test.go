@@ -176,7 +176,8 @@ func TestE2EProxyWarmRestart(t *testing.T) {
 // TestE2EProxyUnreachable: a proxy whose upstream does not answer fails at
 // start with one clear line; a running proxy whose upstream goes away gives
 // its clients EIO (or ETIMEDOUT) within their reconnect timeout, no hang;
-// a client that dies mid-request leaves the proxy serving the others.
+// a client that dies mid-request leaves the proxy serving the others; an
+// upstream that comes back serves the same mount through the same proxy.
 func TestE2EProxyUnreachable(t *testing.T) {
 	needFUSE(t)
 	p := startProc(t, "proxy to nowhere", "proxy", "--upstream", e2eFreeAddr(t), "--listen", e2eFreeAddr(t), "--reconnect-timeout", "1s")
@@ -208,6 +209,20 @@ func TestE2EProxyUnreachable(t *testing.T) {
 	}
 	if px.exited() {
 		t.Fatalf("the proxy exited when its upstream went away; stderr:\n%s", px.stderr.String())
+	}
+	// The upstream comes back: the same mount, through the same proxy,
+	// works again (its next request reconnects, the proxy dials afresh).
+	startServerAt(t, srv.addr, export)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := os.ReadFile(m.path("f"))
+		if err == nil && string(got) == "hello\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read after the upstream came back: %q, %v", got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
