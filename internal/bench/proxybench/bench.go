@@ -107,6 +107,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	r.Get("direct").Compare("wan-tcp", 0)
 	r.Get("second").Compare("lan-tcp", 0)
 	r.Get("warm").Compare("lan-tcp", 0)
+	r.Get("client-warm").Compare("lan-tcp", 0)
 	r.Finish()
 	return r, nil
 }
@@ -155,13 +156,14 @@ func (b *bench) startProxy(ctx context.Context) error {
 }
 
 // mount starts a mount in host h (of the server at upstream) and waits for it.
-func (b *bench) mount(ctx context.Context, h *testbed.Host, name, upstream string) (*testbed.Proc, string, error) {
+func (b *bench) mount(ctx context.Context, h *testbed.Host, name, upstream string, extra ...string) (*testbed.Proc, string, error) {
 	dir := filepath.Join(h.Dir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
 	argv := append([]string{b.cfg.Coopfs, "mount", "--server", upstream, "--name", h.Name + "-" + name}, b.creds...)
-	p, err := h.Start(ctx, append(argv, dir), nil, name+".log")
+	argv = append(append(argv, extra...), dir)
+	p, err := h.Start(ctx, argv, nil, name+".log")
 	if err != nil {
 		return nil, "", err
 	}

@@ -14,7 +14,9 @@
 //     proxy, at LAN speed; the server sends nothing;
 //   - warm: the proxy and the first client restarted, the proxy on its
 //     disk cache, the client with its kernel caches dropped, read it again:
-//     the server sends no file data.
+//     the server sends no file data;
+//   - client-warm: the second client (mounted with --disk-cache) restarted,
+//     kernel caches dropped, reads it again from its own disk cache.
 //
 // Throughputs are MB/s; ratios compare first and direct with wan-tcp, and
 // second and warm with lan-tcp. The server bytes of second and warm are

@@ -11,6 +11,9 @@ import (
 	"github.com/coopfs/coopfs/internal/bench/testbed"
 )
 
+// clientDisk names the disk cache directory of the second client's mounts.
+const clientDisk = "client-cache"
+
 // rep runs one repetition on a new file.
 func (b *bench) rep(ctx context.Context, r *report.Report, i int) error {
 	name := fmt.Sprintf("file%d", i)
@@ -35,19 +38,24 @@ func (b *bench) rep(ctx context.Context, r *report.Report, i int) error {
 		key, what string
 		host      *testbed.Host
 		upstream  string
-		restart   bool // restart the proxy before, and drop the kernel caches
-		zero      bool // the server must send nothing
+		restart   bool   // restart the proxy before
+		drop      bool   // drop the kernel caches before
+		disk      string // the mount's --disk-cache, "" for none
+		zero      bool   // the server must send nothing
 	}{
-		{"direct", "a client mounted on the server directly", b.d, srv, false, false},
-		{"first", "a client behind the proxy, first read (proxy cold)", b.a, prx, false, false},
-		{"second", "a second client behind the same proxy", b.b, prx, false, true},
-		{"warm", "proxy and client restarted, proxy disk cache warm", b.a, prx, true, true},
+		{"direct", "a client mounted on the server directly", b.d, srv, false, false, "", false},
+		{"first", "a client behind the proxy, first read (proxy cold)", b.a, prx, false, false, "", false},
+		{"second", "a second client behind the same proxy", b.b, prx, false, false, clientDisk, true},
+		{"warm", "proxy and client restarted, proxy disk cache warm", b.a, prx, true, true, "", true},
+		{"client-warm", "the second client restarted on its own disk cache", b.b, prx, false, true, clientDisk, true},
 	}
 	for _, st := range steps {
 		if st.restart {
 			if err := b.restartProxy(ctx); err != nil {
 				return err
 			}
+		}
+		if st.drop {
 			if err := dropCaches(); err != nil {
 				return fmt.Errorf("drop caches: %w", err)
 			}
@@ -56,7 +64,11 @@ func (b *bench) rep(ctx context.Context, r *report.Report, i int) error {
 		if err != nil {
 			return err
 		}
-		m, dir, err := b.mount(ctx, st.host, fmt.Sprintf("%s-%d", st.key, i), st.upstream)
+		var extra []string
+		if st.disk != "" {
+			extra = []string{"--disk-cache", filepath.Join(b.cfg.Dir, fmt.Sprintf("%s-%d", st.disk, i)), "--disk-cache-size", "256MiB"}
+		}
+		m, dir, err := b.mount(ctx, st.host, fmt.Sprintf("%s-%d", st.key, i), st.upstream, extra...)
 		if err != nil {
 			return err
 		}
