@@ -65,6 +65,6 @@
 //
 // The upstream's coordination policy is not offered to the clients: they
 // see policy "none", the proxy is their shared cache. Under a `directory`
-// server the proxy (which has no peer listener) is served by the server
-// itself.
+// or `hints` server the proxy (which has no peer listener) reads through
+// the server itself and is never asked to serve a peer.
 package proxy

@@ -282,28 +282,32 @@ func TestUpstreamUnreachable(t *testing.T) {
 	}
 }
 
-// TestDirectoryUpstream: behind a server running the directory policy, the
-// proxy (no peer listener) is served by the server even when a direct
-// client holds the blocks, and is never forwarded to.
-func TestDirectoryUpstream(t *testing.T) {
-	export := t.TempDir()
-	data := pattern(6*bs+7, 5)
-	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srvAddr, _ := servePolicy(t, export, "directory")
-	p, _ := startProxy(t, srvAddr, proxy.Config{})
-	direct := newAgent(t, srvAddr)
-	if got := read(t, direct, "f"); !bytes.Equal(got, data) {
-		t.Fatal("direct client read wrong data")
-	}
-	a := newAgent(t, p)
-	if got := read(t, a, "f"); !bytes.Equal(got, data) {
-		t.Fatal("client behind the proxy read wrong data")
-	}
-	other := newAgent(t, srvAddr)
-	if got := read(t, other, "f"); !bytes.Equal(got, data) {
-		t.Fatal("a second direct client read wrong data")
+// TestCoopUpstream: behind a server running a cooperative policy, the
+// proxy (no peer listener) reads through the server even when direct
+// clients hold the blocks, and is never asked to serve a peer.
+func TestCoopUpstream(t *testing.T) {
+	for _, policy := range []string{"directory", "hints"} {
+		t.Run(policy, func(t *testing.T) {
+			export := t.TempDir()
+			data := pattern(6*bs+7, 5)
+			if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srvAddr, _ := servePolicy(t, export, policy)
+			p, _ := startProxy(t, srvAddr, proxy.Config{})
+			direct := newAgent(t, srvAddr)
+			if got := read(t, direct, "f"); !bytes.Equal(got, data) {
+				t.Fatal("direct client read wrong data")
+			}
+			a := newAgent(t, p)
+			if got := read(t, a, "f"); !bytes.Equal(got, data) {
+				t.Fatal("client behind the proxy read wrong data")
+			}
+			other := newAgent(t, srvAddr)
+			if got := read(t, other, "f"); !bytes.Equal(got, data) {
+				t.Fatal("a second direct client read wrong data")
+			}
+		})
 	}
 }
 

@@ -96,11 +96,6 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.write(c, m)
 	case *wire.Mknod, *wire.GetXattr, *wire.ListXattr, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate:
 		return s.servePosix(c, m)
-	case *wire.Discard:
-		if cl, _ := c.Value.Load().(*client); cl != nil && s.coop != nil {
-			s.coop.discarded(cl.id, m.Blocks)
-		}
-		return nil, nil
 	}
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
 }
@@ -496,12 +491,14 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	if uint64(off) >= a.Size {
 		return reply, nil
 	}
-	if s.coop != nil && s.forward(c, m, of.f, id, a.Version, reply) {
+	cl, _ := c.Value.Load().(*client)
+	if s.pol.read(c, cl, m, of.f, id, a.Version, reply) {
 		return reply, nil
 	}
 	if data, ok := s.cache.Get(id, block.Version(a.Version)); ok {
 		reply.Data, reply.Layer = data, 0
 		s.cfg.Metrics.CountRead(obs.LayerServerMemory, len(data))
+		s.pol.served(of.f, id, a.Version, data, false)
 		return reply, nil
 	}
 	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
@@ -512,9 +509,7 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	}
 	reply.Data, reply.Layer = buf[:got], 1
 	s.cache.Put(id, block.Version(a.Version), reply.Data)
-	if s.coop != nil {
-		s.coop.cached(id)
-	}
+	s.pol.served(of.f, id, a.Version, reply.Data, true)
 	s.cfg.Metrics.CountRead(obs.LayerServerDisk, got)
 	return reply, nil
 }

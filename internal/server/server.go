@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,16 +23,20 @@ import (
 
 // Config configures a file server.
 type Config struct {
-	Export      string // the directory to export
-	BlockSize   int    // bytes per block; default 1 MiB
-	CacheSize   int64  // the server's memory block cache; default 256 MiB
-	ReadOnly    bool
-	Secret      []byte           // the cluster secret, used when Security is nil
-	Security    *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
-	Conns       wire.ConnLimits  // caps on connections and handshakes
-	Policy      string           // coordination policy: "none" (default) or "directory"
-	Directory   directory.Config // the directory policy's settings
-	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
+	Export    string // the directory to export
+	BlockSize int    // bytes per block; default 1 MiB
+	CacheSize int64  // the server's memory block cache; default 256 MiB
+	ReadOnly  bool
+	Secret    []byte           // the cluster secret, used when Security is nil
+	Security  *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	Conns     wire.ConnLimits  // caps on connections and handshakes
+	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
+	Directory directory.Config // the directory policy's settings
+	// DiscardCacheSize is the hints policy's discard cache in server
+	// memory (young master copies clients evicted by mistake); default
+	// DefaultDiscardCacheSize, rounded down to whole blocks.
+	DiscardCacheSize int64
+	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
 	// client's root is the anonymous user), "all" or "none".
 	Squash           string
@@ -51,7 +56,9 @@ type Config struct {
 const (
 	DefaultBlockSize = 1 << 20
 	DefaultCacheSize = 256 << 20
-	MaxBlockSize     = 8 << 20
+	// DefaultDiscardCacheSize is the hints policy's discard cache.
+	DefaultDiscardCacheSize = 64 << 20
+	MaxBlockSize            = 8 << 20
 
 	DefaultCallbackTimeout = 2 * time.Second
 	DefaultMaxCallbacks    = 1 << 20
@@ -66,6 +73,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Policy == "" {
 		c.Policy = "none"
+	}
+	if c.DiscardCacheSize == 0 {
+		c.DiscardCacheSize = DefaultDiscardCacheSize
 	}
 	if c.Squash == "" {
 		c.Squash = SquashRoot
@@ -102,8 +112,11 @@ func (c *Config) validate() error {
 	if c.BlockSize < 4096 || c.BlockSize > MaxBlockSize || c.BlockSize&(c.BlockSize-1) != 0 {
 		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
 	}
-	if c.Policy != "none" && c.Policy != "directory" {
-		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	if !slices.Contains(Policies, c.Policy) {
+		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+	}
+	if c.DiscardCacheSize < 0 {
+		return fmt.Errorf("discard cache size %d is negative", c.DiscardCacheSize)
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
@@ -143,7 +156,8 @@ type Server struct {
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
-	coop        *coop        // the directory policy; nil under "none"
+	pol         policy       // the coordination policy (policy.go)
+	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
@@ -154,7 +168,7 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
 	ownGroups            []uint32
-	digests              *digests     // block digests for forwards (directory policy)
+	digests              *digests     // block digests peers' blocks are checked against (directory and hints)
 	drc                  *replyCache  // outcomes of the last writes (drc.go)
 	drcHits              atomic.Int64 // writes answered without applying them again
 	xattrWarn            sync.Once
@@ -195,22 +209,12 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("open export: %w", err)
 	}
-	memCfg := mem.Config{Capacity: cfg.CacheSize}
-	var onChange func(uint64)
-	if cfg.Policy == "directory" {
-		s.digests = newDigests(DefaultDigestEntries)
-		if s.coop, err = newCoop(cfg.Directory); err != nil {
-			root.Close()
-			return nil, err
-		}
-		memCfg.OnEvict = func(id block.ID, _ block.Version) { s.coop.evicted(id) }
-		onChange = s.coop.fileChanged
-		if err := cfg.Metrics.Register(newCoopCollector(s.coop)); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("register directory metrics: %w", err)
-		}
+	if s.pol, err = newPolicy(s); err != nil {
+		root.Close()
+		return nil, err
 	}
-	s.versions = newVersions(s.bootID, onChange)
+	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) { s.pol.memEvicted(id) }}
+	s.versions = newVersions(s.bootID, s.pol.fileChanged)
 	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
@@ -341,15 +345,11 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	if s.coop != nil {
-		s.coop.joined(cl.id, c, cl.listen)
-	}
+	s.pol.joined(&cl, c)
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
 	s.cbs.left(cl.id)
-	if s.coop != nil {
-		s.coop.left(cl.id)
-	}
+	s.pol.left(&cl)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()

@@ -434,6 +434,29 @@ func (c *Client) PeerFailed(p ClientID) {
 	}
 }
 
+// Join adds p, a participant that joined after the client was made (a live
+// cluster's membership changes), believed to have free memory. A known
+// peer is treated as PeerBooted.
+func (c *Client) Join(p ClientID, boot BootID) {
+	if p == c.cfg.ID || p < 0 {
+		return
+	}
+	if _, ok := c.index[p]; ok {
+		c.PeerBooted(p, boot)
+		return
+	}
+	c.index[p] = len(c.peers)
+	c.peers = append(c.peers, peer{id: p, boot: boot, oldest: Free})
+}
+
+// DropHint forgets the client's hint for b unless it names the client
+// itself (a forward that could not be carried out: the block is gone).
+func (c *Client) DropHint(b block.ID) {
+	if h, ok := c.HintFor(b); ok && h.Holder != c.cfg.ID {
+		c.deleteHint(b)
+	}
+}
+
 // PeerBooted records that p (re)started in life boot (the manager's client
 // list after a restart, or a message from it).
 func (c *Client) PeerBooted(p ClientID, boot BootID) {
