@@ -378,3 +378,46 @@ func TestLocksPerClient(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestManyClients: eight clients behind one proxy read one file at once;
+// each gets it whole, and concurrent misses of a block share one fetch
+// (the server sends the file about once, never once per client).
+func TestManyClients(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(64*bs+5, 3)
+	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srvAddr, srvM := serve(t, export)
+	p, _ := startProxy(t, srvAddr, proxy.Config{})
+	const n = 8
+	agents := make([]*agent.Agent, n)
+	for i := range agents {
+		agents[i] = newAgent(t, p)
+	}
+	errs := make(chan error, n)
+	for _, a := range agents {
+		go func() {
+			f, attr, err := a.Open(ctx(), "f", syscall.O_RDONLY)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer f.Release(ctx())
+			buf := make([]byte, attr.Size)
+			got, err := f.ReadAt(ctx(), buf, 0)
+			if err == nil && !bytes.Equal(buf[:got], data) {
+				err = errors.New("wrong data")
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent := readBytes(srvM, obs.LayerServerDisk) + readBytes(srvM, obs.LayerServerMemory); sent >= float64(n*len(data)/2) {
+		t.Errorf("the server sent %v bytes for %d clients of a %d-byte file: the proxy did not share its fetches", sent, n, len(data))
+	}
+}
