@@ -286,8 +286,11 @@ func (f *file) fromServer(ctx context.Context, req *wire.ReadBlock) (*wire.Block
 	}
 	if !br.Forwarded {
 		layer := obs.LayerServerDisk
-		if br.Layer == 0 {
+		switch br.Layer {
+		case wire.LayerMemory:
 			layer = obs.LayerServerMemory
+		case wire.LayerProxy:
+			layer = obs.LayerProxy // a coopfs proxy between us and the server
 		}
 		f.a.metrics.CountRead(layer, len(br.Data))
 	}
