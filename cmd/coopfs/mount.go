@@ -84,7 +84,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
-		Disk: agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc},
+		Disk:        agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc},
 		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

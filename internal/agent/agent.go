@@ -38,11 +38,11 @@ type Config struct {
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none" or "directory" must match it.
 	Policy         string
-	Listen         string        // directory policy: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration // directory policy: how long to wait for a forwarded block; default 5s
-	DiscardQueue   int           // directory policy: discard notification batch; default 400
-	NoDiscard      bool          // directory policy: send no discard notifications (for comparisons)
-	Disk           DiskConfig    // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	Listen         string            // directory policy: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration     // directory policy: how long to wait for a forwarded block; default 5s
+	DiscardQueue   int               // directory policy: discard notification batch; default 400
+	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
+	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
 	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
 	WriteBack      WriteBackConfig   // tuning of the write-back policy
 	Logger         *slog.Logger
@@ -106,7 +106,7 @@ type Agent struct {
 	metrics    *obs.Metrics
 	sess       *session
 	cache      *mem.Cache
-	disk       diskTier // the disk tier under memory (tiers.go); off without --disk-cache
+	disk       diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
 	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
 	flights    singleflight.Group
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
