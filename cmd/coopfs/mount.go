@@ -41,6 +41,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var writePolicy cache.WritePolicy
 	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
 	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
+	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -85,7 +86,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
 		Disk:        agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc},
-		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay}})
+		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")

@@ -269,8 +269,15 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	if data, ok := f.a.wb.dirtyData(id); ok {
-		return data, nil // a write raced the fetch: its data wins
+	if f.a.wb.holds(id.File) {
+		// Dirty here (writeback.go): a dirty block wins over the server's
+		// (a write raced the fetch), and the server's copy of a block we
+		// did not write is ours too, whatever version our partial
+		// write-backs gave the file.
+		if data, ok := f.a.wb.dirtyData(id); ok {
+			return data, nil
+		}
+		br.Version = v
 	}
 	if br.Version != v {
 		// The file changed since it was opened: the block belongs to the

@@ -40,8 +40,8 @@ func (c WriteBackConfig) validate() error {
 	switch {
 	case c.Delay < 0:
 		return fmt.Errorf("write-back delay %v is negative", c.Delay)
-	case c.HighWater < 0 || c.HighWater > 1:
-		return fmt.Errorf("write-back high water %v is not a fraction in [0, 1]", c.HighWater)
+	case c.HighWater <= 0 || c.HighWater > 1:
+		return fmt.Errorf("--write-back-high-water %v is not a fraction in (0, 1]", c.HighWater)
 	}
 	return nil
 }
@@ -56,11 +56,16 @@ type dirtyFile struct {
 	version uint64 // the server version the dirty blocks are tagged with
 	caller  vfs.Caller
 
-	// mu serializes the file's writes, its write-back and its removal.
+	// flushing serializes the file's write-backs; it is taken before mu.
+	flushing sync.Mutex
+	// mu serializes the file's writes, block by block, its removal and
+	// the bookkeeping of its write-back (not the write-back's messages:
+	// a writer does not wait for the network).
 	mu     sync.Mutex
-	blocks map[uint64]int // dirty block index → data length; under mu
-	gone   bool           // written back or dropped: take a new dirtyFile; under mu
-	files  []*file        // open files that wrote through this record; under mu
+	blocks map[uint64]dirtyBlock // the dirty blocks by index; under mu
+	gen    uint64                // counts writes, to tell a block rewritten during its write-back; under mu
+	gone   bool                  // written back or dropped: take a new dirtyFile; under mu
+	files  []*file               // open files that wrote through this record; under mu
 
 	// Under writeBack.mu:
 	path  string
@@ -68,6 +73,13 @@ type dirtyFile struct {
 	mtime int64
 	since time.Time // when the file became dirty
 	bytes int64     // dirty bytes (frames' data)
+}
+
+// dirtyBlock is a dirty block of a dirtyFile: its data length and the
+// write that made it.
+type dirtyBlock struct {
+	n   int
+	gen uint64
 }
 
 // writeBack is the agent's write-back state: the dirty files, their
@@ -142,7 +154,7 @@ func (w *writeBack) acquire(f *file) (*dirtyFile, error) {
 		w.mu.Lock()
 		df, ok := w.files[ino]
 		if !ok {
-			df = &dirtyFile{ino: ino, version: v, caller: f.caller, blocks: map[uint64]int{},
+			df = &dirtyFile{ino: ino, version: v, caller: f.caller, blocks: map[uint64]dirtyBlock{},
 				path: path, size: size, mtime: time.Now().UnixNano(), since: time.Now()}
 		}
 		w.mu.Unlock()
@@ -240,12 +252,10 @@ func (w *writeBack) putDirty(df *dirtyFile, idx uint64, data []byte) error {
 		return fmt.Errorf("write-back: store block %d of %s: %v: %w", idx, df.path, err, syscall.EIO)
 	}
 	w.a.cache.Put(id, v, data)
-	old, had := df.blocks[idx]
-	df.blocks[idx] = len(data)
+	old := df.blocks[idx].n
+	df.gen++
+	df.blocks[idx] = dirtyBlock{n: len(data), gen: df.gen}
 	w.mu.Lock()
-	if !had {
-		old = 0
-	}
 	df.bytes += int64(len(data) - old)
 	w.dirty += int64(len(data) - old)
 	over := float64(w.dirty) > w.cfg.HighWater*float64(w.a.disk.c.Capacity())
@@ -446,15 +456,16 @@ func (w *writeBack) truncate(df *dirtyFile, size int64) error {
 	w.a.cache.RemoveFile(df.ino)
 	bs := int64(w.a.BlockSize())
 	var freed int64
-	for idx, n := range df.blocks {
-		start := int64(idx) * bs
+	for idx, b := range df.blocks {
+		start, n := int64(idx)*bs, int64(b.n)
 		switch {
 		case start >= size:
 			delete(df.blocks, idx)
-			freed += int64(n)
-		case start+int64(n) > size:
-			df.blocks[idx] = int(size - start)
-			freed += start + int64(n) - size
+			freed += n
+		case start+n > size:
+			df.gen++
+			df.blocks[idx] = dirtyBlock{n: int(size - start), gen: df.gen}
+			freed += start + n - size
 		}
 	}
 	w.mu.Lock()

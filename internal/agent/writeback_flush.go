@@ -135,14 +135,18 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 	return p, errors.Join(errs...)
 }
 
-// flushFile writes df's dirty blocks back to the server, marks them clean
-// and retags the file's cached blocks with the version the server gave
-// the result, so they need not be fetched again. It returns the bytes
-// written; progress (may be nil) is called with the running count.
+// flushFile writes df's dirty blocks back to the server and marks them
+// clean; once none is left it retags the file's cached blocks with the
+// version the server gave the result, so they need not be fetched again.
+// Writers of the file wait only for the bookkeeping of each block, not for
+// the network: a block rewritten while it was on its way stays dirty. It
+// returns the bytes written; progress (may be nil) gets the running count.
 func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, error) {
+	df.flushing.Lock()
+	defer df.flushing.Unlock()
 	df.mu.Lock()
-	defer df.mu.Unlock()
 	if df.gone {
+		df.mu.Unlock()
 		return 0, nil
 	}
 	w.mu.Lock()
@@ -152,23 +156,14 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 	for idx := range df.blocks {
 		idxs = append(idxs, idx)
 	}
+	df.mu.Unlock()
 	slices.Sort(idxs)
-	var done int64
-	if len(idxs) == 0 {
-		w.forget(df)
-		return 0, nil
-	}
 	h := &wbHandle{a: w.a, path: path, ino: df.ino, caller: df.caller}
 	defer h.release()
+	var done int64
 	var last wire.Attr
 	for _, idx := range idxs {
-		id := block.ID{File: df.ino, Index: idx}
-		data, ok := w.a.disk.c.Get(id, block.Version(df.version))
-		if !ok {
-			w.a.log.Warn("write-back: a dirty block is unreadable; its data is lost", "path", path, "block", idx)
-			continue
-		}
-		attr, err := h.write(ctx, int64(idx)*int64(w.a.BlockSize()), data)
+		n, attr, err := w.flushBlock(ctx, df, h, idx)
 		if errors.Is(err, errGoneFile) {
 			w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
 			w.dropGone(df)
@@ -177,17 +172,64 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 		if err != nil {
 			return done, fmt.Errorf("write back %s: %w", path, err)
 		}
-		last = attr
-		if _, err := w.a.disk.c.MarkClean(id, block.Version(df.version)); err != nil {
-			w.a.log.Warn("write-back: marking a block clean", "path", path, "err", err)
+		if n > 0 {
+			last = attr
 		}
-		done += int64(len(data))
-		if progress != nil {
+		done += int64(n)
+		if progress != nil && n > 0 {
 			progress(done)
 		}
 	}
-	w.settle(df, last)
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if !df.gone && len(df.blocks) == 0 {
+		w.settle(df, last)
+	}
 	return done, nil
+}
+
+// flushBlock writes one dirty block back and marks it clean unless it was
+// rewritten meanwhile; it returns the bytes sent (0: nothing to send).
+func (w *writeBack) flushBlock(ctx context.Context, df *dirtyFile, h *wbHandle, idx uint64) (int, wire.Attr, error) {
+	id, v := block.ID{File: df.ino, Index: idx}, block.Version(df.version)
+	df.mu.Lock()
+	b, ok := df.blocks[idx]
+	if df.gone || !ok {
+		df.mu.Unlock()
+		return 0, wire.Attr{}, nil
+	}
+	data, ok := w.a.disk.c.Get(id, v)
+	df.mu.Unlock()
+	if !ok {
+		w.a.log.Warn("write-back: a dirty block is unreadable; its data is lost", "path", h.path, "block", idx)
+		df.mu.Lock()
+		w.cleaned(df, idx, b)
+		df.mu.Unlock()
+		return 0, wire.Attr{}, nil
+	}
+	attr, err := h.write(ctx, int64(idx)*int64(w.a.BlockSize()), data)
+	if err != nil {
+		return 0, attr, err
+	}
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.gone || df.blocks[idx] != b {
+		return len(data), attr, nil // rewritten (or dropped) meanwhile: it stays dirty
+	}
+	if _, err := w.a.disk.c.MarkClean(id, v); err != nil {
+		w.a.log.Warn("write-back: marking a block clean", "path", h.path, "err", err)
+	}
+	w.cleaned(df, idx, b)
+	return len(data), attr, nil
+}
+
+// cleaned takes block idx off df's dirty blocks. Called with df.mu held.
+func (w *writeBack) cleaned(df *dirtyFile, idx uint64, b dirtyBlock) {
+	delete(df.blocks, idx)
+	w.mu.Lock()
+	df.bytes -= int64(b.n)
+	w.dirty -= int64(b.n)
+	w.mu.Unlock()
 }
 
 // settle finishes a written-back file: its clean blocks take the server's
@@ -335,14 +377,14 @@ func (w *writeBack) recover(ctx context.Context) error {
 		df, ok := w.files[d.ID.File]
 		if !ok {
 			df = &dirtyFile{ino: d.ID.File, version: r.version, caller: r.caller, path: r.path,
-				blocks: map[uint64]int{}, since: time.Now(), mtime: time.Now().UnixNano()}
+				blocks: map[uint64]dirtyBlock{}, since: time.Now(), mtime: time.Now().UnixNano()}
 			w.files[d.ID.File] = df
 		}
 		data, ok := w.a.disk.c.Get(d.ID, d.Version)
 		if !ok {
 			continue
 		}
-		df.blocks[d.ID.Index] = len(data)
+		df.blocks[d.ID.Index] = dirtyBlock{n: len(data)}
 		df.bytes += int64(len(data))
 		w.dirty += int64(len(data))
 		df.size = max(df.size, int64(d.ID.Index)*bs+int64(len(data)))
