@@ -476,6 +476,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
+	a.wb.opened(f)
 	return f, or.Attr, nil
 }
 

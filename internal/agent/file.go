@@ -389,6 +389,7 @@ func (f *file) Fsync(ctx context.Context) error {
 
 // Release implements vfs.File.
 func (f *file) Release(ctx context.Context) error {
+	f.a.wb.released(f)
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()

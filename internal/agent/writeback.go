@@ -91,7 +91,8 @@ type writeBack struct {
 
 	mu    sync.Mutex
 	files map[uint64]*dirtyFile
-	dirty int64 // dirty bytes in all files
+	dirty int64              // dirty bytes in all files
+	open  map[*file]struct{} // the open files, whose paths follow renames
 
 	flushMu sync.Mutex // one flush of everything at a time
 	kick    chan struct{}
@@ -314,6 +315,25 @@ func (w *writeBack) dirtyData(id block.ID) ([]byte, bool) {
 	return w.a.disk.c.Get(id, block.Version(df.version))
 }
 
+// opened and released keep the set of open files.
+func (w *writeBack) opened(f *file) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.open[f] = struct{}{}
+	w.mu.Unlock()
+}
+
+func (w *writeBack) released(f *file) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	delete(w.open, f)
+	w.mu.Unlock()
+}
+
 // find returns the dirty file at path.
 func (w *writeBack) find(path string) *dirtyFile {
 	w.mu.Lock()
@@ -354,13 +374,22 @@ func (w *writeBack) renamed(oldPath, newPath string) {
 	if w == nil {
 		return
 	}
+	under := func(p string) bool { return p == oldPath || strings.HasPrefix(p, oldPath+"/") }
 	w.mu.Lock()
 	var moved []*dirtyFile
 	for _, df := range w.files {
-		if df.path == oldPath || strings.HasPrefix(df.path, oldPath+"/") {
+		if under(df.path) {
 			df.path = newPath + df.path[len(oldPath):]
 			moved = append(moved, df)
 		}
+	}
+	for f := range w.open {
+		// An open file renamed writes (and is written back) under its new name.
+		f.mu.Lock()
+		if under(f.path) {
+			f.path = newPath + f.path[len(oldPath):]
+		}
+		f.mu.Unlock()
 	}
 	w.mu.Unlock()
 	for _, df := range moved {

@@ -351,7 +351,7 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 		return fmt.Errorf("open the write-back journal: %w", err)
 	}
 	cfg := a.cfg.WriteBack
-	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{},
+	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	a.wb = w
 	if err := w.recover(ctx); err != nil {
