@@ -45,8 +45,11 @@ type Config struct {
 	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
 	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
 	WriteBack      WriteBackConfig   // tuning of the write-back policy
-	Logger         *slog.Logger
-	Metrics        *obs.Metrics
+	// NoCallbacks asks the server for no callbacks (callbacks.go): every
+	// lookup, getattr, listing and open then goes to the server.
+	NoCallbacks bool
+	Logger      *slog.Logger
+	Metrics     *obs.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -114,6 +117,7 @@ type Agent struct {
 	lockOwners lockOwners    // fcntl lock owners per file (lock.go)
 	releases   releaser      // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64 // sequence numbers of writes (exactly once: the server's drc.go)
+	cbs        *callbacks    // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -128,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64)}
+		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
 	var ln net.Listener
 	if cfg.Policy != "none" {
@@ -148,7 +152,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		hello.Listen = ln.Addr().String()
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
-		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer)}
+		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
+		connected: a.cbs.connected, lost: a.cbs.lost}
+	if !cfg.NoCallbacks {
+		a.sess.register = register
+	}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {
 			ln.Close()
@@ -198,6 +206,8 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	switch m := m.(type) {
 	case *wire.Ping:
 		return &wire.OK{}, nil
+	case *wire.CallbackBreak:
+		return a.cbs.serveBreak(m), nil
 	case *wire.Forward:
 		if a.coop == nil {
 			return nil, fmt.Errorf("forward without the directory policy: %w", syscall.EPROTO)

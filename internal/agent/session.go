@@ -31,6 +31,12 @@ type session struct {
 	log         *slog.Logger
 	metrics     *obs.Metrics
 	handler     wire.Handler
+	// register runs on a new connection before anything else is sent on
+	// it (callbacks.go); connected and lost are told of each connection's
+	// start (with register's answer) and end. All three may be nil.
+	register  func(ctx context.Context, c *wire.Conn) bool
+	connected func(gen uint64, registered bool)
+	lost      func(gen uint64)
 
 	mu        sync.Mutex
 	conn      *wire.Conn
@@ -144,14 +150,26 @@ func (s *session) dialOnce(ctx context.Context) error {
 		Observer: obs.WireObserver{M: s.metrics, Kind: obs.KindServer},
 		Name:     "server " + s.addr,
 	})
+	registered := s.register != nil && s.register(ctx, c)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		c.Close()
 		return ErrSessionClosed
 	}
 	s.conn, s.clientID, s.blockSize, s.policy = c, w.ClientID, int(hr.BlockSize), hr.Policy
 	s.gen++
+	gen := s.gen
+	s.mu.Unlock()
+	if s.connected != nil {
+		s.connected(gen, registered)
+	}
+	if s.lost != nil {
+		go func() {
+			<-c.Done()
+			s.lost(gen)
+		}()
+	}
 	return nil
 }
 

@@ -108,7 +108,7 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (r wire
 			r, err = nil, fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)
 		}
 	}()
-	r, err = s.serveAs(ctx, c, m)
+	r, err = s.serveCallbacks(ctx, c, m, func() (wire.Msg, error) { return s.serveAs(ctx, c, m) })
 	return r, s.scrub(err)
 }
 

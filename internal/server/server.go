@@ -37,8 +37,14 @@ type Config struct {
 	Squash           string
 	AnonUID, AnonGID uint32 // the anonymous user; default 65534 (0 is taken as the default)
 	Limits           Limits // per-connection caps; zero fields take DefaultLimits
-	Logger           *slog.Logger
-	Metrics          *obs.Metrics
+	// CallbackTimeout is how long a callback break waits for a holder's
+	// ack before it disconnects the holder (callbacks.go); default 2s.
+	CallbackTimeout time.Duration
+	// MaxCallbacks is how many objects one client may hold callbacks on;
+	// past it all its callbacks are broken at once. Default 1<<20.
+	MaxCallbacks int
+	Logger       *slog.Logger
+	Metrics      *obs.Metrics
 }
 
 // Defaults.
@@ -46,6 +52,9 @@ const (
 	DefaultBlockSize = 1 << 20
 	DefaultCacheSize = 256 << 20
 	MaxBlockSize     = 8 << 20
+
+	DefaultCallbackTimeout = 2 * time.Second
+	DefaultMaxCallbacks    = 1 << 20
 )
 
 func (c *Config) setDefaults() {
@@ -70,6 +79,12 @@ func (c *Config) setDefaults() {
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
+	if c.CallbackTimeout == 0 {
+		c.CallbackTimeout = DefaultCallbackTimeout
+	}
+	if c.MaxCallbacks == 0 {
+		c.MaxCallbacks = DefaultMaxCallbacks
+	}
 	c.Limits.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -92,6 +107,9 @@ func (c *Config) validate() error {
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
+	}
+	if c.CallbackTimeout < 0 || c.MaxCallbacks < 0 {
+		return fmt.Errorf("callback timeout %s / max callbacks %d: want positive values", c.CallbackTimeout, c.MaxCallbacks)
 	}
 	if err := c.Limits.validate(); err != nil {
 		return err
@@ -126,6 +144,7 @@ type Server struct {
 	cache       *mem.Cache
 	handles     *handles
 	coop        *coop        // the directory policy; nil under "none"
+	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
 	pins        *pins        // recently looked-up files (pins.go)
@@ -166,7 +185,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, root: root, handles: newHandles(), exportAbs: abs, locks: newLockTable(cfg.Limits.MaxLockWaiters), pins: newPins(), dirs: newDirCursors(cfg.Limits.DirCursors),
 		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
-		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{})}
+		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{}),
+		cbs: newCallbacks(cfg.Logger, cfg.CallbackTimeout, cfg.MaxCallbacks)}
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err
@@ -326,6 +346,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	}
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
+	s.cbs.left(cl.id)
 	if s.coop != nil {
 		s.coop.left(cl.id)
 	}

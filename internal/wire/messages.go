@@ -150,6 +150,9 @@ func newMsg(t Type) Msg {
 	if m := newDirPlusMsg(t); m != nil {
 		return m // msg_dirplus.go: types 110-119
 	}
+	if m := newCallbackMsg(t); m != nil {
+		return m // msg_callback.go: types 113-129
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 

@@ -36,6 +36,8 @@ func sampleMsgs() []Msg {
 		&AttrReply{Attr: attr}, &OpenReply{Handle: 4, Attr: attr},
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
+		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
+		&CallbackBreak{Kind: CallbackRead, All: true, Items: []BreakItem{}},
 		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
 		&ReadDirPlusReply{Entries: []DirEntryPlus{
 			{DirEntry: DirEntry{Name: "x", Ino: 7, Mode: 0o100644}, HasAttr: true, Attr: attr},

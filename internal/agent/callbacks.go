@@ -1,0 +1,344 @@
+package agent
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// The client side of callbacks (internal/server/callbacks.go). On every
+// connection the agent registers for callbacks before it sends anything
+// else; from then on, whatever the server hands it (attributes of a
+// lookup or getattr, a directory's listing) stays true until the server
+// breaks the callback, so the agent answers lookups, getattrs, listings
+// and read-only opens from its cache without a message. A break drops what
+// the agent cached of the objects (for a directory, the whole subtree
+// below it: a path's resolution depends on every directory above it) and
+// tells the kernel to forget its own cache of them (Invalidator). A lost
+// connection breaks everything: nothing cached under one connection is
+// used under the next.
+//
+// What the agent may cache, and for how long, is cbCache: an I/O-free
+// state machine keyed by path (the protocol names files by path), indexed
+// by inode (breaks name inodes).
+
+// Invalidator is the kernel's cache of the mount (fusefs), told when
+// callbacks break.
+type Invalidator interface {
+	// Invalidate drops the kernel's attributes of inode ino and, for a
+	// directory, its entries (the dentries below it).
+	Invalidate(ino uint64, dir bool)
+	// InvalidateAll drops everything the kernel cached of the mount.
+	InvalidateAll()
+}
+
+// maxCachedPaths bounds the paths the agent caches; past it the cache is
+// emptied (the server's callbacks then only cost breaks nobody needs).
+const maxCachedPaths = 1 << 20
+
+// cbToken is taken before a request whose reply may be cached: the reply
+// is installed only if nothing it covers broke since.
+type cbToken struct{ gen, seq uint64 }
+
+// held is one cached path: the object it names, and its attributes when
+// they are cached (a change the agent made itself drops the attributes
+// but not the name: the server's callback still holds).
+type held struct {
+	ino     uint64
+	dir     bool
+	hasAttr bool
+	attr    wire.Attr
+}
+
+// cbCache is what the agent caches under callbacks.
+//
+// INVARIANT: for every path p in paths: p's parent is in paths (or p is
+// the root ""), p is in kids[parent(p)] and in byIno[paths[p].ino]; lists
+// only holds directories in paths.
+type cbCache struct {
+	gen   uint64 // the session generation the callbacks belong to; 0: none
+	seq   uint64 // breaks so far
+	floor uint64 // tokens older than this are stale (everything broke since)
+	broke map[uint64]uint64
+	paths map[string]*held
+	kids  map[string]map[string]struct{}
+	byIno map[uint64]map[string]struct{}
+	lists map[string][]wire.DirEntryPlus
+}
+
+func newCBCache() *cbCache {
+	c := &cbCache{}
+	c.clear()
+	return c
+}
+
+func (c *cbCache) clear() {
+	c.broke = make(map[uint64]uint64)
+	c.paths = make(map[string]*held)
+	c.kids = make(map[string]map[string]struct{})
+	c.byIno = make(map[uint64]map[string]struct{})
+	c.lists = make(map[string][]wire.DirEntryPlus)
+}
+
+// reset starts over for session generation gen (0: not registered).
+func (c *cbCache) reset(gen uint64) {
+	c.seq++
+	c.floor = c.seq
+	c.gen = gen
+	c.clear()
+}
+
+func (c *cbCache) token() cbToken { return cbToken{gen: c.gen, seq: c.seq} }
+
+// fresh reports whether state read after tok may be cached for ino.
+func (c *cbCache) fresh(tok cbToken, ino uint64) bool {
+	return tok.gen != 0 && tok.gen == c.gen && tok.seq >= c.floor && c.broke[ino] <= tok.seq
+}
+
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// install caches the attributes of path p read after tok; the name is
+// cached only while its directory's callback holds.
+func (c *cbCache) install(tok cbToken, p string, a wire.Attr) bool {
+	if !c.fresh(tok, a.Ino) {
+		return false
+	}
+	if p != "" {
+		par, ok := c.paths[parentOf(p)]
+		if !ok || !par.dir || !c.fresh(tok, par.ino) {
+			return false
+		}
+	}
+	if len(c.paths) >= maxCachedPaths {
+		c.reset(c.gen)
+		return false
+	}
+	h := c.paths[p]
+	if h != nil && h.ino != a.Ino {
+		c.drop(p) // the name denotes another object now
+		h = nil
+	}
+	if h == nil {
+		h = &held{ino: a.Ino}
+		c.paths[p] = h
+		if p != "" {
+			par := parentOf(p)
+			if c.kids[par] == nil {
+				c.kids[par] = make(map[string]struct{})
+			}
+			c.kids[par][path.Base(p)] = struct{}{}
+		}
+		if c.byIno[a.Ino] == nil {
+			c.byIno[a.Ino] = make(map[string]struct{}, 1)
+		}
+		c.byIno[a.Ino][p] = struct{}{}
+	}
+	h.dir = a.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	h.attr, h.hasAttr = a, true
+	return true
+}
+
+// installList caches the listing of directory p read after tok, and every
+// entry's attributes.
+func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
+	h, ok := c.paths[p]
+	if !ok || !h.dir || !c.fresh(tok, h.ino) {
+		return
+	}
+	for _, e := range ents {
+		if e.HasAttr && e.Name != "." && e.Name != ".." {
+			c.install(tok, join(p, e.Name), e.Attr)
+		}
+	}
+	if _, still := c.paths[p]; still {
+		c.lists[p] = ents
+	}
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// attr returns the cached attributes of p.
+func (c *cbCache) attr(p string) (wire.Attr, bool) {
+	if h, ok := c.paths[p]; ok && h.hasAttr {
+		return h.attr, true
+	}
+	return wire.Attr{}, false
+}
+
+// drop forgets p and everything below it.
+func (c *cbCache) drop(p string) {
+	h, ok := c.paths[p]
+	if !ok {
+		return
+	}
+	for k := range c.kids[p] {
+		c.drop(join(p, k))
+	}
+	delete(c.kids, p)
+	delete(c.paths, p)
+	delete(c.lists, p)
+	if s := c.byIno[h.ino]; s != nil {
+		delete(s, p)
+		if len(s) == 0 {
+			delete(c.byIno, h.ino)
+		}
+	}
+	if p != "" {
+		par := parentOf(p)
+		if s := c.kids[par]; s != nil {
+			delete(s, path.Base(p))
+			if len(s) == 0 {
+				delete(c.kids, par)
+			}
+		}
+	}
+}
+
+// brokenObj is an object whose callback broke, for the kernel.
+type brokenObj struct {
+	ino uint64
+	dir bool
+}
+
+// breakItems applies a server's break and returns what the kernel must
+// forget. A broken directory loses its whole subtree (its entries'
+// callback is gone with it).
+func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
+	c.seq++
+	var out []brokenObj
+	for _, it := range items {
+		c.broke[it.Ino] = c.seq
+		dir := false
+		for p := range c.byIno[it.Ino] {
+			dir = dir || c.paths[p].dir
+			c.drop(p)
+		}
+		out = append(out, brokenObj{ino: it.Ino, dir: dir || it.Name != wire.BreakAttr})
+	}
+	if len(c.broke) > 4*maxCachedPaths {
+		c.broke = make(map[uint64]uint64)
+		c.floor = c.seq
+	}
+	return out
+}
+
+// changedHere notes a change the agent made itself through path p (the
+// server does not break the changer's callbacks): the directory's listing
+// and attributes, and p's subtree when p is removed or renamed.
+func (c *cbCache) changedHere(p string, gone bool) {
+	par := parentOf(p)
+	delete(c.lists, par)
+	if h, ok := c.paths[par]; ok {
+		h.hasAttr = false
+	}
+	if gone {
+		c.drop(p)
+	} else if h, ok := c.paths[p]; ok {
+		h.hasAttr = false
+		delete(c.lists, p)
+	}
+}
+
+// changedIno notes that object ino changed through this agent (a write).
+func (c *cbCache) changedIno(ino uint64) {
+	for p := range c.byIno[ino] {
+		c.paths[p].hasAttr = false
+	}
+}
+
+// callbacks is the agent's callback state: the cache, its lock, and the
+// kernel to tell.
+type callbacks struct {
+	mu  sync.Mutex
+	c   *cbCache
+	inv atomic.Pointer[invalidatorBox]
+
+	hits, misses, breaks atomic.Int64
+}
+
+type invalidatorBox struct{ Invalidator }
+
+func newCallbacks() *callbacks { return &callbacks{c: newCBCache()} }
+
+func (cb *callbacks) token() cbToken {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return cb.c.token()
+}
+
+// connected starts the callbacks of a new connection (registered or not):
+// nothing cached before is used again.
+func (cb *callbacks) connected(gen uint64, registered bool) {
+	if !registered {
+		gen = 0
+	}
+	cb.mu.Lock()
+	cb.c.reset(gen)
+	cb.mu.Unlock()
+	cb.invalidateAll()
+}
+
+// lost is called when connection generation gen ended.
+func (cb *callbacks) lost(gen uint64) {
+	cb.mu.Lock()
+	if cb.c.gen != gen {
+		cb.mu.Unlock()
+		return
+	}
+	cb.c.reset(0)
+	cb.mu.Unlock()
+	cb.invalidateAll()
+}
+
+func (cb *callbacks) invalidateAll() {
+	if b := cb.inv.Load(); b != nil {
+		b.InvalidateAll()
+	}
+}
+
+// serveBreak applies a CallbackBreak and returns the ack. The kernel is
+// told after the agent's own cache is clean: an operation the kernel is
+// running may hold the locks its invalidation needs, and it may be waiting
+// for the very request whose break this is.
+func (cb *callbacks) serveBreak(m *wire.CallbackBreak) wire.Msg {
+	cb.breaks.Add(1)
+	cb.mu.Lock()
+	var objs []brokenObj
+	if m.All {
+		cb.c.reset(cb.c.gen)
+	} else {
+		objs = cb.c.breakItems(m.Items)
+	}
+	cb.mu.Unlock()
+	if b := cb.inv.Load(); b != nil {
+		if m.All {
+			b.InvalidateAll()
+		}
+		for _, o := range objs {
+			b.Invalidate(o.ino, o.dir)
+		}
+	}
+	return &wire.OK{}
+}
+
+// register asks the server, on a new connection, for callbacks. A server
+// that does not know them answers ENOSYS: nothing is then cached.
+func register(ctx context.Context, c *wire.Conn) bool {
+	_, err := c.Call(ctx, &wire.CallbackRegister{})
+	return err == nil
+}

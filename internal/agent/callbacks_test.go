@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"fmt"
+	"path"
+	"syscall"
+	"testing"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// checkCache verifies cbCache's invariant.
+func checkCache(c *cbCache) error {
+	for p, h := range c.paths {
+		if p != "" {
+			if _, ok := c.paths[parentOf(p)]; !ok {
+				return fmt.Errorf("%q cached without its parent", p)
+			}
+			if _, ok := c.kids[parentOf(p)][path.Base(p)]; !ok {
+				return fmt.Errorf("%q missing from its parent's kids", p)
+			}
+		}
+		if _, ok := c.byIno[h.ino][p]; !ok {
+			return fmt.Errorf("%q missing from byIno[%d]", p, h.ino)
+		}
+	}
+	for p := range c.lists {
+		if h, ok := c.paths[p]; !ok || !h.dir {
+			return fmt.Errorf("listing of %q which is not a cached directory", p)
+		}
+	}
+	return nil
+}
+
+func dirAttr(ino uint64) wire.Attr { return wire.Attr{Ino: ino, Mode: syscall.S_IFDIR | 0o755} }
+func fileAttr(ino uint64) wire.Attr {
+	return wire.Attr{Ino: ino, Mode: syscall.S_IFREG | 0o644, Version: ino * 10}
+}
+
+func TestCallbackCacheInstallBreak(t *testing.T) {
+	c := newCBCache()
+	tok := c.token()
+	if c.install(tok, "", dirAttr(1)) {
+		t.Fatal("installed without a registered connection")
+	}
+	c.reset(1)
+	tok = c.token()
+	if c.install(tok, "a/f", fileAttr(3)) {
+		t.Fatal("installed a name whose directory is not held")
+	}
+	for p, a := range map[string]wire.Attr{"": dirAttr(1)} {
+		c.install(tok, p, a)
+	}
+	c.install(tok, "a", dirAttr(2))
+	c.installList(tok, "a", []wire.DirEntryPlus{
+		{DirEntry: wire.DirEntry{Name: "f", Ino: 3}, HasAttr: true, Attr: fileAttr(3)},
+		{DirEntry: wire.DirEntry{Name: "g", Ino: 4}, HasAttr: true, Attr: fileAttr(4)},
+		{DirEntry: wire.DirEntry{Name: "gone", Ino: 5}},
+	})
+	if _, ok := c.attr("a/f"); !ok {
+		t.Fatal("listing did not cache its entries")
+	}
+	if _, ok := c.lists["a"]; !ok {
+		t.Fatal("listing not cached")
+	}
+	if err := checkCache(c); err != nil {
+		t.Fatal(err)
+	}
+	// A break of a file drops it, not its siblings.
+	objs := c.breakItems([]wire.BreakItem{{Ino: 3}})
+	if len(objs) != 1 || objs[0].dir {
+		t.Fatalf("broken: %+v", objs)
+	}
+	if _, ok := c.attr("a/f"); ok {
+		t.Fatal("a broken file is still cached")
+	}
+	if _, ok := c.attr("a/g"); !ok {
+		t.Fatal("a sibling was dropped")
+	}
+	// A reply read before the break may not be cached.
+	if c.install(tok, "a/f", fileAttr(3)) {
+		t.Fatal("installed state older than a break of it")
+	}
+	if !c.install(c.token(), "a/f", fileAttr(3)) {
+		t.Fatal("fresh state refused")
+	}
+	// A break of a directory drops its subtree.
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "x"}})
+	if len(c.paths) != 1 || len(c.lists) != 0 {
+		t.Fatalf("after a directory break: %d paths, %d lists", len(c.paths), len(c.lists))
+	}
+	if err := checkCache(c); err != nil {
+		t.Fatal(err)
+	}
+	// A lost connection forgets everything; old tokens are stale.
+	tok = c.token()
+	c.reset(0)
+	if c.install(tok, "", dirAttr(1)) || len(c.paths) != 0 {
+		t.Fatal("cached after the connection was lost")
+	}
+}
+
+func TestCallbackCacheOwnChanges(t *testing.T) {
+	c := newCBCache()
+	c.reset(7)
+	tok := c.token()
+	c.install(tok, "", dirAttr(1))
+	c.install(tok, "d", dirAttr(2))
+	c.installList(tok, "d", []wire.DirEntryPlus{{DirEntry: wire.DirEntry{Name: "f", Ino: 3}, HasAttr: true, Attr: fileAttr(3)}})
+	c.changedHere("d/new", false)
+	if _, ok := c.lists["d"]; ok {
+		t.Fatal("own create kept the listing")
+	}
+	if _, ok := c.attr("d"); ok {
+		t.Fatal("own create kept the directory's attributes")
+	}
+	if _, ok := c.attr("d/f"); !ok {
+		t.Fatal("own create dropped a sibling")
+	}
+	// The directory's name is still held: entries below may be cached.
+	if !c.install(c.token(), "d/g", fileAttr(4)) {
+		t.Fatal("the directory's callback is still held")
+	}
+	c.changedHere("d/f", true)
+	if _, ok := c.paths["d/f"]; ok {
+		t.Fatal("own unlink kept the name")
+	}
+	c.changedIno(4)
+	if _, ok := c.attr("d/g"); ok {
+		t.Fatal("own write kept the attributes")
+	}
+	if err := checkCache(c); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,334 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Callbacks (AFS's callbacks, NFSv4's delegations): the one mechanism by
+// which the server promises a client to tell it before what it cached
+// stops being true.
+//
+// A client that sent CallbackRegister on its connection holds a callback on
+// every object (inode) the server hands it: the object of a Lookup,
+// GetAttr or Open, a listed directory and every entry of a ReadDirPlus. A
+// callback on a file covers its attributes and data; on a directory, its
+// attributes and its entries. Any change of an object — through another
+// client, or made directly in the export and noticed by the server
+// (watch.go) — breaks the callbacks on it: the server sends every holder
+// but the changer a CallbackBreak and waits for the acks before the
+// changing request is answered. A break revokes: the holder holds nothing
+// on the object afterwards until it fetches it again (one break per burst
+// of changes, not one per write).
+//
+// The API, for the features built on it:
+//
+//   - grant(client, seq, kind, inos...) records holders. seq is begin()'s
+//     value, taken BEFORE the state handed out was read: a break between
+//     that read and the grant is detected and answered with a break to the
+//     grantee (it may hold stale data), so grants and changes never race.
+//   - Break(ctx, items, except) breaks the callbacks of every holder of the
+//     items' objects except the changer, and returns when every holder
+//     acked or the bound (Config.CallbackTimeout) passed; a holder that did
+//     not ack in time is disconnected, which drops everything it held (its
+//     client treats a lost connection as every callback broken).
+//   - Kinds: wire.CallbackRead is "drop what you cached". A write
+//     delegation (wire.CallbackWrite, for write-back) is granted the same
+//     way; its break is sent with Kind CallbackWrite and means "flush the
+//     file, then ack": Break already waits for the ack, so the writer's
+//     flush reaches the server before the breaking request is answered. A
+//     holder's kind is the strongest it was granted; a break message
+//     carries the strongest kind among the holder's broken grants.
+//
+// The table (cbTable) is an I/O-free core; callbacks wraps it with the
+// connections, the lock and the timing.
+
+// cbTable is who holds a callback on which object.
+//
+// INVARIANT: held[c] == the number of objects o with holders[o][c] set,
+// and no holders[o] is an empty map.
+type cbTable struct {
+	holders map[uint64]map[uint32]uint8 // object → client → strongest kind granted
+	held    map[uint32]int              // client → objects it holds
+	// broke[o] is the break sequence number of the last break of o; floor
+	// is the oldest sequence broke still describes (older entries were
+	// forgotten to bound it).
+	broke map[uint64]uint64
+	seq   uint64
+	floor uint64
+	max   int // objects one client may hold; past it, it is broken entirely
+}
+
+// maxBrokeMemory bounds cbTable.broke; past it the table forgets and raises
+// its floor (grants that began before are treated as raced).
+const maxBrokeMemory = 1 << 16
+
+func newCBTable(maxPerClient int) *cbTable {
+	return &cbTable{holders: make(map[uint64]map[uint32]uint8), held: make(map[uint32]int),
+		broke: make(map[uint64]uint64), max: maxPerClient}
+}
+
+// grantResult says what a grant needs besides being recorded.
+type grantResult struct {
+	overflow bool     // the client holds too many: break all it holds
+	raced    []uint64 // objects broken since the grant's state was read
+}
+
+// grant records client as a holder of objects inos with kind, for state
+// read after sequence number since.
+func (t *cbTable) grant(client uint32, since uint64, kind uint8, inos ...uint64) grantResult {
+	var r grantResult
+	for _, o := range inos {
+		if o == 0 {
+			continue
+		}
+		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor {
+			r.raced = append(r.raced, o)
+		}
+		h := t.holders[o]
+		if h == nil {
+			h = make(map[uint32]uint8, 1)
+			t.holders[o] = h
+		}
+		if k, ok := h[client]; !ok {
+			h[client] = kind
+			t.held[client]++
+		} else if kind > k {
+			h[client] = kind
+		}
+	}
+	r.overflow = t.max > 0 && t.held[client] > t.max
+	return r
+}
+
+// take removes the callbacks on the items' objects and returns, per holder
+// other than except, the items it held and the strongest kind among them.
+func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.CallbackBreak {
+	t.seq++
+	out := make(map[uint32]*wire.CallbackBreak)
+	for _, it := range items {
+		t.noteBroken(it.Ino)
+		var taken []uint32
+		for c, k := range t.holders[it.Ino] {
+			if c == except {
+				continue
+			}
+			taken = append(taken, c)
+			b := out[c]
+			if b == nil {
+				b = &wire.CallbackBreak{Kind: wire.CallbackRead}
+				out[c] = b
+			}
+			b.Items = append(b.Items, it)
+			b.Kind = max(b.Kind, k)
+		}
+		for _, c := range taken {
+			t.remove(it.Ino, c)
+		}
+	}
+	return out
+}
+
+func (t *cbTable) noteBroken(o uint64) {
+	if len(t.broke) >= maxBrokeMemory {
+		clear(t.broke)
+		t.floor = t.seq
+	}
+	t.broke[o] = t.seq
+}
+
+func (t *cbTable) remove(o uint64, c uint32) {
+	h := t.holders[o]
+	delete(h, c)
+	if len(h) == 0 {
+		delete(t.holders, o)
+	}
+	if t.held[c]--; t.held[c] <= 0 {
+		delete(t.held, c)
+	}
+}
+
+// dropClient forgets everything client holds and returns how much that was.
+func (t *cbTable) dropClient(client uint32) int {
+	n := t.held[client]
+	if n == 0 {
+		return 0
+	}
+	for o, h := range t.holders {
+		if _, ok := h[client]; ok {
+			t.remove(o, client)
+		}
+	}
+	return n
+}
+
+// check verifies the table's invariant (tests).
+func (t *cbTable) check() error {
+	count := make(map[uint32]int)
+	for o, h := range t.holders {
+		if len(h) == 0 {
+			return fmt.Errorf("object %d has an empty holder set", o)
+		}
+		for c := range h {
+			count[c]++
+		}
+	}
+	if len(count) != len(t.held) {
+		return fmt.Errorf("%d clients hold callbacks, held counts %d", len(count), len(t.held))
+	}
+	for c, n := range count {
+		if t.held[c] != n {
+			return fmt.Errorf("client %d holds %d, counted %d", c, n, t.held[c])
+		}
+	}
+	return nil
+}
+
+// callbacks is the server's callback service: the table, the registered
+// clients' connections and the break protocol.
+type callbacks struct {
+	log     *slog.Logger
+	timeout time.Duration // how long a break waits for a holder's ack
+
+	mu    sync.Mutex
+	t     *cbTable
+	conns map[uint32]*wire.Conn // registered clients
+
+	// counters for /metrics
+	grants, breaksSent, breakTimeouts, races atomic.Int64
+}
+
+func newCallbacks(log *slog.Logger, timeout time.Duration, maxPerClient int) *callbacks {
+	return &callbacks{log: log, timeout: timeout, t: newCBTable(maxPerClient), conns: make(map[uint32]*wire.Conn)}
+}
+
+// register makes client a callback holder on connection c.
+func (cb *callbacks) register(client uint32, c *wire.Conn) {
+	cb.mu.Lock()
+	cb.conns[client] = c
+	cb.mu.Unlock()
+}
+
+// left forgets a client whose connection ended.
+func (cb *callbacks) left(client uint32) {
+	cb.mu.Lock()
+	delete(cb.conns, client)
+	cb.t.dropClient(client)
+	cb.mu.Unlock()
+}
+
+// active reports whether any client is registered (when none is, requests
+// need not compute what they would break).
+func (cb *callbacks) active() bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return len(cb.conns) > 0
+}
+
+// begin returns the sequence number to pass to grant; take it before
+// reading the state the grant covers.
+func (cb *callbacks) begin() uint64 {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return cb.t.seq
+}
+
+// grant records that client holds a callback of kind on inos (a client that
+// did not register holds none). A grant that raced with a break (the
+// objects changed after since) is followed by a break to the client, sent
+// in the background: the client either receives it before the reply (and
+// does not cache it) or after (and drops it).
+func (cb *callbacks) grant(client uint32, since uint64, kind uint8, inos ...uint64) {
+	cb.mu.Lock()
+	c := cb.conns[client]
+	if c == nil {
+		cb.mu.Unlock()
+		return
+	}
+	r := cb.t.grant(client, since, kind, inos...)
+	var all bool
+	if r.overflow {
+		cb.t.dropClient(client)
+		all = true
+	}
+	cb.mu.Unlock()
+	cb.grants.Add(int64(len(inos)))
+	switch {
+	case all:
+		cb.log.Info("a client holds too many callbacks: breaking them all", "client", client)
+		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, All: true})
+	case len(r.raced) > 0:
+		cb.races.Add(1)
+		items := make([]wire.BreakItem, len(r.raced))
+		for i, o := range r.raced {
+			items[i].Ino = o
+		}
+		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: items})
+	}
+}
+
+// Break breaks the callbacks on the items' objects of every holder but
+// except (the client making the change; 0 for none) and returns once every
+// holder acked, or was disconnected for not acking within the timeout.
+func (cb *callbacks) Break(ctx context.Context, items []wire.BreakItem, except uint32) {
+	if len(items) == 0 {
+		return
+	}
+	cb.mu.Lock()
+	msgs := cb.t.take(items, except)
+	conns := make(map[uint32]*wire.Conn, len(msgs))
+	for c := range msgs {
+		conns[c] = cb.conns[c]
+	}
+	cb.mu.Unlock()
+	if len(msgs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for client, m := range msgs {
+		c := conns[client]
+		if c == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb.send(ctx, client, c, m)
+		}()
+	}
+	wg.Wait()
+}
+
+// send delivers one break and waits for its ack; a holder that does not ack
+// within the timeout is disconnected (and so loses all it holds).
+func (cb *callbacks) send(ctx context.Context, client uint32, c *wire.Conn, m *wire.CallbackBreak) {
+	cb.breaksSent.Add(1)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cb.timeout)
+	defer cancel()
+	_, err := c.Call(cctx, m)
+	if err == nil || c.Err() != nil {
+		return // acked, or the connection is gone already (it held nothing then)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		// An answer, if not an ack (a client that registered knows breaks).
+		cb.log.Warn("a client answered a callback break with an error", "client", client, "err", err)
+		return
+	}
+	cb.breakTimeouts.Add(1)
+	cb.log.Warn("a client did not acknowledge a callback break in time: disconnecting it",
+		"client", client, "timeout", cb.timeout.String(), "err", err)
+	cb.mu.Lock()
+	if cb.conns[client] == c {
+		delete(cb.conns, client)
+		cb.t.dropClient(client)
+	}
+	cb.mu.Unlock()
+	c.Close()
+}
