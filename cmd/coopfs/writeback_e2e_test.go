@@ -285,3 +285,63 @@ func TestE2EWriteBackCrash(t *testing.T) {
 		wantFile(t, "read back after the crashes", m.path(name), want)
 	}
 }
+
+// TestE2EWriteBackRecall: another client's open of a file a write-back
+// client holds unflushed writes to recalls them (the holder writes the
+// file back first) and sees the data; when the holder does not answer,
+// the open fails with EIO after the recall timeout, or reads the last
+// version written back under --recall-timeout-policy stale; the holder,
+// back, writes its data back and the file opens again.
+func TestE2EWriteBackRecall(t *testing.T) {
+	needFUSE(t)
+	for _, policy := range []string{"eio", "stale"} {
+		t.Run(policy, func(t *testing.T) {
+			srv := startServer(t, newExport(t), "--recall-timeout", "1s", "--recall-timeout-policy", policy)
+			a := wbMount(t, srv, filepath.Join(t.TempDir(), "cache"), "--name", "A", "--write-back-delay", "1h")
+			b := startMount(t, srv.addr, "--name", "B")
+			data := patterned(2<<20+99, 5)
+			mustWrite(t, a.path("f"), data)
+			if got, _ := exportFile(t, srv, "f"); len(got) != 0 {
+				t.Fatalf("the export has %d bytes of f before any recall", len(got))
+			}
+			wantFile(t, "B opens a file A holds dirty", b.path("f"), data)
+			wantExport(t, srv, "f", data)
+			more := patterned(4096, 6)
+			fh, err := os.OpenFile(a.path("f"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.Write(more); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close()
+			data = append(data, more...)
+			wantFile(t, "B opens again after A appended", b.path("f"), data)
+
+			// A stops answering while it holds g dirty.
+			mustWrite(t, a.path("g"), []byte("unflushed"))
+			a.signal(syscall.SIGSTOP)
+			_, err = os.ReadFile(b.path("g"))
+			if policy == "eio" {
+				if !errors.Is(err, syscall.EIO) {
+					t.Errorf("B opens g while A is stopped: %v; want EIO", err)
+				}
+			} else if err != nil {
+				t.Errorf("B opens g while A is stopped, stale policy: %v; want the last version written back", err)
+			}
+			a.signal(syscall.SIGCONT)
+			// A comes back, declares g again and is recalled.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got, err := os.ReadFile(b.path("g"))
+				if err == nil && string(got) == "unflushed" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("B after A came back: %q, %v; want A's data", got, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		})
+	}
+}

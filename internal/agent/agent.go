@@ -111,6 +111,7 @@ type Agent struct {
 	cache      *mem.Cache
 	disk       diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
 	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
+	wbMu       sync.Mutex // guards wb while it is set (the connection hook reads it)
 	flights    singleflight.Group
 	prefetch   chan struct{} // bounds read-ahead fetches in flight
 	coop       *coop         // the directory policy's client side; nil under "none"
@@ -153,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
-		connected: a.cbs.connected, lost: a.cbs.lost}
+		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
 	if !cfg.NoCallbacks {
 		a.sess.register = register
 	}
@@ -207,6 +208,7 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	case *wire.CallbackBreak:
+		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	case *wire.Forward:
 		if a.coop == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,8 @@ type writeBack struct {
 	open  map[*file]struct{} // the open files, whose paths follow renames
 
 	flushMu sync.Mutex // one flush of everything at a time
+	noDeleg sync.Once  // the warning that the server grants no delegations
+	recalls atomic.Int64
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -147,7 +150,7 @@ func (w *writeBack) overlay(at *wire.Attr) {
 
 // acquire returns f's dirty-file record, locked, creating (and journaling)
 // it when the file has no dirty data yet.
-func (w *writeBack) acquire(f *file) (*dirtyFile, error) {
+func (w *writeBack) acquire(ctx context.Context, f *file) (*dirtyFile, error) {
 	f.mu.Lock()
 	ino, v, size, path := f.attr.Ino, f.attr.Version, int64(f.attr.Size), f.path
 	f.mu.Unlock()
@@ -177,6 +180,7 @@ func (w *writeBack) acquire(f *file) (*dirtyFile, error) {
 			}
 			w.files[ino] = df
 			w.mu.Unlock()
+			w.delegate(ctx, ino)
 		}
 		df.register(f)
 		return df, nil
@@ -201,7 +205,7 @@ func (df *dirtyFile) register(f *file) {
 // frame (synced) and in the memory tier. A write past the end of the file
 // fills the gap with zeros.
 func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (int, error) {
-	df, err := w.acquire(f)
+	df, err := w.acquire(ctx, f)
 	if err != nil {
 		return 0, err
 	}
@@ -439,6 +443,7 @@ func (w *writeBack) forget(df *dirtyFile) {
 	if err := w.journal.DeleteAttr(df.ino); err != nil {
 		w.a.log.Warn("write-back: journal", "err", err)
 	}
+	w.giveBack(df.ino)
 }
 
 // beforeSetAttr writes back a dirty file before a setattr reaches the
@@ -503,6 +508,15 @@ func (w *writeBack) truncate(df *dirtyFile, size int64) error {
 	df.size = min(df.size, size)
 	w.mu.Unlock()
 	return nil
+}
+
+// wbReconnected declares the dirty files again on a new connection; wb
+// is set only after the first one.
+func (a *Agent) wbReconnected() {
+	a.wbMu.Lock()
+	w := a.wb
+	a.wbMu.Unlock()
+	w.reconnected()
 }
 
 // wbCloseTimeout bounds the write-back at unmount; what is left stays on

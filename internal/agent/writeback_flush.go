@@ -353,7 +353,9 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 	cfg := a.cfg.WriteBack
 	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	a.wbMu.Lock()
 	a.wb = w
+	a.wbMu.Unlock()
 	if err := w.recover(ctx); err != nil {
 		a.log.Warn("write-back: data left dirty by a previous run is kept for the next flush", "err", err)
 	}
@@ -399,6 +401,9 @@ func (w *writeBack) recover(ctx context.Context) error {
 	if len(w.files) == 0 {
 		return nil
 	}
+	for ino := range w.files {
+		w.delegate(ctx, ino) // the server may hold the file for us since we left
+	}
 	w.a.log.Info("write-back: writing back data left dirty by the previous run", "files", len(w.files), "bytes", block.Size(w.dirty).String())
 	p, err := w.flushAll(ctx, nil, nil)
 	w.a.log.Info("write-back: recovered", "files", p.Files, "bytes", block.Size(p.Bytes).String())
@@ -437,7 +442,15 @@ func (w *writeBack) background(ctx context.Context) {
 	cutoff := time.Now().Add(-w.cfg.Delay)
 	w.mu.Lock()
 	over := w.dirty > limit
+	dirty := len(w.files) > 0
 	w.mu.Unlock()
+	if dirty {
+		// Reconnect if the connection was lost: the server learns again
+		// which files we hold unflushed writes to (reconnected).
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		w.a.sess.current(cctx)
+		cancel()
+	}
 	pick := func(df *dirtyFile) bool { return df.since.Before(cutoff) }
 	if over {
 		pick = nil // everything, oldest first

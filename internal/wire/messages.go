@@ -153,6 +153,9 @@ func newMsg(t Type) Msg {
 	if m := newCallbackMsg(t); m != nil {
 		return m // msg_callback.go: types 113-129
 	}
+	if m := newWriteBackMsg(t); m != nil {
+		return m // msg_writeback.go: types 150-159
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 
