@@ -311,6 +311,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 			of.setAttr(attr)
 		}
 	}
+	a.wb.overlay(&attr) // a file with dirty data keeps its size here
 	return attr, nil
 }
 

@@ -22,8 +22,8 @@ type WriteBackConfig struct {
 	// Delay is how long a file's data may stay dirty before the background
 	// flusher writes it back; default 30s.
 	Delay time.Duration
-	// HighWater is the fraction of the disk tier's capacity that dirty
-	// data may fill before the background flusher writes back the oldest
+	// HighWater is the fraction of the disk tier's frames that dirty
+	// blocks may fill before the background flusher writes back the oldest
 	// dirty files at once; default 0.5.
 	HighWater float64
 }
@@ -74,6 +74,9 @@ type dirtyFile struct {
 	mtime int64
 	since time.Time // when the file became dirty
 	bytes int64     // dirty bytes (frames' data)
+	// times is a setattr of atime/mtime made while dirty: the write-back
+	// would overwrite it on the server, so it is applied again after.
+	times *wire.SetAttr
 }
 
 // dirtyBlock is a dirty block of a dirtyFile: its data length and the
@@ -90,10 +93,11 @@ type writeBack struct {
 	cfg     WriteBackConfig
 	journal *disk.MetaStore // file id → where to write it back (wbRecord)
 
-	mu    sync.Mutex
-	files map[uint64]*dirtyFile
-	dirty int64              // dirty bytes in all files
-	open  map[*file]struct{} // the open files, whose paths follow renames
+	mu     sync.Mutex
+	files  map[uint64]*dirtyFile
+	dirty  int64              // dirty bytes in all files
+	frames int64              // dirty blocks (frames) in all files
+	open   map[*file]struct{} // the open files, whose paths follow renames
 
 	flushMu sync.Mutex // one flush of everything at a time
 	noDeleg sync.Once  // the warning that the server grants no delegations
@@ -138,8 +142,14 @@ func (w *writeBack) overlay(at *wire.Attr) {
 		// least the server's (a truncation is written back first).
 		at.Size, at.Version = max(at.Size, uint64(df.size)), df.version
 		at.Blocks = (at.Size + 511) / 512
-		if df.mtime > at.Mtime {
+		switch {
+		case df.times != nil && df.times.Valid&(wire.SetMtime|wire.SetMtimeNow) != 0:
+			at.Mtime = df.times.Mtime // set explicitly (touch, tar): it stands
+		case df.mtime > at.Mtime:
 			at.Mtime = df.mtime
+		}
+		if df.times != nil && df.times.Valid&(wire.SetAtime|wire.SetAtimeNow) != 0 {
+			at.Atime = df.times.Atime
 		}
 		if df.mtime > at.Ctime {
 			at.Ctime = df.mtime
@@ -257,13 +267,17 @@ func (w *writeBack) putDirty(df *dirtyFile, idx uint64, data []byte) error {
 		return fmt.Errorf("write-back: store block %d of %s: %v: %w", idx, df.path, err, syscall.EIO)
 	}
 	w.a.cache.Put(id, v, data)
-	old := df.blocks[idx].n
+	prev, had := df.blocks[idx]
+	old := prev.n
 	df.gen++
 	df.blocks[idx] = dirtyBlock{n: len(data), gen: df.gen}
 	w.mu.Lock()
 	df.bytes += int64(len(data) - old)
 	w.dirty += int64(len(data) - old)
-	over := float64(w.dirty) > w.cfg.HighWater*float64(w.a.disk.c.Capacity())
+	if !had {
+		w.frames++
+	}
+	over := w.overLocked()
 	w.mu.Unlock()
 	if over {
 		w.nudge()
@@ -294,6 +308,14 @@ func (w *writeBack) base(ctx context.Context, f *file, df *dirtyFile, idx uint64
 		data = data[:lim]
 	}
 	return data, nil
+}
+
+// overLocked reports whether dirty blocks fill more than the high-water
+// fraction of the disk tier's frames (frames, not bytes: a small file's
+// block takes a whole frame). Called with w.mu held.
+func (w *writeBack) overLocked() bool {
+	frames := w.a.disk.c.Capacity() / int64(w.a.disk.c.BlockSize())
+	return float64(w.frames) > w.cfg.HighWater*float64(frames)
 }
 
 // nudge wakes the background flusher.
@@ -439,6 +461,7 @@ func (w *writeBack) forget(df *dirtyFile) {
 		delete(w.files, df.ino)
 	}
 	w.dirty -= df.bytes
+	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()
 	if err := w.journal.DeleteAttr(df.ino); err != nil {
 		w.a.log.Warn("write-back: journal", "err", err)
@@ -446,25 +469,18 @@ func (w *writeBack) forget(df *dirtyFile) {
 	w.giveBack(df.ino)
 }
 
-// beforeSetAttr writes back a dirty file before a setattr reaches the
-// server: a truncation first drops the dirty data past the new size, then
-// what is left is written back, so the server applies the setattr to the
-// data the writer saw (and a later write-back cannot undo it).
+// beforeSetAttr prepares a setattr of a dirty file. A truncation drops
+// the dirty data past the new size and writes the rest back, so the server
+// truncates the data the writer saw (and a later write-back cannot undo
+// it); so does a mode that takes the owner's write permission away (the
+// write-back needs it). Times set explicitly (touch, tar) are kept and set
+// again after the write-back, which would change them on the server.
+// Other changes (owner, mode) go to the server as they are.
 func (w *writeBack) beforeSetAttr(ctx context.Context, path string, of *file, in vfs.SetAttrIn) error {
 	if w == nil {
 		return nil
 	}
-	var df *dirtyFile
-	if of != nil {
-		of.mu.Lock()
-		ino := of.attr.Ino
-		of.mu.Unlock()
-		w.mu.Lock()
-		df = w.files[ino]
-		w.mu.Unlock()
-	} else {
-		df = w.find(path)
-	}
+	df := w.dirtyOf(path, of)
 	if df == nil {
 		return nil
 	}
@@ -473,8 +489,46 @@ func (w *writeBack) beforeSetAttr(ctx context.Context, path string, of *file, in
 			return err
 		}
 	}
-	_, err := w.flushFile(ctx, df, nil)
-	return err
+	if in.Valid&wire.SetSize != 0 || (in.Valid&wire.SetMode != 0 && in.Mode&0o200 == 0) {
+		_, err := w.flushFile(ctx, df, nil)
+		return err
+	}
+	if tv := in.Valid & (wire.SetAtime | wire.SetMtime | wire.SetAtimeNow | wire.SetMtimeNow); tv != 0 {
+		now := time.Now().UnixNano()
+		w.mu.Lock()
+		t := df.times
+		if t == nil {
+			t = &wire.SetAttr{}
+		}
+		if tv&(wire.SetAtime|wire.SetAtimeNow) != 0 {
+			t.Valid, t.Atime = t.Valid&^(wire.SetAtimeNow)|wire.SetAtime, in.Atime
+			if tv&wire.SetAtimeNow != 0 {
+				t.Atime = now
+			}
+		}
+		if tv&(wire.SetMtime|wire.SetMtimeNow) != 0 {
+			t.Valid, t.Mtime = t.Valid&^(wire.SetMtimeNow)|wire.SetMtime, in.Mtime
+			if tv&wire.SetMtimeNow != 0 {
+				t.Mtime = now
+			}
+		}
+		df.times = t
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// dirtyOf returns the dirty file an open file or a path names, if any.
+func (w *writeBack) dirtyOf(path string, of *file) *dirtyFile {
+	if of == nil {
+		return w.find(path)
+	}
+	of.mu.Lock()
+	ino := of.attr.Ino
+	of.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.files[ino]
 }
 
 // truncate drops df's dirty data past size.
@@ -489,13 +543,14 @@ func (w *writeBack) truncate(df *dirtyFile, size int64) error {
 	}
 	w.a.cache.RemoveFile(df.ino)
 	bs := int64(w.a.BlockSize())
-	var freed int64
+	var freed, gone int64
 	for idx, b := range df.blocks {
 		start, n := int64(idx)*bs, int64(b.n)
 		switch {
 		case start >= size:
 			delete(df.blocks, idx)
 			freed += n
+			gone++
 		case start+n > size:
 			df.gen++
 			df.blocks[idx] = dirtyBlock{n: int(size - start), gen: df.gen}
@@ -505,6 +560,7 @@ func (w *writeBack) truncate(df *dirtyFile, size int64) error {
 	w.mu.Lock()
 	df.bytes -= freed
 	w.dirty -= freed
+	w.frames -= gone
 	df.size = min(df.size, size)
 	w.mu.Unlock()
 	return nil

@@ -183,6 +183,17 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 	df.mu.Lock()
 	defer df.mu.Unlock()
 	if !df.gone && len(df.blocks) == 0 {
+		w.mu.Lock()
+		times := df.times
+		w.mu.Unlock()
+		if times != nil {
+			// Times set while dirty, which the writes just changed.
+			if attr, err := h.setAttr(ctx, *times); err != nil {
+				w.a.log.Warn("write-back: setting the times of a written-back file", "path", path, "err", err)
+			} else {
+				last = attr
+			}
+		}
 		w.settle(df, last)
 	}
 	return done, nil
@@ -229,6 +240,7 @@ func (w *writeBack) cleaned(df *dirtyFile, idx uint64, b dirtyBlock) {
 	w.mu.Lock()
 	df.bytes -= int64(b.n)
 	w.dirty -= int64(b.n)
+	w.frames--
 	w.mu.Unlock()
 }
 
@@ -330,6 +342,24 @@ func (h *wbHandle) write(ctx context.Context, off int64, data []byte) (wire.Attr
 	}
 }
 
+// setAttr sends a setattr of the file through the handle, as the writer.
+func (h *wbHandle) setAttr(ctx context.Context, m wire.SetAttr) (wire.Attr, error) {
+	hd, _, err := h.get(ctx)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	m.Path, m.Handle = h.path, hd
+	r, _, err := h.a.sess.call(ctx, as(vfs.WithCaller(ctx, h.caller), &m), true)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("setattr: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
+}
+
 func (h *wbHandle) release() {
 	if !h.open {
 		return
@@ -389,6 +419,7 @@ func (w *writeBack) recover(ctx context.Context) error {
 		df.blocks[d.ID.Index] = dirtyBlock{n: len(data)}
 		df.bytes += int64(len(data))
 		w.dirty += int64(len(data))
+		w.frames++
 		df.size = max(df.size, int64(d.ID.Index)*bs+int64(len(data)))
 	}
 	for ino := range recs {
@@ -438,10 +469,9 @@ func (w *writeBack) loop() {
 }
 
 func (w *writeBack) background(ctx context.Context) {
-	limit := int64(w.cfg.HighWater * float64(w.a.disk.c.Capacity()))
 	cutoff := time.Now().Add(-w.cfg.Delay)
 	w.mu.Lock()
-	over := w.dirty > limit
+	over := w.overLocked()
 	dirty := len(w.files) > 0
 	w.mu.Unlock()
 	if dirty {
