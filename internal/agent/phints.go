@@ -104,10 +104,29 @@ func now() hints.Time { return hints.Time(time.Now().UnixNano()) }
 
 // setPeers takes the server's client list: our own id (a new one makes a
 // new state machine: the old one's hints and ids mean nothing now), new
-// peers and new lives join, peers gone are failed.
+// peers and new lives join, peers gone are failed. A delta adds or
+// removes only the members it names.
 func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if list.Delta {
+		if h.hc == nil || list.You != h.me {
+			return // a delta for another life of ours: the whole list follows
+		}
+		for _, m := range list.Members {
+			if m.ID != h.me && m.ID != 0 {
+				h.members[m.ID] = m
+				h.hc.Join(hints.ClientID(m.ID), hints.BootID(m.Boot))
+			}
+		}
+		for _, id := range list.Gone {
+			if _, ok := h.members[id]; ok {
+				delete(h.members, id)
+				h.hc.PeerFailed(hints.ClientID(id))
+			}
+		}
+		return
+	}
 	if list.You != 0 && (h.hc == nil || list.You != h.me) {
 		hc, err := hints.NewClient(hints.ClientConfig{ID: hints.ClientID(list.You), Boot: hints.BootID(h.boot),
 			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic, MaxHints: max(minHints, 16*h.blocks)})
