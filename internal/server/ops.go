@@ -22,7 +22,7 @@ const readDirPage = 4096
 
 // dispatch serves one request of a client connection (see serveMsg).
 func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	if s.cfg.ReadOnly && mutates(m) {
+	if s.cfg.ReadOnly && wire.Mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
 	switch m := m.(type) {
@@ -100,18 +100,6 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
 }
 
-func mutates(m wire.Msg) bool {
-	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
-		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
-		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate, *wire.WriteSeq:
-		return true
-	case *wire.Open:
-		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
-	}
-	return false
-}
-
 // clean checks a client's path: relative, "/"-separated, no "..". The empty
 // path is the export root. os.Root enforces the rest (symlinks that leave).
 func clean(p string) (string, error) {
@@ -148,6 +136,9 @@ func (s *Server) lstat(p string) (*wire.AttrReply, error) {
 	p, err := clean(p)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok, err := s.lstatFast(p); ok {
+		return r, err
 	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {
@@ -318,6 +309,12 @@ func (s *Server) openParent(p string) (*os.File, string, error) {
 	if dir == "" {
 		dir = "."
 	}
+	if f, ok, err := s.openParentFast(dir); ok {
+		if err != nil {
+			return nil, "", err
+		}
+		return f, base, nil
+	}
 	f, err := s.root.Open(dir)
 	if err != nil {
 		return nil, "", err
@@ -395,6 +392,9 @@ func (s *Server) remove(p string, dir bool) error {
 	p, err := clean(p)
 	if err != nil {
 		return err
+	}
+	if s.openat2 {
+		return s.removeFast(p, dir)
 	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {
@@ -570,7 +570,9 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 // "forwarded" and returns true; the caller serves the block otherwise.
 func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
+	if cl == nil || cl.listen == "" {
+		// A client without a peer listener (a coopfs proxy) can receive no
+		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
 	act, holder := s.coop.decide(cl.id, id, v, m.Retry)
