@@ -213,9 +213,7 @@ func (s *session) call(ctx context.Context, m wire.Msg, idempotent bool) (wire.M
 		if err != nil {
 			return nil, 0, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		r, err := c.Call(cctx, m)
-		cancel()
+		r, err := c.CallTimeout(ctx, m, s.callTimeout)
 		if err == nil {
 			return r, gen, nil
 		}

@@ -152,3 +152,22 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 		s.handshake(nc, admitted)
 	})
 }
+
+// inline picks the requests a client connection serves on its read loop
+// (wire.ConnConfig.Inline): metadata requests that do a few system calls
+// on the export and wait for nothing else. Data transfers, fsync and locks
+// (which may wait for another client) keep a goroutine of their own, so
+// that they run concurrently.
+func inline(m wire.Msg) bool {
+	if as, ok := m.(*wire.As); ok {
+		m = as.Msg
+	}
+	switch m.(type) {
+	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
+		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
+		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
+		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned:
+		return true
+	}
+	return false
+}

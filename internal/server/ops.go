@@ -137,6 +137,9 @@ func (s *Server) lstat(p string) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r, ok, err := s.lstatFast(p); ok {
+		return r, err
+	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {
 		return nil, err
@@ -306,6 +309,12 @@ func (s *Server) openParent(p string) (*os.File, string, error) {
 	if dir == "" {
 		dir = "."
 	}
+	if f, ok, err := s.openParentFast(dir); ok {
+		if err != nil {
+			return nil, "", err
+		}
+		return f, base, nil
+	}
 	f, err := s.root.Open(dir)
 	if err != nil {
 		return nil, "", err
@@ -383,6 +392,9 @@ func (s *Server) remove(p string, dir bool) error {
 	p, err := clean(p)
 	if err != nil {
 		return err
+	}
+	if s.openat2 {
+		return s.removeFast(p, dir)
 	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/coord/directory"
@@ -33,8 +35,8 @@ type Config struct {
 	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
 	Directory directory.Config // the directory policy's settings
 	// DiscardCacheSize is the hints policy's discard cache in server
-	// memory (young master copies clients evicted by mistake); default
-	// DefaultDiscardCacheSize, rounded down to whole blocks.
+	// memory (young master copies clients evicted by mistake), rounded down
+	// to whole blocks; 0 takes DefaultDiscardCacheSize, negative means none.
 	DiscardCacheSize int64
 	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
@@ -115,9 +117,6 @@ func (c *Config) validate() error {
 	if !slices.Contains(Policies, c.Policy) {
 		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
 	}
-	if c.DiscardCacheSize < 0 {
-		return fmt.Errorf("discard cache size %d is negative", c.DiscardCacheSize)
-	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
 	}
@@ -152,6 +151,8 @@ type Server struct {
 	root        *os.Root
 	exportAbs   string   // the export's absolute path
 	exportDir   *os.File // the export directory, for statx relative to it
+	exportFd    int      // exportDir's descriptor
+	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
 	versions    *versions
 	cache       *mem.Cache
@@ -168,9 +169,10 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
 	ownGroups            []uint32
-	digests              *digests     // block digests peers' blocks are checked against (directory and hints)
-	drc                  *replyCache  // outcomes of the last writes (drc.go)
-	drcHits              atomic.Int64 // writes answered without applying them again
+	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
+	digests              *digests            // block digests peers' blocks are checked against (directory and hints)
+	drc                  *replyCache         // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64        // writes answered without applying them again
 	xattrWarn            sync.Once
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
@@ -209,6 +211,8 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("open export: %w", err)
 	}
+	s.exportFd = int(s.exportDir.Fd())
+	s.initResolve()
 	if s.pol, err = newPolicy(s); err != nil {
 		root.Close()
 		return nil, err
@@ -332,6 +336,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		Inline:           inline,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
