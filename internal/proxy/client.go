@@ -195,12 +195,11 @@ func (cl *client) call(ctx context.Context, m wire.Msg) (wire.Msg, error) {
 	if as, ok := m.(*wire.As); ok && as.Msg != nil {
 		inner = as.Msg
 	}
-	if _, blocking := inner.(*wire.LockSet); !blocking {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cl.p.cfg.RequestTimeout)
-		defer cancel()
+	timeout := cl.p.cfg.RequestTimeout
+	if _, blocking := inner.(*wire.LockSet); blocking {
+		timeout = 0
 	}
-	return cl.up.Call(ctx, m)
+	return cl.up.CallTimeout(ctx, m, timeout)
 }
 
 // sentOneWay notes what a one-way message changes: released handles.
