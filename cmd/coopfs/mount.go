@@ -9,6 +9,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -30,6 +31,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
 	diskF := addDiskFlags(fs)
+	var writePolicy cache.WritePolicy
+	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
+	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
+	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -40,6 +45,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "coopfs mount: want --server HOST:PORT and exactly one MOUNTPOINT")
 		fs.Usage()
 		return errUsage
+	}
+	if *diskF.dir == "" && writePolicy == cache.WriteBack {
+		return errors.New("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
 	if err := diskF.check(fs); err != nil {
 		return err
@@ -62,7 +70,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
-		Disk: agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc}})
+		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
+		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")
@@ -70,11 +79,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout}, log)
+	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
+		ReadOnly: writePolicy == cache.ReadOnly}, log)
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String())
+	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String(), "write_policy", writePolicy.String())
+	if writePolicy == cache.WriteBack {
+		stopCtl, err := serveFlushControl(ctx, a, mnt.Dir(), log)
+		if err != nil {
+			mnt.Unmount()
+			return err
+		}
+		defer stopCtl()
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "mountpoint", mnt.Dir())

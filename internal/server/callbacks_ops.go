@@ -30,6 +30,9 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.cbs.register(cl.id, c)
 		return &wire.OK{}, nil
 	}
+	if r, done, err := s.recalls.serve(ctx, s, cl, inner); done {
+		return r, err // recall.go: write delegations
+	}
 	if cl == nil || !s.cbs.active() {
 		return serve()
 	}

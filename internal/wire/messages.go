@@ -156,6 +156,9 @@ func newMsg(t Type) Msg {
 	if m := newHintsMsg(t); m != nil {
 		return m // msg_hints.go: types 130-149
 	}
+	if m := newWriteBackMsg(t); m != nil {
+		return m // msg_writeback.go: types 150-159
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 

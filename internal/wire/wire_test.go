@@ -37,6 +37,7 @@ func sampleMsgs() []Msg {
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
 		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
+		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
 		&CallbackBreak{Kind: CallbackRead, All: true, Items: []BreakItem{}},
 		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
 		&ReadDirPlusReply{Entries: []DirEntryPlus{
