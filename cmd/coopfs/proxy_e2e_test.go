@@ -252,16 +252,17 @@ func TestE2EProxyCertificates(t *testing.T) {
 func TestE2EProxyBadFlags(t *testing.T) {
 	needBinary(t)
 	for _, c := range []struct {
-		args []string
-		want []string
+		args   []string
+		prefix string
+		want   []string
 	}{
-		{[]string{"--write-policy", "write-back"}, []string{"write-back is not available on the proxy"}},
-		{[]string{"--write-policy", "sometimes"}, []string{"unknown --write-policy", "read-only or write-through"}},
-		{[]string{"--disk-banks", "4"}, []string{"--disk-banks", "without --disk-cache"}},
+		{[]string{"--write-policy", "write-back"}, "coopfs proxy:", []string{"write-back is not available on the proxy"}},
+		{[]string{"--write-policy", "sometimes"}, "invalid value", []string{"unknown write policy", "read-only, write-through"}},
+		{[]string{"--disk-banks", "4"}, "coopfs proxy:", []string{"--disk-banks", "without --disk-cache"}},
 	} {
 		args := append([]string{"proxy", "--upstream", e2eFreeAddr(t), "--listen", e2eFreeAddr(t)}, c.args...)
 		p := startProc(t, "proxy "+strings.Join(c.args, " "), args...)
-		wantOneLineError(t, p, p.mustExit(t, 20*time.Second), "coopfs proxy:", c.want...)
+		wantOneLineError(t, p, p.mustExit(t, 20*time.Second), c.prefix, c.want...)
 	}
 }
 
