@@ -363,8 +363,13 @@ func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr,
 	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
 }
 
-// Unlink implements fusefs.Backend.
+// Unlink implements fusefs.Backend. Releases of files closed a moment ago
+// (queued, release.go) reach the server first: the server frees the space
+// of an unlinked file only when its last descriptor closes, and a local
+// file system gives back the space of a closed, removed file at once (a
+// program that deletes a big file to make room must find the room).
 func (a *Agent) Unlink(ctx context.Context, path string) error {
+	a.releases.flushWait(true)
 	return a.okCall(ctx, &wire.Unlink{Path: path}, false)
 }
 
