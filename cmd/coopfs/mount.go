@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/cache/disk"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -32,11 +30,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
-	diskDir := fs.String("disk-cache", "", "persistent disk cache directory under the memory cache (seed 003); none if empty")
-	diskSize := block.Size(disk.DefaultSize)
-	fs.Var(&diskSize, "disk-cache-size", "disk cache size (block data), e.g. 20GiB; rounded down to whole sets")
-	diskBanks := fs.Int("disk-banks", 0, "disk cache bank files (default 64, fewer for a small cache)")
-	diskAssoc := fs.Int("disk-assoc", 0, "disk cache ways per set, at least 2 (default 16, fewer for a small cache)")
+	diskF := addDiskFlags(fs)
+	var writePolicy cache.WritePolicy
+	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
+	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
+	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -48,16 +46,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return errUsage
 	}
-	if *diskDir == "" {
-		var stray []string
-		fs.Visit(func(f *flag.Flag) {
-			if strings.HasPrefix(f.Name, "disk-") {
-				stray = append(stray, "--"+f.Name)
-			}
-		})
-		if len(stray) > 0 {
-			return fmt.Errorf("%s given without --disk-cache DIR: add --disk-cache DIR to use a disk cache", strings.Join(stray, ", "))
-		}
+	if *diskF.dir == "" && writePolicy == cache.WriteBack {
+		return errors.New("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
+	}
+	if err := diskF.check(fs); err != nil {
+		return err
 	}
 	mountpoint := fs.Arg(0)
 	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
@@ -77,7 +70,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
-		Disk: agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc}})
+		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
+		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")
@@ -85,11 +79,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout}, log)
+	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
+		ReadOnly: writePolicy == cache.ReadOnly}, log)
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String())
+	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String(), "write_policy", writePolicy.String())
+	if writePolicy == cache.WriteBack {
+		stopCtl, err := serveFlushControl(ctx, a, mnt.Dir(), log)
+		if err != nil {
+			mnt.Unmount()
+			return err
+		}
+		defer stopCtl()
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "mountpoint", mnt.Dir())

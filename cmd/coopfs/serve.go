@@ -27,7 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readOnly := fs.Bool("read-only", false, "refuse every change to the export")
 	policy := fs.String("policy", "none", "coordination policy: none (every miss to the server), directory (the server forwards misses to a client that holds the block) or hints (clients find blocks through location hints, without the server)")
 	discardCacheSize := block.Size(server.DefaultDiscardCacheSize)
-	fs.Var(&discardCacheSize, "discard-cache-size", "hints policy: the discard cache in server memory, for young master copies clients evicted by mistake (e.g. 64MiB)")
+	fs.Var(&discardCacheSize, "discard-cache-size", "hints policy: the discard cache in server memory, for young master copies clients evicted by mistake (e.g. 64MiB; 0: none)")
 	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")
 	missThreshold := fs.Int("miss-threshold", directory.DefaultMissThreshold, "directory policy: forward misses in a row before the server pings a client")
 	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
@@ -40,6 +40,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxInflight := block.Size(server.DefaultLimits.MaxInFlightBytes)
 	fs.Var(&maxInflight, "max-inflight", "request bytes one client connection may have being served at once; past it the server stops reading from it")
 	handlerTimeout := fs.Duration("handler-timeout", server.DefaultLimits.HandlerTimeout, "deadline of one request (a hung export is answered ETIMEDOUT); below the clients' request timeout")
+	recallTimeout := fs.Duration("recall-timeout", server.DefaultRecallTimeout, "how long an open waits for a write-back client to write back the file it holds unflushed writes to")
+	recallPolicy := fs.String("recall-timeout-policy", server.RecallEIO, "what such an open gets when the holder does not answer in time: eio, or stale (the last version written back)")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -70,11 +72,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
-		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: int64(discardCacheSize),
+		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
-		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
-		Limits: server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}})
+		Conns:         wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
+		Limits:        server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout},
+		RecallTimeout: *recallTimeout, RecallTimeoutPolicy: *recallPolicy})
 	if err != nil {
 		return err
 	}
@@ -96,4 +99,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// discardConfig maps --discard-cache-size to server.Config: 0 on the
+// command line means no discard cache (the Config's 0 is the default).
+func discardConfig(size block.Size) int64 {
+	if size == 0 {
+		return -1
+	}
+	return int64(size)
 }

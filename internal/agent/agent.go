@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
@@ -38,11 +39,13 @@ type Config struct {
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none", "directory" or "hints" must match it.
 	Policy         string
-	Listen         string        // cooperative policies: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration // cooperative policies: how long to wait for a peer's block or answer; default 5s
-	DiscardQueue   int           // directory policy: discard notification batch; default 400
-	NoDiscard      bool          // directory policy: send no discard notifications (for comparisons)
-	Disk           DiskConfig    // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	Listen         string            // cooperative policies: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration     // cooperative policies: how long to wait for a peer's block or answer; default 5s
+	DiscardQueue   int               // directory policy: discard notification batch; default 400
+	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
+	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack      WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
@@ -81,6 +84,7 @@ func (c *Config) setDefaults() {
 	if c.Metrics == nil {
 		c.Metrics = obs.NewMetrics()
 	}
+	c.WriteBack.setDefaults()
 }
 
 func (c *Config) validate() error {
@@ -93,8 +97,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
 	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
 		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+	case c.WritePolicy == cache.WriteBack && c.Disk.Dir == "":
+		return fmt.Errorf("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
-	return nil
+	return c.WriteBack.validate()
 }
 
 // Agent is a connected coopfs client.
@@ -104,7 +110,9 @@ type Agent struct {
 	metrics    *obs.Metrics
 	sess       *session
 	cache      *mem.Cache
-	disk       diskTier // the disk tier under memory (tiers.go); off without --disk-cache
+	disk       diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
+	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
+	wbMu       sync.Mutex // guards wb while it is set (the connection hook reads it)
 	flights    singleflight.Group
 	prefetch   chan struct{}             // bounds read-ahead fetches in flight
 	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
@@ -148,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
-		connected: a.cbs.connected, lost: a.cbs.lost}
+		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
 	if !cfg.NoCallbacks {
 		a.sess.register = register
 	}
@@ -160,6 +168,14 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if err := a.openDisk(); err != nil {
 		a.sess.close()
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	if err := a.openWriteBackIf(ctx); err != nil {
+		a.sess.close()
+		a.closeDisk()
 		if ln != nil {
 			ln.Close()
 		}
@@ -215,6 +231,7 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return &wire.OK{}, nil
 	}
 	if m, ok := m.(*wire.CallbackBreak); ok {
+		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
@@ -229,10 +246,14 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 
 // Close drops the server connection; calls after it fail.
 func (a *Agent) Close() error {
+	var wbErr error
+	if a.wb != nil {
+		wbErr = a.wb.close(wbCloseTimeout)
+	}
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
-	return a.closeDisk()
+	return errors.Join(wbErr, a.closeDisk())
 }
 
 // BlockSize is the export's block size.
@@ -263,12 +284,16 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+	at, err := a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+	a.wb.overlay(&at)
+	return at, err
 }
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
+	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
+	a.wb.overlay(&at)
+	return at, err
 }
 
 // SetAttr implements fusefs.Backend.
@@ -278,6 +303,9 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	var of *file
 	if f != nil {
 		of, _ = f.(*file)
+	}
+	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
+		return wire.Attr{}, err
 	}
 	var attr wire.Attr
 	var err error
@@ -299,6 +327,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 			of.setAttr(attr)
 		}
 	}
+	a.wb.overlay(&attr) // a file with dirty data keeps its size here
 	return attr, nil
 }
 
@@ -338,6 +367,9 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		if !ok {
 			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
 		}
+		for i := range page.Entries {
+			a.wb.overlay(&page.Entries[i].Attr)
+		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
 			return all, nil
@@ -363,14 +395,17 @@ func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr,
 	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
 }
 
-// Unlink implements fusefs.Backend. Releases of files closed a moment ago
-// (queued, release.go) reach the server first: the server frees the space
-// of an unlinked file only when its last descriptor closes, and a local
-// file system gives back the space of a closed, removed file at once (a
-// program that deletes a big file to make room must find the room).
+// Unlink implements fusefs.Backend.
 func (a *Agent) Unlink(ctx context.Context, path string) error {
+	// Files closed a moment ago may still be open at the server (their
+	// releases wait in the batch, release.go): sent first, so that removing
+	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
-	return a.okCall(ctx, &wire.Unlink{Path: path}, false)
+	err := a.okCall(ctx, &wire.Unlink{Path: path}, false)
+	if err == nil {
+		a.wb.removed(path)
+	}
+	return err
 }
 
 // Rmdir implements fusefs.Backend.
@@ -380,7 +415,11 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
-	return a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
+	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
+	if err == nil {
+		a.wb.afterRename(oldPath, newPath, flags)
+	}
+	return err
 }
 
 // Link implements fusefs.Backend.
@@ -441,6 +480,9 @@ const (
 
 func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32) (*file, wire.Attr, error) {
 	_, create := m.(*wire.Create)
+	if a.writePolicy() == cache.ReadOnly && (create || writeAccess(flags)) {
+		return nil, wire.Attr{}, errReadOnly
+	}
 	idempotent := !create && flags&syscall.O_TRUNC == 0
 	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	// The per-client handle cap: files closed a moment ago make room once
@@ -460,12 +502,17 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if !ok {
 		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	if flags&syscall.O_TRUNC != 0 {
+		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
+	}
+	a.wb.overlay(&or.Attr)
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
 	if or.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		a.policy().opened(ctx, f)
 	}
+	a.wb.opened(f)
 	return f, or.Attr, nil
 }
 
@@ -473,6 +520,11 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 // cached blocks of any other version. It reports whether v is the version
 // already known (the kernel's page cache of the file is still good).
 func (a *Agent) noteVersion(ino, v uint64) bool {
+	if a.wb.holds(ino) {
+		// Dirty here: the blocks keep the version they were written at
+		// until they are written back (writeback.go).
+		return true
+	}
 	a.mu.Lock()
 	old, known := a.versions[ino]
 	a.versions[ino] = v

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
@@ -58,7 +59,9 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	if !ok {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	return ar.Attr, nil
+	at := ar.Attr
+	f.a.wb.overlay(&at)
+	return at, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -259,6 +262,16 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	if f.a.wb.holds(id.File) {
+		// Dirty here (writeback.go): a dirty block wins over the server's
+		// (a write raced the fetch), and the server's copy of a block we
+		// did not write is ours too, whatever version our partial
+		// write-backs gave the file.
+		if data, ok := f.a.wb.dirtyData(id); ok {
+			return data, nil
+		}
+		br.Version = v
+	}
 	if br.Version != v {
 		// The file changed since it was opened: the block belongs to the
 		// new version, which this open file sees from now on.
@@ -286,8 +299,11 @@ func (f *file) fromServer(ctx context.Context, req *wire.ReadBlock) (*wire.Block
 	}
 	if !br.Forwarded {
 		layer := obs.LayerServerDisk
-		if br.Layer == 0 {
+		switch br.Layer {
+		case wire.LayerMemory:
 			layer = obs.LayerServerMemory
+		case wire.LayerProxy:
+			layer = obs.LayerProxy // a coopfs proxy between us and the server
 		}
 		f.a.metrics.CountRead(layer, len(br.Data))
 	}
@@ -323,10 +339,17 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 	return f.fromServer(ctx, &retry)
 }
 
-// WriteAt implements vfs.File: the write reaches the server before it
-// returns (write-through), and the file's cached blocks of the old version
-// are dropped.
+// WriteAt implements vfs.File: under write-through the write reaches the
+// server before it returns, and the file's cached blocks of the old version
+// are dropped; under write-back it completes in dirty disk frames
+// (writeback.go); under read-only it fails with EROFS.
 func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	switch f.a.writePolicy() {
+	case cache.ReadOnly:
+		return 0, errReadOnly
+	case cache.WriteBack:
+		return f.a.wb.write(ctx, f, p, off)
+	}
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
@@ -346,17 +369,23 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements vfs.File. Writes are already on the server.
+// Flush implements vfs.File. Writes are already on the server
+// (write-through) or durable in the disk tier (write-back).
 func (f *file) Flush(ctx context.Context) error { return nil }
 
-// Fsync implements vfs.File.
+// Fsync implements vfs.File. Under write-back the data is already durable
+// on the local disk: it reaches the server on a flush (writeback.go).
 func (f *file) Fsync(ctx context.Context) error {
+	if f.a.writePolicy() == cache.WriteBack {
+		return nil
+	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err
 }
 
 // Release implements vfs.File.
 func (f *file) Release(ctx context.Context) error {
+	f.a.wb.released(f)
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()

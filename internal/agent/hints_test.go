@@ -129,11 +129,24 @@ func TestHintsFollowed(t *testing.T) {
 	if hits, lookups := b.count(t, "coopfs_hints_hint_hits_total"), b.count(t, "coopfs_hints_lookups_total"); hits != 16 || lookups != 16 {
 		t.Errorf("hint hits %v of %v lookups, want 16 of 16", hits, lookups)
 	}
-	if n := b.count(t, "coopfs_hints_lookup_messages_total") / b.count(t, "coopfs_hints_lookups_total"); n != 2 {
-		t.Errorf("%v lookup messages per lookup, want 2", n)
+	if n := b.count(t, "coopfs_hints_lookup_messages_total") / b.count(t, "coopfs_hints_misses_total"); n != 2 {
+		t.Errorf("%v lookup messages per miss, want 2", n)
 	}
-	if n := scrape(t, sm).Sum("coopfs_hints_handouts_total", nil); n != 1 {
-		t.Errorf("server handed hints out %v times, want 1 (the second open)", n)
+	if n := b.count(t, "coopfs_hints_digest_requests_total"); n != 2 {
+		t.Errorf("second reader asked for digests %v times, want 2 (runs of 8 blocks)", n)
+	}
+	// A third reader gets the second's hints (naming the first client, the
+	// holder of the master copies) and the digests with them.
+	c := newHintsAgent(t, addr, "hints", 64, "")
+	c.mustRead(t, "f", data)
+	if n := c.layer(t, obs.LayerPeer); n != 16 {
+		t.Errorf("third reader: %v blocks from a peer, want 16", n)
+	}
+	if n := c.count(t, "coopfs_hints_digest_requests_total"); n != 0 {
+		t.Errorf("third reader asked for digests %v times; the hand-out carries them", n)
+	}
+	if n := scrape(t, sm).Sum("coopfs_hints_handouts_total", nil); n != 2 {
+		t.Errorf("server handed hints out %v times, want 2 (the second and third opens)", n)
 	}
 }
 

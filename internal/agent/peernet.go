@@ -25,6 +25,7 @@ type peerNet struct {
 
 	peerMu sync.Mutex
 	peers  map[string]*peerConn // connections to peers, by address
+	closed bool                 // no more dials (close ran)
 }
 
 // peerConn is the connection to one peer; mu serialises its dialing.
@@ -43,6 +44,7 @@ func newPeerNet(a *Agent, ln net.Listener, policy string, handler wire.Handler, 
 func (n *peerNet) close() {
 	n.ln.Close()
 	n.peerMu.Lock()
+	n.closed = true
 	peers := n.peers
 	n.peers = map[string]*peerConn{}
 	n.peerMu.Unlock()
@@ -105,6 +107,10 @@ func (n *peerNet) handshake(nc net.Conn, admitted func()) *wire.Conn {
 // meant for it a timeout.
 func (n *peerNet) peer(addr string) (*wire.Conn, error) {
 	n.peerMu.Lock()
+	if n.closed {
+		n.peerMu.Unlock()
+		return nil, fmt.Errorf("peer %s: %w", addr, ErrSessionClosed)
+	}
 	p := n.peers[addr]
 	if p == nil {
 		p = &peerConn{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,8 +61,21 @@ type hintsClient struct {
 
 type digestKey struct{ file, version, index uint64 }
 
+// minHints is the least bound on the hints naming peers a client keeps
+// (hints.ClientConfig.MaxHints): 16 per cached block, at least this many.
+const minHints = 1 << 16
+
+// digestRun is how many blocks' digests a client asks for at once.
+const digestRun = 8
+
 // maxDigests bounds the digest table; past it the table restarts.
 const maxDigests = 1 << 16
+
+// hintsMinSize: files smaller than this and than one block are not worth a
+// hint hand-out on open (one round trip to the server either way; seed 001
+// found the coordination of small files costing more than their data).
+// Such opens do not make the client the file's last opener.
+const hintsMinSize = 64 << 10
 
 // hintsForwards bounds the master copies being forwarded at once; an
 // eviction past it drops the copy (the server still has the block).
@@ -96,7 +110,7 @@ func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 	defer h.mu.Unlock()
 	if list.You != 0 && (h.hc == nil || list.You != h.me) {
 		hc, err := hints.NewClient(hints.ClientConfig{ID: hints.ClientID(list.You), Boot: hints.BootID(h.boot),
-			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic})
+			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic, MaxHints: max(minHints, 16*h.blocks)})
 		if err != nil {
 			h.a.log.Warn("hints policy off: cannot make the state machine", "err", err)
 			return
@@ -138,8 +152,11 @@ func (h *hintsClient) opened(ctx context.Context, f *file) {
 		return
 	}
 	f.mu.Lock()
-	ino, v := f.attr.Ino, f.attr.Version
+	ino, v, size := f.attr.Ino, f.attr.Version, f.attr.Size
 	f.mu.Unlock()
+	if size < min(hintsMinSize, uint64(h.a.BlockSize())) || f.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return // the hand-out would cost what reading the file from the server does
+	}
 	r, err := f.call(ctx, func(hd uint64) wire.Msg { return &wire.HintsOpen{Handle: hd, File: ino, Version: v} }, true)
 	hr, ok := r.(*wire.HintsReply)
 	if err != nil || !ok {
@@ -176,15 +193,21 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 	var r hints.Route
 	if hc != nil {
 		r = hc.Read(now(), id, block.Version(v))
-		if r.Kind == hints.RouteLocal { // the memory tier lost it behind our back
-			hc.Drop(id)
-			r = hc.Read(now(), id, block.Version(v))
+		if r.Kind == hints.RouteLocal {
+			// The state machine has a copy the tiers do not serve at v: a
+			// newer version (an older open reads), or one the memory tier
+			// lost behind its back, which it forgets.
+			if _, held := h.a.cache.Peek(id); !held {
+				hc.Drop(id)
+			}
+			r = hints.Route{Kind: hints.RouteServer}
 		}
 	}
 	h.mu.Unlock()
 	if hc == nil {
 		return f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	}
+	h.stats.misses.Add(1)
 	if r.StaleHint {
 		h.stats.stale.Add(1)
 	}
@@ -193,6 +216,7 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 			return br, nil
 		}
 	}
+	h.stats.lookupMessages.Add(2) // the request to the server and its answer
 	br, err := f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	if err != nil || len(br.Data) == 0 {
 		return br, err
@@ -312,23 +336,42 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 	sum, ok := h.digests[k]
 	h.mu.Unlock()
 	if !ok {
-		h.stats.digestRequests.Add(1)
-		r, err := f.call(ctx, func(hd uint64) wire.Msg {
-			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v}
-		}, true)
-		dr, isRep := r.(*wire.HintsDigestRep)
-		if err != nil || !isRep || dr.Version != v || len(dr.Digest) == 0 {
+		h.askDigests(ctx, f, id, v)
+		h.mu.Lock()
+		sum, ok = h.digests[k]
+		h.mu.Unlock()
+		if !ok {
 			return false
 		}
-		sum = dr.Digest
-		h.mu.Lock()
-		if len(h.digests) >= maxDigests {
-			clear(h.digests)
-		}
-		h.digests[k] = sum
-		h.mu.Unlock()
 	}
 	return wire.DigestMatches(data, sum)
+}
+
+// askDigests asks the server for the digests of the aligned run of
+// digestRun blocks around id (the reader of block i reads i+1 next); the
+// fetches of one run, read ahead in parallel, share one request.
+func (h *hintsClient) askDigests(ctx context.Context, f *file, id block.ID, v uint64) {
+	first := id.Index - id.Index%digestRun
+	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(first, 10)
+	h.a.flights.Do(key, func() (any, error) {
+		h.stats.digestRequests.Add(1)
+		r, err := f.call(ctx, func(hd uint64) wire.Msg {
+			return &wire.HintsDigest{Handle: hd, File: id.File, Index: first, Version: v, Count: digestRun}
+		}, true)
+		dr, isRep := r.(*wire.HintsDigestRep)
+		if err != nil || !isRep || dr.Version != v {
+			return nil, err
+		}
+		h.mu.Lock()
+		if len(h.digests)+len(dr.Digests) > maxDigests {
+			clear(h.digests)
+		}
+		for _, d := range dr.Digests {
+			h.digests[digestKey{id.File, v, d.Index}] = d.Digest
+		}
+		h.mu.Unlock()
+		return nil, nil
+	})
 }
 
 func (h *hintsClient) dropHint(id block.ID) {
@@ -444,7 +487,14 @@ func (h *hintsClient) serveRead(m *wire.HintsRead) *wire.HintsBlock {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r.Kind == hints.RouteLocal { // the state machine had it, the tiers no longer: forget it, follow the hint
+	if r.Kind == hints.RouteLocal {
+		if _, held := h.a.cache.Peek(id); held {
+			// A copy of another version (a newer one: the requester's open
+			// is older): not for this request; the server serves it.
+			return &wire.HintsBlock{Kind: wire.HintsServer, Holder: me, Boot: h.boot}
+		}
+		// The state machine had it, the tiers no longer: forget it, follow the hint.
+		h.stats.lost.Add(1)
 		h.hc.Drop(id)
 		r = h.hc.ServeRequest(now(), id, v, hints.ClientID(m.From), int(m.Hops))
 	}
@@ -572,9 +622,10 @@ func (h *hintsClient) serveServer(_ context.Context, m wire.Msg) (wire.Msg, erro
 
 // hintsStats are the client's hints counters (phints_metrics.go).
 type hintsStats struct {
-	lookups, hintHits, chainHits, redirects, lookupMessages atomic.Uint64
-	stale, holderFailures, badBlocks, digestRequests        atomic.Uint64
-	imported, lookupsServed, served                         atomic.Uint64
-	forwards, forwardFailures, forwardsSkipped              atomic.Uint64
-	forwardsReceived, discards                              atomic.Uint64
+	misses, lookups, hintHits, chainHits, redirects, lookupMessages atomic.Uint64
+	stale, holderFailures, badBlocks, digestRequests                atomic.Uint64
+	imported, lookupsServed, served                                 atomic.Uint64
+	forwards, forwardFailures, forwardsSkipped                      atomic.Uint64
+	forwardsReceived, discards                                      atomic.Uint64
+	lost                                                            atomic.Uint64
 }

@@ -12,7 +12,8 @@ import (
 // DiskConfig configures the persistent disk tier under the memory tier
 // (seed 003). Reads go memory → disk → peer → server; a block fetched from
 // a peer or the server is stored in both tiers. At this stage the disk tier
-// is write-through: it holds clean blocks only.
+// holds clean blocks, and dirty ones under the write-back policy
+// (writeback.go).
 type DiskConfig struct {
 	Dir   string // cache directory; "" means no disk tier
 	Size  int64  // bytes of block data; 0 means disk.DefaultSize
@@ -89,7 +90,7 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 	}
 	go func() {
 		defer func() { <-d.sem; d.wg.Done() }()
-		d.c.Put(id, v, data)
+		d.c.Fill(id, v, data) // never over a dirty copy (write-back)
 	}()
 }
 

@@ -59,6 +59,9 @@ type Config struct {
 	UnmountGrace time.Duration
 	// Debug logs every FUSE request (go-fuse debug output).
 	Debug bool
+	// ReadOnly mounts read-only: the kernel refuses every change with
+	// EROFS (the read-only write policy).
+	ReadOnly bool
 }
 
 // withDefaults returns c with zero fields replaced by their defaults and
@@ -123,7 +126,7 @@ func MountOptions(cfg Config) *fs.Options {
 			AllowOther: cfg.AllowOther,
 			// The kernel checks permissions against mode, uid and gid
 			// like a local file system does, so EACCES comes from it.
-			Options: []string{"default_permissions"},
+			Options: mountFlags(cfg),
 			// POSIX ACLs: the kernel reads system.posix_acl_access and
 			// _default through getxattr, caches them and enforces them
 			// in its permission checks, as for a local file system.
@@ -147,4 +150,12 @@ func MountOptions(cfg Config) *fs.Options {
 		// Mode 000 is a real mode (chmod 0): do not replace it with 0644.
 		NullPermissions: true,
 	}
+}
+
+// mountFlags are the -o options of a mount.
+func mountFlags(cfg Config) []string {
+	if cfg.ReadOnly {
+		return []string{"default_permissions", "ro"}
+	}
+	return []string{"default_permissions"}
 }

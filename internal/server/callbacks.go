@@ -200,6 +200,9 @@ type callbacks struct {
 	mu    sync.Mutex
 	t     *cbTable
 	conns map[uint32]*wire.Conn // registered clients
+	// beforeDrop, if set, is called with mu held before a client's
+	// callbacks are forgotten (recall.go keeps its write delegations).
+	beforeDrop func(client uint32)
 
 	// counters for /metrics
 	grants, breaksSent, breakTimeouts, races atomic.Int64
@@ -220,6 +223,9 @@ func (cb *callbacks) register(client uint32, c *wire.Conn) {
 func (cb *callbacks) left(client uint32) {
 	cb.mu.Lock()
 	delete(cb.conns, client)
+	if cb.beforeDrop != nil {
+		cb.beforeDrop(client)
+	}
 	cb.t.dropClient(client)
 	cb.mu.Unlock()
 }
@@ -327,6 +333,9 @@ func (cb *callbacks) send(ctx context.Context, client uint32, c *wire.Conn, m *w
 	cb.mu.Lock()
 	if cb.conns[client] == c {
 		delete(cb.conns, client)
+		if cb.beforeDrop != nil {
+			cb.beforeDrop(client)
+		}
 		cb.t.dropClient(client)
 	}
 	cb.mu.Unlock()

@@ -30,6 +30,9 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.cbs.register(cl.id, c)
 		return &wire.OK{}, nil
 	}
+	if r, done, err := s.recalls.serve(ctx, s, cl, inner); done {
+		return r, err // recall.go: write delegations
+	}
 	if cl == nil || !s.cbs.active() {
 		return serve()
 	}
@@ -92,7 +95,7 @@ func changes(m wire.Msg) bool {
 	case *wire.SetXattr, *wire.RemoveXattr:
 		return true
 	}
-	return mutates(m)
+	return wire.Mutates(m)
 }
 
 // grantedInos lists the objects a reply hands out.

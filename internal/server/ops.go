@@ -22,7 +22,7 @@ const readDirPage = 4096
 
 // dispatch serves one request of a client connection (see serveMsg).
 func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	if s.cfg.ReadOnly && mutates(m) {
+	if s.cfg.ReadOnly && wire.Mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
 	switch m := m.(type) {
@@ -98,18 +98,6 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.servePosix(c, m)
 	}
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
-}
-
-func mutates(m wire.Msg) bool {
-	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
-		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
-		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate, *wire.WriteSeq:
-		return true
-	case *wire.Open:
-		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
-	}
-	return false
 }
 
 // clean checks a client's path: relative, "/"-separated, no "..". The empty
@@ -582,7 +570,9 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 // "forwarded" and returns true; the caller serves the block otherwise.
 func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
+	if cl == nil || cl.listen == "" {
+		// A client without a peer listener (a coopfs proxy) can receive no
+		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
 	act, holder := s.coop.decide(cl.id, id, v, m.Retry)

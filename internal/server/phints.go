@@ -64,7 +64,7 @@ func newHintsPolicy(s *Server) (policy, error) {
 	s.digests = newDigests(DefaultDigestEntries)
 	p := &hintsPolicy{s: s, timeout: HintsExportTimeout, discard: make(map[block.ID]discarded),
 		members: make(map[uint32]*hintsMember), ids: make(map[string]uint32), byConn: make(map[uint32]uint32)}
-	blocks := int(s.cfg.DiscardCacheSize / int64(s.cfg.BlockSize))
+	blocks := int(max(0, s.cfg.DiscardCacheSize) / int64(s.cfg.BlockSize))
 	hs, err := hints.NewServer(hints.ServerConfig{MemoryBlocks: blocks, Memory: hints.MemoryDiscard,
 		Watch: func(b block.ID, in bool) {
 			if !in {
@@ -223,13 +223,11 @@ func (p *hintsPolicy) read(_ *wire.Conn, _ *client, _ *wire.ReadBlock, _ *os.Fil
 	return true
 }
 
-// served records the digest of every block the server hands out: each is
-// a master copy that peers may serve later, checked against it.
-func (p *hintsPolicy) served(f *os.File, id block.ID, v uint64, data []byte, _ bool) {
-	if _, ok := p.s.digests.get(digestKey{id.File, v, id.Index}); !ok {
-		p.s.learnDigest(f, id, v, data)
-	}
-}
+// served: blocks the server serves are not hashed (a client reading alone
+// pays nothing); a block is hashed when a client first asks for its digest
+// to check a peer's copy (digest), and the hand-outs on open carry the
+// digests known by then.
+func (p *hintsPolicy) served(*os.File, block.ID, uint64, []byte, bool) {}
 
 func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wire.Msg) (wire.Msg, error, bool) {
 	switch m := m.(type) {
@@ -310,8 +308,12 @@ func (p *hintsPolicy) open(ctx context.Context, c *wire.Conn, cl *client, m *wir
 	return reply, nil
 }
 
-// digest answers a client's question for the digest of one block (a peer
-// served it and the open's hand-out had no digest for it).
+// MaxDigestRun bounds the blocks one HintsDigest hashes.
+const MaxDigestRun = 16
+
+// digest answers a client's question for the digests of a run of blocks (a
+// peer served one and the open's hand-out had no digest for it): from the
+// table, else hashed from the server's memory cache or the export.
 func (p *hintsPolicy) digest(c *wire.Conn, m *wire.HintsDigest) (*wire.HintsDigestRep, error) {
 	p.digestRequests.Add(1)
 	of := p.s.handles.get(m.Handle, c)
@@ -326,14 +328,20 @@ func (p *hintsPolicy) digest(c *wire.Conn, m *wire.HintsDigest) (*wire.HintsDige
 	if a.Ino != m.File {
 		return nil, fmt.Errorf("digest of file %d through a handle of file %d: %w", m.File, a.Ino, syscall.EINVAL)
 	}
-	if a.Version != m.Version || m.Index*uint64(p.s.cfg.BlockSize) >= a.Size {
-		return &wire.HintsDigestRep{Version: a.Version}, nil
+	r := &wire.HintsDigestRep{Version: a.Version}
+	if a.Version != m.Version {
+		return r, nil
 	}
-	sum, err := p.s.digestFor(of.f, block.ID{File: m.File, Index: m.Index}, a.Version, a.Size)
-	if err != nil {
-		return &wire.HintsDigestRep{Version: a.Version}, nil
+	bs := uint64(p.s.cfg.BlockSize)
+	end := min(m.Index+uint64(max(1, min(m.Count, MaxDigestRun))), (a.Size+bs-1)/bs)
+	for idx := m.Index; idx < end; idx++ {
+		sum, err := p.s.digestFor(of.f, block.ID{File: m.File, Index: idx}, a.Version, a.Size)
+		if err != nil {
+			break // changed while hashed: the client reads from the server
+		}
+		r.Digests = append(r.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
 	}
-	return &wire.HintsDigestRep{Version: a.Version, Digest: sum}, nil
+	return r, nil
 }
 
 var hintsServerMetrics = []struct {

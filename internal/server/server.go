@@ -35,8 +35,8 @@ type Config struct {
 	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
 	Directory directory.Config // the directory policy's settings
 	// DiscardCacheSize is the hints policy's discard cache in server
-	// memory (young master copies clients evicted by mistake); default
-	// DefaultDiscardCacheSize, rounded down to whole blocks.
+	// memory (young master copies clients evicted by mistake), rounded down
+	// to whole blocks; 0 takes DefaultDiscardCacheSize, negative means none.
 	DiscardCacheSize int64
 	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
@@ -50,8 +50,14 @@ type Config struct {
 	// MaxCallbacks is how many objects one client may hold callbacks on;
 	// past it all its callbacks are broken at once. Default 1<<20.
 	MaxCallbacks int
-	Logger       *slog.Logger
-	Metrics      *obs.Metrics
+	// RecallTimeout bounds the recall of a write delegation (recall.go):
+	// the holder's write-back of the file an open waits for; default 20s.
+	RecallTimeout time.Duration
+	// RecallTimeoutPolicy is what such an open gets when the holder does
+	// not answer in time: RecallEIO (default) or RecallStale.
+	RecallTimeoutPolicy string
+	Logger              *slog.Logger
+	Metrics             *obs.Metrics
 }
 
 // Defaults.
@@ -91,6 +97,9 @@ func (c *Config) setDefaults() {
 	if c.PingTimeout == 0 {
 		c.PingTimeout = 2 * time.Second
 	}
+	if c.RecallTimeout == 0 {
+		c.RecallTimeout = DefaultRecallTimeout
+	}
 	if c.CallbackTimeout == 0 {
 		c.CallbackTimeout = DefaultCallbackTimeout
 	}
@@ -117,11 +126,14 @@ func (c *Config) validate() error {
 	if !slices.Contains(Policies, c.Policy) {
 		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
 	}
-	if c.DiscardCacheSize < 0 {
-		return fmt.Errorf("discard cache size %d is negative", c.DiscardCacheSize)
-	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
+	}
+	if c.RecallTimeoutPolicy != "" && c.RecallTimeoutPolicy != RecallEIO && c.RecallTimeoutPolicy != RecallStale {
+		return fmt.Errorf("unknown recall timeout policy %q: use eio or stale", c.RecallTimeoutPolicy)
+	}
+	if c.RecallTimeout < 0 {
+		return fmt.Errorf("recall timeout %s is negative", c.RecallTimeout)
 	}
 	if c.CallbackTimeout < 0 || c.MaxCallbacks < 0 {
 		return fmt.Errorf("callback timeout %s / max callbacks %d: want positive values", c.CallbackTimeout, c.MaxCallbacks)
@@ -163,6 +175,7 @@ type Server struct {
 	pol         policy       // the coordination policy (policy.go)
 	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
+	recalls     *recalls     // write delegations of write-back clients (recall.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
 	pins        *pins        // recently looked-up files (pins.go)
@@ -206,6 +219,8 @@ func New(cfg Config) (*Server, error) {
 		drc: newReplyCache(cfg.Limits.ReplyCache), testCrashAfterAppend: os.Getenv(testCrashEnv) == "1",
 		bootID: uint64(time.Now().UnixNano()), conns: make(map[*wire.Conn]struct{}),
 		cbs: newCallbacks(cfg.Logger, cfg.CallbackTimeout, cfg.MaxCallbacks)}
+	s.recalls = newRecalls(s.cbs, cfg.Logger, cfg.RecallTimeout, cfg.RecallTimeoutPolicy)
+	s.cbs.beforeDrop = s.recalls.orphanLocked
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // The server opens only regular files and directories. A FIFO, a device or
@@ -55,7 +57,7 @@ func (s *Server) openData(p string, flags, mode uint32) (*os.File, os.FileInfo, 
 		return s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
 	}
 	f, err := open()
-	if err != nil && isExhaustion(err) && s.pins.closeAll() > 0 {
+	if err != nil && wire.IsExhaustion(err) && s.pins.closeAll() > 0 {
 		f, err = open() // shed what can be given back (the pinned lookups), once
 	}
 	if err != nil {

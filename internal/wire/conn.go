@@ -32,6 +32,17 @@ func (f HandlerFunc) ServeMsg(ctx context.Context, c *Conn, m Msg) (Msg, error) 
 	return f(ctx, c, m)
 }
 
+// oneWayKey marks the context of a one-way request's handler.
+type oneWayKey struct{}
+
+// OneWay reports whether the request a handler serves was sent one-way
+// (Send): its reply is dropped. A relay (coopfs proxy) passes such a
+// request on with Send rather than waiting for a reply that never comes.
+func OneWay(ctx context.Context) bool {
+	v, _ := ctx.Value(oneWayKey{}).(bool)
+	return v
+}
+
 // Observer sees every message for metrics. dir is "in" or "out"; n counts
 // header, metadata and data bytes.
 type Observer interface {
@@ -339,7 +350,11 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 	if c.cfg.Handler == nil {
 		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
 	} else {
-		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
+		ctx := c.ctx
+		if h.flags&FlagOneWay != 0 {
+			ctx = context.WithValue(ctx, oneWayKey{}, true)
+		}
+		reply, err = c.cfg.Handler.ServeMsg(ctx, c, m)
 	}
 	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
 		return

@@ -12,8 +12,8 @@ const (
 	THintsForward    Type = 136 // client → peer: an evicted master copy (best-guess target); answered by HintsForwardAck
 	THintsForwardAck Type = 137 // the target's oldest block (the age exchange)
 	THintsDiscard    Type = 138 // client → server, one-way: a young master copy for the discard cache
-	THintsDigest     Type = 139 // client → server: the SHA-256 of one block at one version; answered by HintsDigestReply
-	THintsDigestRep  Type = 140 // the digest
+	THintsDigest     Type = 139 // client → server: the SHA-256s of a run of blocks at one version; answered by HintsDigestRep
+	THintsDigestRep  Type = 140 // the digests
 )
 
 // HintsMember is one client of the cluster as the hints policy knows it.
@@ -131,17 +131,20 @@ type HintsDiscard struct {
 	Data                 []byte
 }
 
-// HintsDigest asks the server for the digest of a block at Version of the
-// file open as Handle, to check a block a peer served.
+// HintsDigest asks the server for the digests of Count blocks from Index
+// at Version of the file open as Handle, to check blocks peers serve (the
+// server may answer fewer: it bounds the run, and stops at the end of the
+// file).
 type HintsDigest struct {
 	Handle, File, Index, Version uint64
+	Count                        uint32
 }
 
 // HintsDigestRep answers HintsDigest; Version is the file's current
-// version (the digest is of that version's block).
+// version (no digests when it is not the one asked for).
 type HintsDigestRep struct {
 	Version uint64
-	Digest  []byte
+	Digests []BlockDigestMsg
 }
 
 func newHintsMsg(t Type) Msg {
@@ -219,11 +222,7 @@ func (m *HintsReply) encode(e *encoder) {
 		e.u64(h.Boot)
 		e.i64(h.Since)
 	}
-	e.u64(uint64(len(m.Digests)))
-	for _, g := range m.Digests {
-		e.u64(g.Index)
-		e.bytes(g.Digest)
-	}
+	encodeDigests(e, m.Digests)
 }
 func (m *HintsReply) decode(d *decoder) {
 	m.From = d.u32()
@@ -235,12 +234,7 @@ func (m *HintsReply) decode(d *decoder) {
 			m.Hints[i] = BlockHintMsg{Index: d.u64(), Holder: d.u32(), Boot: d.u64(), Since: d.i64()}
 		}
 	}
-	if n := d.count(2); n > 0 {
-		m.Digests = make([]BlockDigestMsg, n)
-		for i := range m.Digests {
-			m.Digests[i] = BlockDigestMsg{Index: d.u64(), Digest: d.raw(DigestSize)}
-		}
-	}
+	m.Digests = decodeDigests(d)
 }
 
 func (*HintsRead) Type() Type { return THintsRead }
@@ -341,22 +335,42 @@ func (m *HintsDigest) encode(e *encoder) {
 	e.u64(m.File)
 	e.u64(m.Index)
 	e.u64(m.Version)
+	e.u32(m.Count)
 }
 func (m *HintsDigest) decode(d *decoder) {
 	m.Handle = d.u64()
 	m.File = d.u64()
 	m.Index = d.u64()
 	m.Version = d.u64()
+	m.Count = d.u32()
 }
 
 func (*HintsDigestRep) Type() Type { return THintsDigestRep }
 func (m *HintsDigestRep) encode(e *encoder) {
 	e.u64(m.Version)
-	e.bytes(m.Digest)
+	encodeDigests(e, m.Digests)
 }
 func (m *HintsDigestRep) decode(d *decoder) {
 	m.Version = d.u64()
-	if m.Digest = d.raw(DigestSize); len(m.Digest) == 0 {
-		m.Digest = nil
+	m.Digests = decodeDigests(d)
+}
+
+func encodeDigests(e *encoder, ds []BlockDigestMsg) {
+	e.u64(uint64(len(ds)))
+	for _, g := range ds {
+		e.u64(g.Index)
+		e.bytes(g.Digest)
 	}
+}
+
+func decodeDigests(d *decoder) []BlockDigestMsg {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	ds := make([]BlockDigestMsg, n)
+	for i := range ds {
+		ds[i] = BlockDigestMsg{Index: d.u64(), Digest: d.raw(DigestSize)}
+	}
+	return ds
 }

@@ -37,6 +37,7 @@ func sampleMsgs() []Msg {
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
 		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
+		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
 		&CallbackBreak{Kind: CallbackRead, All: true, Items: []BreakItem{}},
 		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
 		&ReadDirPlusReply{Entries: []DirEntryPlus{
@@ -63,8 +64,8 @@ func sampleMsgs() []Msg {
 		&HintsForward{File: 1, Index: 2, Version: 3, Stamp: 44, FromOldest: -1 << 62, From: 1, FromBoot: 2, Data: []byte("f")},
 		&HintsForwardAck{Oldest: 5, Boot: 6, Kept: true},
 		&HintsDiscard{File: 1, Index: 2, Version: 3, Stamp: 4, Data: []byte("d")},
-		&HintsDigest{Handle: 1, File: 2, Index: 3, Version: 4},
-		&HintsDigestRep{Version: 4, Digest: bytes.Repeat([]byte{1}, 32)},
+		&HintsDigest{Handle: 1, File: 2, Index: 3, Version: 4, Count: 8},
+		&HintsDigestRep{Version: 4, Digests: []BlockDigestMsg{{Index: 3, Digest: bytes.Repeat([]byte{1}, 32)}}},
 	}, append(posixSamples(), lockSampleMsgs()...)...)
 }
 

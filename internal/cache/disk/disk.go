@@ -200,6 +200,15 @@ func (c *Cache) Put(id block.ID, v block.Version, data []byte) {
 	}
 }
 
+// Fill is Put for a block fetched from the origin: it never replaces a
+// dirty copy of the block (a fetch that raced a write-back write), which
+// leaves only by write-back, Remove, RemoveFile, Truncate or the stale list.
+func (c *Cache) Fill(id block.ID, v block.Version, data []byte) {
+	if err := c.put(id, v, data, stateFill); err != nil && !errors.Is(err, ErrTooBig) {
+		c.warn("disk cache: storing a block failed", "block", id, "err", err)
+	}
+}
+
 // PutDirty stores data as a dirty copy of block id at version v: a block
 // that must be written back. It is durable when PutDirty returns nil.
 // A set full of dirty frames that cannot be written back gives *FullError.
@@ -241,6 +250,9 @@ func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data [
 		return ev, fmt.Errorf("%w: %d bytes, block size %d", ErrTooBig, len(data), c.g.BlockSize)
 	}
 	oldDirty := hasOld && b.tags[old].state == stateDirty
+	if oldDirty && state == stateFill {
+		return nil, nil
+	}
 	fr, skip := old, -1
 	if hasOld {
 		skip = old
@@ -261,6 +273,9 @@ func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data [
 		}
 	}
 	t := tag{state: state, id: id, v: v, seq: c.seq.Add(1), n: uint32(len(data)), dataCRC: crc}
+	if t.state == stateFill {
+		t.state = stateClean
+	}
 	if err := c.writeFrame(b, fr, t, data, state == stateDirty || oldDirty); err != nil {
 		return ev, err
 	}
@@ -481,6 +496,36 @@ func (c *Cache) writeBackOne(d DirtyBlock) (bool, error) {
 	t := b.tags[fr]
 	t.state = stateClean
 	return true, b.setTag(fr, t)
+}
+
+// Retag moves the clean frames of file at version from to version to: the
+// file's blocks written back are the server's new version, which need not
+// be fetched again. Dirty frames are left alone. It returns how many frames
+// it moved; the change is not synced (a crash leaves frames of the old
+// version, which simply miss).
+func (c *Cache) Retag(file uint64, from, to block.Version) (int, error) {
+	n := 0
+	var errs []error
+	for i := range c.banks {
+		lb := &c.banks[i]
+		lb.mu.Lock()
+		b := lb.b
+		for _, fr := range b.files[file] {
+			t := b.tags[fr]
+			if t.state != stateClean || t.v != from {
+				continue
+			}
+			t.v, t.seq = to, c.seq.Add(1)
+			if err := b.setTag(int(fr), t); err != nil {
+				b.setMem(int(fr), tag{})
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+		lb.mu.Unlock()
+	}
+	return n, errors.Join(errs...)
 }
 
 // Stats returns a snapshot of the cache's size and counters. Entries and

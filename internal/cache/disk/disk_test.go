@@ -421,3 +421,35 @@ func TestOnEvict(t *testing.T) {
 		t.Fatalf("removals reported as evictions: %v", got)
 	}
 }
+
+func TestFillKeepsDirtyAndRetag(t *testing.T) {
+	c, err := Open(Config{Dir: t.TempDir(), Size: 64 << 10, BlockSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id := block.ID{File: 7, Index: 1}
+	if err := c.PutDirty(id, 3, []byte("dirty")); err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(id, 3, []byte("fetched"))
+	if got, ok := c.Get(id, 3); !ok || string(got) != "dirty" {
+		t.Fatalf("after Fill over a dirty copy: %q, %v; want the dirty data", got, ok)
+	}
+	if n, err := c.Retag(7, 3, 9); err != nil || n != 0 {
+		t.Fatalf("Retag moved %d dirty frames (%v); want none", n, err)
+	}
+	if _, err := c.MarkClean(id, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Retag(7, 3, 9); err != nil || n != 1 {
+		t.Fatalf("Retag = %d, %v; want 1", n, err)
+	}
+	if got, ok := c.Get(id, 9); !ok || string(got) != "dirty" {
+		t.Fatalf("after Retag: %q, %v", got, ok)
+	}
+	c.Fill(id, 10, []byte("new"))
+	if got, ok := c.Get(id, 10); !ok || string(got) != "new" {
+		t.Fatalf("Fill over a clean copy: %q, %v", got, ok)
+	}
+}

@@ -240,6 +240,27 @@ func (m *MetaStore) DeleteLookup(dir uint64, name string) error {
 	return m.log(encodeMeta(metaDelLookup, u64(dir), []byte(name)))
 }
 
+// Sync makes every record appended so far durable.
+func (m *MetaStore) Sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f == nil {
+		return os.ErrClosed
+	}
+	return m.f.Sync()
+}
+
+// Attrs returns a copy of every stored attribute, by file.
+func (m *MetaStore) Attrs() map[uint64][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uint64][]byte, len(m.attrs))
+	for f, a := range m.attrs {
+		out[f] = append([]byte(nil), a...)
+	}
+	return out
+}
+
 // Len returns how many attributes and lookups the store holds.
 func (m *MetaStore) Len() (attrs, lookups int) {
 	m.mu.Lock()

@@ -12,6 +12,10 @@ const (
 	stateInvalid uint8 = 0
 	stateClean   uint8 = 1
 	stateDirty   uint8 = 2
+
+	// stateFill is never stored: it asks put for a clean frame that
+	// must not replace a dirty copy (Fill).
+	stateFill uint8 = 0xff
 )
 
 const (

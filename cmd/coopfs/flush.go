@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/block"
+)
+
+// A write-back mount listens on a unix socket named after its mountpoint
+// (controlSocket) for `coopfs flush`. The protocol is lines of text: the
+// client sends "flush"; the mount answers with "progress FILES TOTALFILES
+// BYTES TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
+
+// controlSocket is the flush socket of the mount at dir (an absolute,
+// symlink-free path): in $XDG_RUNTIME_DIR/coopfs, else in a directory of
+// the user's own under the temporary directory.
+func controlSocket(dir string) string {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base != "" {
+		base = filepath.Join(base, "coopfs")
+	} else {
+		base = filepath.Join(os.TempDir(), "coopfs-"+strconv.Itoa(os.Getuid()))
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(base, hex.EncodeToString(sum[:10])+".sock")
+}
+
+// canonical returns the absolute, symlink-free form of a mountpoint path.
+func canonical(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r, nil
+	}
+	return abs, nil
+}
+
+// serveFlushControl serves `coopfs flush` on the mount's control socket and
+// flushes on SIGUSR1, logging progress. It returns the function that stops
+// both.
+func serveFlushControl(ctx context.Context, a *agent.Agent, mountDir string, log *slog.Logger) (func(), error) {
+	dir, err := canonical(mountDir)
+	if err != nil {
+		return nil, err
+	}
+	path := controlSocket(dir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("flush control socket: %w", err)
+	}
+	os.Remove(path) // a previous mount's, left by a crash
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("flush control socket: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); serveFlushConn(ctx, a, c) }()
+		}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+				flushOnSignal(ctx, a, log)
+			}
+		}
+	}()
+	log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
+	return func() {
+		signal.Stop(sig)
+		close(done)
+		ln.Close()
+		wg.Wait()
+		os.Remove(path)
+	}, nil
+}
+
+func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
+	log.Info("write-back: SIGUSR1: writing back dirty data")
+	var last time.Time
+	p, err := a.Flush(ctx, func(p agent.Progress) {
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			log.Info("write-back: flushing", "files", fmt.Sprintf("%d/%d", p.Files, p.TotalFiles),
+				"bytes", block.Size(p.Bytes).String()+"/"+block.Size(p.TotalBytes).String())
+		}
+	})
+	if err != nil {
+		log.Warn("write-back: flush incomplete", "files", p.Files, "of", p.TotalFiles, "err", err)
+		return
+	}
+	log.Info("write-back: flushed", "files", p.Files, "bytes", block.Size(p.Bytes).String())
+}
+
+func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "flush" {
+		fmt.Fprintf(c, "error unknown request %q: send \"flush\"\n", strings.TrimSpace(line))
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	var mu sync.Mutex
+	var last time.Time
+	p, err := a.Flush(ctx, func(p agent.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) >= 100*time.Millisecond {
+			last = time.Now()
+			fmt.Fprintf(c, "progress %d %d %d %d\n", p.Files, p.TotalFiles, p.Bytes, p.TotalBytes)
+		}
+	})
+	fmt.Fprintf(c, "progress %d %d %d %d\n", p.Files, p.TotalFiles, p.Bytes, p.TotalBytes)
+	if err != nil {
+		fmt.Fprintf(c, "error %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return
+	}
+	fmt.Fprintf(c, "done %d %d\n", p.Files, p.Bytes)
+}
+
+// runFlush implements `coopfs flush MOUNTPOINT`.
+func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("flush", "[--quiet] MOUNTPOINT\n\nWrites back the dirty data of a mount made with --write-policy write-back, printing progress.\nSending SIGUSR1 to the mount process does the same (progress goes to its log).", stderr)
+	quiet := fs.Bool("quiet", false, "print only the result")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "coopfs flush: want exactly one MOUNTPOINT, got %d arguments\n", fs.NArg())
+		fs.Usage()
+		return errUsage
+	}
+	dir, err := canonical(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	path := controlSocket(dir)
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("no write-back mount answers at %s (%v): is %s mounted by `coopfs mount --write-policy write-back` as this user?", path, err, dir)
+	}
+	defer c.Close()
+	go func() { <-ctx.Done(); c.Close() }()
+	if _, err := io.WriteString(c, "flush\n"); err != nil {
+		return fmt.Errorf("flush %s: %w", dir, err)
+	}
+	return readFlushReplies(c, dir, stdout, *quiet)
+}
+
+func readFlushReplies(r io.Reader, dir string, stdout io.Writer, quiet bool) error {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		kind, rest, _ := strings.Cut(sc.Text(), " ")
+		switch kind {
+		case "progress":
+			var f, tf, b, tb int64
+			if _, err := fmt.Sscan(rest, &f, &tf, &b, &tb); err == nil && !quiet {
+				fmt.Fprintf(stdout, "flushing %s: %d/%d files, %v/%v\n", dir, f, tf, block.Size(b), block.Size(tb))
+			}
+		case "done":
+			var f, b int64
+			fmt.Sscan(rest, &f, &b)
+			fmt.Fprintf(stdout, "flushed %s: %d files, %v written back\n", dir, f, block.Size(b))
+			return nil
+		case "error":
+			return fmt.Errorf("flush %s: %s", dir, rest)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("flush %s: %w", dir, err)
+	}
+	return errors.New("flush " + dir + ": the mount closed the connection before finishing (did it exit?)")
+}

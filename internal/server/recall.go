@@ -1,0 +1,302 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Write delegations and their recall (issue 11): close-to-open across
+// clients while one of them writes back.
+//
+// A write-back client that starts holding unflushed writes to a file sends
+// DelegateWrite: the server grants it a callback of kind CallbackWrite on
+// the file (callbacks.go, the one callback mechanism). Another client's
+// open of the file recalls the delegation before it is served: the break
+// goes out with Kind CallbackWrite, the holder writes the file back and
+// then acks, and the open proceeds and sees the data. DelegateReturn
+// (after a write-back) lowers the grant to an ordinary read callback.
+//
+// A holder that does not ack within RecallTimeout is disconnected, and the
+// files it held delegations on become orphans: until a client of the same
+// name comes back and declares or returns them (a restarted client writes
+// back what its disk cache kept), an open of an orphan waits up to
+// RecallTimeout and fails with EIO — or, with RecallStale, reads the last
+// version written back. A holder whose connection drops also leaves
+// orphans.
+
+// Recall timeout policies (serve --recall-timeout-policy).
+const (
+	RecallEIO   = "eio"
+	RecallStale = "stale"
+)
+
+// DefaultRecallTimeout bounds a recall: the holder's write-back of one file.
+const DefaultRecallTimeout = 20 * time.Second
+
+// recalls is the server's write-delegation state.
+type recalls struct {
+	cb      *callbacks
+	log     *slog.Logger
+	timeout time.Duration
+	stale   bool // RecallStale
+
+	mu      sync.Mutex
+	orphans map[uint64]string // file → name of the client that went away holding unflushed writes to it
+	names   map[uint32]string // names of the clients that took a delegation
+
+	recalled, failed, delegations atomic.Int64
+}
+
+func newRecalls(cb *callbacks, log *slog.Logger, timeout time.Duration, policy string) *recalls {
+	return &recalls{cb: cb, log: log, timeout: timeout, stale: policy == RecallStale, orphans: make(map[uint64]string), names: make(map[uint32]string)}
+}
+
+// serve handles the delegation messages and recalls before an open; done
+// is true when it answered the request itself.
+func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) (reply wire.Msg, done bool, err error) {
+	var path string
+	switch m := m.(type) {
+	case *wire.DelegateWrite:
+		if cl == nil {
+			return nil, true, syscall.EPROTO
+		}
+		if !r.delegate(cl, m.Ino) {
+			return nil, true, fmt.Errorf("write delegations need callbacks: register first: %w", syscall.EOPNOTSUPP)
+		}
+		return &wire.OK{}, true, nil
+	case *wire.DelegateReturn:
+		if cl == nil {
+			return nil, true, syscall.EPROTO
+		}
+		r.giveBack(cl, m.Ino)
+		return &wire.OK{}, true, nil
+	case *wire.Open:
+		path = m.Path
+	case *wire.OpenPinned:
+		path = m.Path
+	case *wire.Create:
+		path = m.Path
+	default:
+		return nil, false, nil
+	}
+	if !r.busy() {
+		return nil, false, nil
+	}
+	ino := s.inoOf(path)
+	if ino == 0 {
+		return nil, false, nil
+	}
+	if err := r.recall(ctx, cl, ino, path); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// busy reports whether any delegation or orphan exists (else an open
+// needs no lookup).
+func (r *recalls) busy() bool {
+	r.mu.Lock()
+	orphans := len(r.orphans)
+	r.mu.Unlock()
+	return orphans > 0 || r.delegations.Load() > 0
+}
+
+// delegate grants cl a write delegation on ino; false if cl is not
+// registered for callbacks.
+func (r *recalls) delegate(cl *client, ino uint64) bool {
+	cb := r.cb
+	cb.mu.Lock()
+	if cb.conns[cl.id] == nil {
+		cb.mu.Unlock()
+		return false
+	}
+	if k := cb.t.holders[ino][cl.id]; k != wire.CallbackWrite {
+		cb.t.grant(cl.id, cb.t.seq, wire.CallbackWrite, ino)
+		r.delegations.Add(1)
+	}
+	cb.mu.Unlock()
+	r.mu.Lock()
+	r.names[cl.id] = cl.name
+	r.mu.Unlock()
+	r.adopt(cl, ino)
+	return true
+}
+
+// giveBack lowers cl's write delegation on ino to a read callback.
+func (r *recalls) giveBack(cl *client, ino uint64) {
+	cb := r.cb
+	cb.mu.Lock()
+	if h := cb.t.holders[ino]; h != nil && h[cl.id] == wire.CallbackWrite {
+		h[cl.id] = wire.CallbackRead
+		r.delegations.Add(-1)
+	}
+	cb.mu.Unlock()
+	r.adopt(cl, ino)
+}
+
+// adopt clears ino's orphan when cl is the client that left it.
+func (r *recalls) adopt(cl *client, ino uint64) {
+	r.mu.Lock()
+	if name, ok := r.orphans[ino]; ok && name == cl.name {
+		delete(r.orphans, ino)
+	}
+	r.mu.Unlock()
+}
+
+// orphanLocked records the write delegations of a client whose callbacks
+// are being forgotten (its connection ended, or it did not ack a break)
+// as orphans. Called with callbacks.mu held.
+func (r *recalls) orphanLocked(id uint32) {
+	cb := r.cb
+	if cb.t.held[id] == 0 {
+		return
+	}
+	var files []uint64
+	for o, h := range cb.t.holders {
+		if h[id] == wire.CallbackWrite {
+			files = append(files, o)
+		}
+	}
+	if len(files) == 0 {
+		return
+	}
+	r.delegations.Add(-int64(len(files)))
+	r.mu.Lock()
+	name := r.names[id]
+	for _, o := range files {
+		r.orphans[o] = name
+	}
+	delete(r.names, id)
+	r.mu.Unlock()
+	r.log.Warn("a client left holding unflushed writes: opens of those files wait for it to come back",
+		"client", id, "name", name, "files", len(files))
+}
+
+// recall makes the holders of write delegations on ino (other than the
+// opener) write it back before the open goes on.
+func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path string) error {
+	var except uint32
+	if opener != nil {
+		except = opener.id
+	}
+	cb := r.cb
+	cb.mu.Lock()
+	write := false
+	for c, k := range cb.t.holders[ino] {
+		write = write || (c != except && k == wire.CallbackWrite)
+	}
+	var msgs map[uint32]*wire.CallbackBreak
+	conns := map[uint32]*wire.Conn{}
+	if write {
+		msgs = cb.t.take([]wire.BreakItem{{Ino: ino}}, except)
+		for c, m := range msgs {
+			conns[c] = cb.conns[c]
+			if m.Kind == wire.CallbackWrite {
+				r.delegations.Add(-1)
+			}
+		}
+	}
+	cb.mu.Unlock()
+	if !write {
+		return r.waitOrphan(ctx, opener, ino, path)
+	}
+	var wg sync.WaitGroup
+	var lost sync.Map // client name → struct{}: holders that did not write back in time
+	for id, m := range msgs {
+		c := conns[id]
+		if c == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !r.send(ctx, id, c, m) && m.Kind == wire.CallbackWrite {
+				name := ""
+				if hc, ok := c.Value.Load().(*client); ok {
+					name = hc.name
+				}
+				lost.Store(name, struct{}{})
+			}
+		}()
+	}
+	wg.Wait()
+	failed := ""
+	lost.Range(func(k, _ any) bool { failed = k.(string); return false })
+	if failed == "" && ctx.Err() == nil {
+		r.recalled.Add(1)
+		return nil
+	}
+	r.failed.Add(1)
+	r.mu.Lock()
+	r.orphans[ino] = failed
+	r.mu.Unlock()
+	return r.unreachable(path, failed)
+}
+
+// send delivers one break with the recall timeout and reports whether the
+// holder acked; one that did not is disconnected (callbacks.send).
+func (r *recalls) send(ctx context.Context, client uint32, c *wire.Conn, m *wire.CallbackBreak) bool {
+	cb := r.cb
+	cb.breaksSent.Add(1)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	_, err := c.Call(cctx, m)
+	if err == nil {
+		return true
+	}
+	if c.Err() == nil {
+		cb.breakTimeouts.Add(1)
+		r.log.Warn("a client did not write back a recalled file in time: disconnecting it",
+			"client", client, "timeout", r.timeout.String(), "err", err)
+		cb.mu.Lock()
+		if cb.conns[client] == c {
+			delete(cb.conns, client)
+			r.orphanLocked(client)
+			cb.t.dropClient(client)
+		}
+		cb.mu.Unlock()
+		c.Close()
+	}
+	return false
+}
+
+// waitOrphan waits up to the recall timeout for the client that left ino
+// with unflushed writes to come back (its own opens go through).
+func (r *recalls) waitOrphan(ctx context.Context, opener *client, ino uint64, path string) error {
+	deadline := time.Now().Add(r.timeout)
+	for {
+		r.mu.Lock()
+		name, ok := r.orphans[ino]
+		r.mu.Unlock()
+		if !ok || (opener != nil && opener.name == name) {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return r.unreachable(path, name)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// unreachable is what an open of a file whose unflushed writes cannot be
+// recalled gets: EIO, or nothing under RecallStale (the last version
+// written back is served).
+func (r *recalls) unreachable(path, holder string) error {
+	if r.stale {
+		r.log.Warn("serving the last written-back version: the holder of unflushed writes did not answer",
+			"path", path, "holder", holder)
+		return nil
+	}
+	return fmt.Errorf("%s: client %q holds unflushed writes to it and did not write them back within %v (serve --recall-timeout-policy stale serves the last written-back version): %w",
+		path, holder, r.timeout, syscall.EIO)
+}
