@@ -358,8 +358,11 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
+		// The client record is in place before the first request is
+		// served: a CallbackRegister sent right after the handshake was
+		// refused (EPROTO, "no client") when it came before a Store.
+		Value: &cl,
 	})
-	c.Value.Store(&cl)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
