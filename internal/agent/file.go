@@ -373,15 +373,21 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements vfs.File. Writes are already on the server
-// (write-through) or durable in the disk tier (write-back).
-func (f *file) Flush(ctx context.Context) error { return nil }
+// Flush implements vfs.File (close). Writes are already on the server
+// (write-through); under write-back the disk tier is synced, so the
+// writes are durable when close returns.
+func (f *file) Flush(ctx context.Context) error {
+	if f.a.writePolicy() == cache.WriteBack && f.flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return f.a.wb.sync()
+	}
+	return nil
+}
 
-// Fsync implements vfs.File. Under write-back the data is already durable
-// on the local disk: it reaches the server on a flush (writeback.go).
+// Fsync implements vfs.File. Under write-back it makes the data durable
+// on the local disk: it reaches the server later (writeback.go).
 func (f *file) Fsync(ctx context.Context) error {
 	if f.a.writePolicy() == cache.WriteBack {
-		return nil
+		return f.a.wb.sync()
 	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err

@@ -495,6 +495,9 @@ func (w *writeBack) background(ctx context.Context) {
 func (w *writeBack) close(timeout time.Duration) error {
 	close(w.stop)
 	<-w.done
+	if err := w.sync(); err != nil {
+		w.a.log.Warn("write-back: syncing the disk cache at unmount", "err", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	p, err := w.flushAll(ctx, nil, nil)

@@ -83,6 +83,10 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		path = m.Path
 	case *wire.Create:
 		path = m.Path
+	case *wire.Rename:
+		// The holder writes back by path: it must do so before the
+		// file moves under it.
+		path = m.Old
 	default:
 		return nil, false, nil
 	}
