@@ -374,14 +374,11 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // Flush implements vfs.File (close). Writes are already on the server
-// (write-through); under write-back the disk tier is synced, so the
-// writes are durable when close returns.
-func (f *file) Flush(ctx context.Context) error {
-	if f.a.writePolicy() == cache.WriteBack && f.flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		return f.a.wb.sync()
-	}
-	return nil
-}
+// (write-through), or in the disk tier's bank files (write-back): they
+// survive the death of the mount process from then on (the kernel keeps
+// the files' pages), and a machine crash after the next fsync or the
+// background flusher's sync, at most a second later (writeback.go).
+func (f *file) Flush(ctx context.Context) error { return nil }
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).

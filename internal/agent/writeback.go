@@ -212,8 +212,10 @@ func (df *dirtyFile) register(f *file) {
 
 // write is WriteAt under the write-back policy: every block the write
 // touches is completed from its current content and stored as a dirty disk
-// frame and in the memory tier. The frames are synced by the file's fsync
-// or close (sync), which is what makes the write acknowledged. A write past the end of the file
+// frame and in the memory tier. Once written there the data survives the
+// mount process's death (SIGKILL: the kernel keeps the bank files' pages);
+// fsync syncs the frames, and so does the background flusher every second,
+// which bounds what a machine crash can take. A write past the end of the file
 // fills the gap with zeros.
 func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (int, error) {
 	df, err := w.acquire(ctx, f)

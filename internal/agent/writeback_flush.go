@@ -455,6 +455,9 @@ func (w *writeBack) loop() {
 		case <-t.C:
 		case <-w.kick:
 		}
+		if err := w.sync(); err != nil {
+			w.a.log.Warn("write-back: syncing the disk cache", "err", err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			select {
