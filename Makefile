@@ -28,7 +28,7 @@ deps:
 	fi
 
 demo: deps build
-	./$(BIN) demo
+	./$(BIN) demo --out bin/demo
 
 # pjdfstest-deps installs pjdfstest and creates the users it switches to.
 pjdfstest-deps:

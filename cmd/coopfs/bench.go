@@ -33,6 +33,8 @@ func benchWorkloads() []benchWorkload {
 		{"local", "one server and one client here: memory cache vs do-nothing FUSE, page cache vs local disk, cold and 4 KiB random reads", false, runBenchLocal},
 		{"tls", "the cost of TLS against --insecure: cold, peer and memory-cache reads, CPU per GB (root)", false, runBenchTLS},
 		{"coop", "cooperative benchmarks on a netns testbed: concurrent copy, patterns, discard, andrew, fault (root)", false, runBenchCoop},
+		{"replay", "a trace played live on a netns testbed and in the simulator, side by side: hit ratios, messages, hints, read time (root)", false, runBenchReplay},
+		{"proxy", "the caching proxy on a netns testbed: a second client behind a LAN proxy, a warm restart (root)", false, runBenchProxy},
 		{"meta", "metadata and small files: tar x, find+stat, grep -r, du, python import, rm -rf vs ext4 and bindfs; close-to-open across mounts", false, runBenchMeta},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
 	}

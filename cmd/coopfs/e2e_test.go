@@ -210,10 +210,10 @@ func startProc(t *testing.T, name string, args ...string) *e2eProc {
 	return startProcAs(t, name, nil, args...)
 }
 
-// withCredentials gives serve and mount the e2e cluster secret unless the
+// withCredentials gives serve, mount and proxy the e2e cluster secret unless the
 // test chose credentials itself (--secret-file= gives none).
 func withCredentials(args []string) []string {
-	if len(args) == 0 || (args[0] != "serve" && args[0] != "mount") {
+	if len(args) == 0 || (args[0] != "serve" && args[0] != "mount" && args[0] != "proxy") {
 		return args
 	}
 	for _, a := range args {
@@ -350,18 +350,23 @@ func startServerVia(t *testing.T, via []string, addr, export string, extra ...st
 			t.Logf("%s stderr:\n%s", s.name, s.stderr.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if s.exited() {
-			t.Fatalf("%s exited at start (code %d); stderr:\n%s", s.name, s.cmd.ProcessState.ExitCode(), s.stderr.String())
-		}
-		// The server logs "serving" once it listens (a probe connection
-		// would show up in its log as a rejected handshake).
-		if strings.Contains(s.stderr.String(), "msg=serving") {
-			return s
+	// The server logs "serving" once it listens (a probe connection
+	// would show up in its log as a rejected handshake).
+	s.waitStarted(t, "msg=serving", 10*time.Second)
+	return s
+}
+
+// waitStarted waits up to d for marker in the process's stderr (its log
+// line saying it listens), failing the test if it exits first.
+func (p *e2eProc) waitStarted(t *testing.T, marker string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.stderr.String(), marker) {
+		if p.exited() {
+			t.Fatalf("%s exited at start (code %d); stderr:\n%s", p.name, p.cmd.ProcessState.ExitCode(), p.stderr.String())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not accepting within 10s; stderr:\n%s", s.name, s.stderr.String())
+			t.Fatalf("%s not accepting within %s; stderr:\n%s", p.name, d, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

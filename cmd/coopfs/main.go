@@ -26,6 +26,7 @@ func commands() []command {
 	return []command{
 		{"serve", "export a directory tree to coopfs clients", runServe},
 		{"mount", "mount a coopfs server with FUSE (foreground)", runMount},
+		{"proxy", "a caching proxy between clients and a server (or another proxy); proxies cascade", runProxy},
 		{"secret", "write a new cluster secret to a file", runSecret},
 		{"ca", "make a cluster CA (ca init) and certificates (ca issue NAME)", runCA},
 		{"flush", "write back a write-back mount's dirty data now, with progress", runFlush},

@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
-	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/fusefs"
 	"github.com/coopfs/coopfs/internal/obs"
@@ -23,9 +20,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverAddr := fs.String("server", "", "address of the coopfs server (HOST:PORT, required)")
 	cacheSize := block.Size(mem.DefaultCapacity)
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
-	policy := fs.String("policy", "", "coordination policy: none or directory; empty follows the server's")
-	listen := fs.String("listen", "", "directory policy: peer listener HOST:PORT (default: the address toward the server, any port)")
-	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "directory policy: how long to wait for a block a peer should send before asking the server")
+	policy := fs.String("policy", "", "coordination policy: none, directory or hints; empty follows the server's")
+	listen := fs.String("listen", "", "directory and hints policies: peer listener HOST:PORT (default: the address toward the server, any port; under hints a fixed address keeps the client's identity across restarts)")
+	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "directory and hints policies: how long to wait for a block or an answer a peer should send before asking the server")
 	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
 	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
 	secFlags := addSecurityFlags(fs)
@@ -33,11 +30,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
-	diskDir := fs.String("disk-cache", "", "persistent disk cache directory under the memory cache (seed 003); none if empty")
-	diskSize := block.Size(disk.DefaultSize)
-	fs.Var(&diskSize, "disk-cache-size", "disk cache size (block data), e.g. 20GiB; rounded down to whole sets")
-	diskBanks := fs.Int("disk-banks", 0, "disk cache bank files (default 64, fewer for a small cache)")
-	diskAssoc := fs.Int("disk-assoc", 0, "disk cache ways per set, at least 2 (default 16, fewer for a small cache)")
+	diskF := addDiskFlags(fs)
 	var writePolicy cache.WritePolicy
 	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
 	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
@@ -53,19 +46,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return errUsage
 	}
-	if *diskDir == "" && writePolicy == cache.WriteBack {
+	if *diskF.dir == "" && writePolicy == cache.WriteBack {
 		return errors.New("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
-	if *diskDir == "" {
-		var stray []string
-		fs.Visit(func(f *flag.Flag) {
-			if strings.HasPrefix(f.Name, "disk-") {
-				stray = append(stray, "--"+f.Name)
-			}
-		})
-		if len(stray) > 0 {
-			return fmt.Errorf("%s given without --disk-cache DIR: add --disk-cache DIR to use a disk cache", strings.Join(stray, ", "))
-		}
+	if err := diskF.check(fs); err != nil {
+		return err
 	}
 	mountpoint := fs.Arg(0)
 	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
@@ -85,7 +70,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
-		Disk:        agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc},
+		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

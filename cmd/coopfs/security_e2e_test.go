@@ -19,23 +19,7 @@ import (
 // with one clear line.
 func TestE2ECertificates(t *testing.T) {
 	needFUSE(t)
-	tmp := t.TempDir()
-	ca, other := filepath.Join(tmp, "ca"), filepath.Join(tmp, "other")
-	for _, args := range [][]string{
-		{"ca", "init", "--dir", ca},
-		{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", "server"},
-		{"ca", "issue", "--dir", ca, "client1"},
-		{"ca", "init", "--dir", other},
-		{"ca", "issue", "--dir", other, "mallory"},
-	} {
-		if p, code := runCoopfs(t, 20*time.Second, nil, args...); code != 0 {
-			t.Fatalf("coopfs %s: exit %d\n%s", strings.Join(args, " "), code, p.stderr.String())
-		}
-	}
-	creds := func(dir, name string) []string {
-		return []string{"--tls-cert", filepath.Join(dir, name+".crt"), "--tls-key", filepath.Join(dir, name+".key"),
-			"--tls-ca", filepath.Join(ca, "ca.crt")}
-	}
+	ca, other, creds := testCAs(t, "server")
 	srv := startServer(t, newExport(t), creds(ca, "server")...)
 	m := startMount(t, srv.addr, creds(ca, "client1")...)
 	mustWrite(t, m.path("f"), []byte("over TLS with certificates"))
@@ -145,4 +129,30 @@ func TestE2ERelayRefused(t *testing.T) {
 	m := startMount(t, srv.addr)
 	mustWrite(t, m.path("f"), []byte("direct"))
 	wantFile(t, "client connected directly", m.path("f"), []byte("direct"))
+}
+
+// testCAs makes two CAs with `coopfs ca`: ca, with a certificate for
+// 127.0.0.1 named after each of hosts and one for client1, and other, with
+// one for mallory. creds(dir, name) are the flags that use dir's
+// certificate name against ca.
+func testCAs(t *testing.T, hosts ...string) (ca, other string, creds func(dir, name string) []string) {
+	t.Helper()
+	tmp := t.TempDir()
+	ca, other = filepath.Join(tmp, "ca"), filepath.Join(tmp, "other")
+	cmds := [][]string{{"ca", "init", "--dir", ca}}
+	for _, h := range hosts {
+		cmds = append(cmds, []string{"ca", "issue", "--dir", ca, "--host", "127.0.0.1", h})
+	}
+	cmds = append(cmds, []string{"ca", "issue", "--dir", ca, "client1"},
+		[]string{"ca", "init", "--dir", other}, []string{"ca", "issue", "--dir", other, "mallory"})
+	for _, args := range cmds {
+		if p, code := runCoopfs(t, 20*time.Second, nil, args...); code != 0 {
+			t.Fatalf("coopfs %s: exit %d\n%s", strings.Join(args, " "), code, p.stderr.String())
+		}
+	}
+	creds = func(dir, name string) []string {
+		return []string{"--tls-cert", filepath.Join(dir, name+".crt"), "--tls-key", filepath.Join(dir, name+".key"),
+			"--tls-ca", filepath.Join(ca, "ca.crt")}
+	}
+	return ca, other, creds
 }

@@ -25,7 +25,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cacheSize := block.Size(server.DefaultCacheSize)
 	fs.Var(&cacheSize, "cache-size", "server memory block cache")
 	readOnly := fs.Bool("read-only", false, "refuse every change to the export")
-	policy := fs.String("policy", "none", "coordination policy: none, or directory (clients serve each other's misses)")
+	policy := fs.String("policy", "none", "coordination policy: none (every miss to the server), directory (the server forwards misses to a client that holds the block) or hints (clients find blocks through location hints, without the server)")
+	discardCacheSize := block.Size(server.DefaultDiscardCacheSize)
+	fs.Var(&discardCacheSize, "discard-cache-size", "hints policy: the discard cache in server memory, for young master copies clients evicted by mistake (e.g. 64MiB; 0: none)")
 	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")
 	missThreshold := fs.Int("miss-threshold", directory.DefaultMissThreshold, "directory policy: forward misses in a row before the server pings a client")
 	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
@@ -70,7 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
-		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m,
+		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
 		Conns:         wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
@@ -97,4 +99,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// discardConfig maps --discard-cache-size to server.Config: 0 on the
+// command line means no discard cache (the Config's 0 is the default).
+func discardConfig(size block.Size) int64 {
+	if size == 0 {
+		return -1
+	}
+	return int64(size)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,10 +37,10 @@ type Config struct {
 	Name             string          // how the server's logs name us; default the host name
 
 	// Policy is the coordination policy the mount expects: "" follows the
-	// server's, "none" or "directory" must match it.
+	// server's, "none", "directory" or "hints" must match it.
 	Policy         string
-	Listen         string            // directory policy: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration     // directory policy: how long to wait for a forwarded block; default 5s
+	Listen         string            // cooperative policies: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration     // cooperative policies: how long to wait for a peer's block or answer; default 5s
 	DiscardQueue   int               // directory policy: discard notification batch; default 400
 	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
 	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
@@ -94,8 +95,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("cache size %d is negative", c.CacheSize)
 	case c.ReadAhead < 0:
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
-	case c.Policy != "" && c.Policy != "none" && c.Policy != "directory":
-		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
+		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
 	case c.WritePolicy == cache.WriteBack && c.Disk.Dir == "":
 		return fmt.Errorf("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
@@ -113,12 +114,12 @@ type Agent struct {
 	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
 	wbMu       sync.Mutex // guards wb while it is set (the connection hook reads it)
 	flights    singleflight.Group
-	prefetch   chan struct{} // bounds read-ahead fetches in flight
-	coop       *coop         // the directory policy's client side; nil under "none"
-	lockOwners lockOwners    // fcntl lock owners per file (lock.go)
-	releases   releaser      // releases of closed files, batched (release.go)
-	writeSeq   atomic.Uint64 // sequence numbers of writes (exactly once: the server's drc.go)
-	cbs        *callbacks    // what the server's callbacks let the agent cache (callbacks.go)
+	prefetch   chan struct{}             // bounds read-ahead fetches in flight
+	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
+	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
+	releases   releaser                  // releases of closed files, batched (release.go)
+	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -135,6 +136,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
+	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
 	if cfg.Policy != "none" {
 		var err error
@@ -187,13 +189,14 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			ln.Close()
 		}
 		return nil, fmt.Errorf("the server runs policy %q but --policy %s was asked: mount with --policy %s (or leave --policy out to follow the server)", policy, cfg.Policy, policy)
-	case policy == "directory":
-		if a.coop, err = newCoop(a, ln); err != nil {
+	case policy == "directory" || policy == "hints":
+		p, err := a.newPolicy(ctx, policy, ln)
+		if err != nil {
 			a.sess.close()
 			ln.Close()
 			return nil, err
 		}
-		cfg.Metrics.Register(newCoopCollector(a.coop))
+		a.pol.Store(&policyBox{p})
 		a.log.Info("cooperative caching on", "policy", policy, "peer_listener", ln.Addr().String())
 	case ln != nil:
 		ln.Close()
@@ -201,27 +204,42 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// serveServer answers what the server sends on its own: forwards under the
-// directory policy, and pings.
+// newPolicy builds a cooperative policy's client side on the peer
+// listener ln and registers its metrics.
+func (a *Agent) newPolicy(ctx context.Context, name string, ln net.Listener) (policy, error) {
+	if name == "hints" {
+		h, err := newHintsClient(ctx, a, ln)
+		if err != nil {
+			return nil, err
+		}
+		a.metrics.Register(h)
+		return h, nil
+	}
+	c, err := newCoop(a, ln)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.Register(newCoopCollector(c))
+	return c, nil
+}
+
+// serveServer answers what the server sends on its own: pings, and the
+// running policy's messages (forwards under directory, hint requests and
+// the client list under hints).
 func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	switch m := m.(type) {
-	case *wire.Ping:
+	if _, ok := m.(*wire.Ping); ok {
 		return &wire.OK{}, nil
-	case *wire.CallbackBreak:
+	}
+	if m, ok := m.(*wire.CallbackBreak); ok {
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
-	case *wire.Forward:
-		if a.coop == nil {
-			return nil, fmt.Errorf("forward without the directory policy: %w", syscall.EPROTO)
-		}
-		a.coop.onForward(m)
-		return nil, nil
-	case *wire.PeerNack:
-		// The server's word that a holder we wait for disconnected.
-		if a.coop != nil {
-			return a.coop.servePeer(ctx, nil, m)
-		}
-		return nil, nil
+	}
+	if r, err, ok := a.policy().serveServer(ctx, m); ok {
+		return r, err
+	}
+	switch m.(type) {
+	case *wire.Forward, *wire.PeerNack, *wire.HintsPeers, *wire.HintsExport:
+		return nil, errNoPolicy(m)
 	}
 	return nil, fmt.Errorf("a client does not serve %v: %w", m.Type(), syscall.ENOSYS)
 }
@@ -232,9 +250,7 @@ func (a *Agent) Close() error {
 	if a.wb != nil {
 		wbErr = a.wb.close(wbCloseTimeout)
 	}
-	if a.coop != nil {
-		a.coop.close()
-	}
+	a.policy().close()
 	a.releases.close()
 	a.sess.close()
 	return errors.Join(wbErr, a.closeDisk())
@@ -489,6 +505,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
+	if or.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		a.policy().opened(ctx, f)
+	}
 	a.wb.opened(f)
 	return f, or.Attr, nil
 }

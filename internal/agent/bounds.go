@@ -30,7 +30,7 @@ func (a *Agent) boundVersions() {
 
 // prunePeers drops requester connections past maxPeers, closed ones first,
 // never keep's (c.peerMu held).
-func (c *coop) prunePeers(keep string) {
+func (c *peerNet) prunePeers(keep string) {
 	if len(c.peers) <= maxPeers {
 		return
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/coord/directory"
-	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -23,8 +22,8 @@ import (
 // server's forwards, the discard queue, and the connections it opens to
 // requesters to send them blocks.
 type coop struct {
-	a       *Agent
-	ln      net.Listener
+	a *Agent
+	*peerNet
 	timeout time.Duration // how long a requester waits for a forwarded block
 
 	holderMu sync.Mutex
@@ -36,9 +35,6 @@ type coop struct {
 	nextToken atomic.Uint64
 	tokMu     sync.Mutex
 	tokens    map[uint64]chan wire.Msg // requests waiting for PeerData or PeerNack
-
-	peerMu sync.Mutex
-	peers  map[string]*peerConn // connections to requesters, by address
 
 	stats coopStats
 }
@@ -81,75 +77,18 @@ func newCoop(a *Agent, ln net.Listener) (*coop, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &coop{a: a, ln: ln, timeout: a.cfg.ForwardTimeout, holder: h,
-		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]chan wire.Msg),
-		peers: make(map[string]*peerConn)}
-	go c.accept()
+	c := &coop{a: a, timeout: a.cfg.ForwardTimeout, holder: h,
+		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]chan wire.Msg)}
+	c.peerNet = newPeerNet(a, ln, "directory", wire.HandlerFunc(c.servePeer), a.cfg.ForwardTimeout)
 	return c, nil
 }
 
 func (c *coop) close() {
-	c.ln.Close()
 	c.holderMu.Lock()
 	batch := c.holder.Flush()
 	c.holderMu.Unlock()
 	c.sendDiscard(batch, false)
-	c.peerMu.Lock()
-	peers := c.peers
-	c.peers = map[string]*peerConn{}
-	c.peerMu.Unlock()
-	for _, p := range peers {
-		p.mu.Lock()
-		if p.conn != nil {
-			p.conn.Close()
-		}
-		p.mu.Unlock()
-	}
-}
-
-// accept serves peers that bring forwarded blocks, under the connection
-// caps of Config.PeerConns.
-func (c *coop) accept() {
-	gate := wire.NewGate(c.a.cfg.PeerConns, c.a.log)
-	for {
-		nc, err := c.ln.Accept()
-		if err != nil {
-			return
-		}
-		release, admitted, ok := gate.Admit(nc)
-		if !ok {
-			continue
-		}
-		go func() {
-			conn := c.handshake(nc, admitted)
-			if conn != nil {
-				<-conn.Done()
-			}
-			release()
-		}()
-	}
-}
-
-func (c *coop) handshake(nc net.Conn, admitted func()) *wire.Conn {
-	bs, _ := c.a.sess.params()
-	hs, err := wire.ServerHandshake(nc, c.a.cfg.Security, wire.HelloReply{BlockSize: uint32(bs), Policy: "directory"},
-		func(hs *wire.Handshake) (wire.Welcome, error) {
-			if hs.Hello.Role != wire.RolePeer {
-				return wire.Welcome{}, fmt.Errorf("this is a client's peer listener, not a server: %w", syscall.EPROTO)
-			}
-			return wire.Welcome{}, nil
-		})
-	admitted()
-	if err != nil {
-		c.a.log.Warn("rejected a peer connection", "remote", nc.RemoteAddr().String(), "err", err)
-		nc.Close()
-		return nil
-	}
-	return wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
-		Handler:  wire.HandlerFunc(c.servePeer),
-		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
-		Name:     "peer " + nc.RemoteAddr().String(),
-	})
+	c.peerNet.close()
 }
 
 // servePeer takes the answers to this client's forwarded requests.
@@ -271,51 +210,6 @@ func (c *coop) toPeer(addr string, m wire.Msg) {
 	if err != nil {
 		c.a.log.Warn("cannot answer a forwarded request", "requester", addr, "err", err)
 	}
-}
-
-// peer returns the connection to a requester, dialing it if needed. Dials
-// to different requesters proceed in parallel: a dead requester costs only
-// the forwards meant for it a timeout.
-func (c *coop) peer(addr string) (*wire.Conn, error) {
-	c.peerMu.Lock()
-	p := c.peers[addr]
-	if p == nil {
-		p = &peerConn{}
-		c.peers[addr] = p
-		c.prunePeers(addr)
-	}
-	c.peerMu.Unlock()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn != nil && p.conn.Err() == nil {
-		return p.conn, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	d := net.Dialer{}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	_, me := c.a.sess.params()
-	host, _, _ := net.SplitHostPort(addr)
-	hs, err := wire.ClientHandshake(ctx, nc, c.a.cfg.Security, host,
-		wire.Hello{Role: wire.RolePeer, Name: fmt.Sprintf("%s (client %d)", c.a.cfg.Name, me)})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	p.conn = wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
-		Observer: obs.WireObserver{M: c.a.metrics, Kind: obs.KindPeer},
-		Name:     "requester " + addr,
-	})
-	return p.conn, nil
-}
-
-// peerConn is the connection to one requester; mu serialises its dialing.
-type peerConn struct {
-	mu   sync.Mutex
-	conn *wire.Conn
 }
 
 // startFetch marks a block as on its way (a forward for it waits), and

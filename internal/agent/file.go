@@ -227,6 +227,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 		if _, prefetched := f.a.fresh.LoadAndDelete(id); demand && !prefetched {
 			f.a.metrics.CountRead(obs.LayerLocalMemory, len(data))
 		}
+		f.a.policy().hit(id, v)
 		return data, nil
 	}
 	if !demand {
@@ -238,6 +239,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 			return data, nil
 		}
 		if data, ok := f.a.fromDisk(id, block.Version(v)); ok {
+			f.a.policy().promoted(id, v)
 			return data, nil
 		}
 		return f.fetch(context.WithoutCancel(ctx), id, v)
@@ -253,19 +255,10 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 	}
 }
 
-// fetch reads one block from the server or, when the server forwards the
-// request under the directory policy, from the peer that holds it.
+// fetch reads one block after a local miss, from a peer or the server as
+// the policy decides (policy.go), and stores it in both tiers.
 func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error) {
-	c := f.a.coop
-	req := &wire.ReadBlock{File: id.File, Index: id.Index, Version: v}
-	var br *wire.BlockReply
-	var err error
-	if c != nil {
-		defer c.startFetch(id, v)()
-		br, err = f.fetchCoop(ctx, c, req)
-	} else {
-		br, err = f.fromServer(ctx, req)
-	}
+	br, err := f.a.policy().fetch(ctx, f, id, v)
 	if err != nil {
 		return nil, err
 	}
@@ -306,8 +299,11 @@ func (f *file) fromServer(ctx context.Context, req *wire.ReadBlock) (*wire.Block
 	}
 	if !br.Forwarded {
 		layer := obs.LayerServerDisk
-		if br.Layer == 0 {
+		switch br.Layer {
+		case wire.LayerMemory:
 			layer = obs.LayerServerMemory
+		case wire.LayerProxy:
+			layer = obs.LayerProxy // a coopfs proxy between us and the server
 		}
 		f.a.metrics.CountRead(layer, len(br.Data))
 	}

@@ -131,25 +131,12 @@ func (s *session) redial(ctx context.Context, reconnect bool) error {
 }
 
 func (s *session) dialOnce(ctx context.Context) error {
-	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", s.addr)
+	hs, c, err := Dial(ctx, DialConfig{Addr: s.addr, Security: s.sec, ServerName: s.serverName, Hello: s.hello,
+		Handler: s.handler, Metrics: s.metrics})
 	if err != nil {
-		return err
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	hs, err := wire.ClientHandshake(ctx, nc, s.sec, s.serverName, s.hello)
-	if err != nil {
-		nc.Close()
 		return err
 	}
 	hr, w := hs.Reply, hs.Welcome
-	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
-		Handler:  s.handler,
-		Observer: obs.WireObserver{M: s.metrics, Kind: obs.KindServer},
-		Name:     "server " + s.addr,
-	})
 	registered := s.register != nil && s.register(ctx, c)
 	s.mu.Lock()
 	if s.closed {
@@ -173,6 +160,49 @@ func (s *session) dialOnce(ctx context.Context) error {
 	return nil
 }
 
+// DialConfig says how to reach a coopfs server (or a proxy) as a client.
+type DialConfig struct {
+	Addr       string         // HOST:PORT
+	Security   *wire.Security // TLS and authentication
+	ServerName string         // the name the server's certificate must carry ("" : the host of Addr)
+	Hello      wire.Hello     // Role, Name, BootID, Listen of the dialer
+	Handler    wire.Handler   // serves what the server sends on its own (forwards, pings)
+	Metrics    *obs.Metrics   // counts the connection's messages (kind "server"); nil: none
+	Name       string         // the connection's name in errors; default "server ADDR"
+}
+
+// Dial makes one connection to a server: TCP, the handshake (TLS and
+// authentication), then the multiplexed connection. It does not retry; a
+// mount's session redials through it, and coopfs proxy opens one upstream
+// connection per client through it.
+func Dial(ctx context.Context, cfg DialConfig) (*wire.Handshake, *wire.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	name := cfg.ServerName
+	if name == "" {
+		name, _, _ = net.SplitHostPort(cfg.Addr)
+	}
+	hs, err := wire.ClientHandshake(ctx, nc, cfg.Security, name, cfg.Hello)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	ccfg := wire.ConnConfig{Handler: cfg.Handler, Name: cfg.Name}
+	if ccfg.Name == "" {
+		ccfg.Name = "server " + cfg.Addr
+	}
+	if cfg.Metrics != nil {
+		ccfg.Observer = obs.WireObserver{M: cfg.Metrics, Kind: obs.KindServer}
+	}
+	return hs, wire.NewConn(hs.Conn, hs.Reader, ccfg), nil
+}
+
 // call sends m and waits for the reply. When the connection is broken
 // before m is sent, it reconnects first; when it breaks while m is in
 // flight, m is sent again only if it is idempotent (a retried mkdir could
@@ -183,9 +213,7 @@ func (s *session) call(ctx context.Context, m wire.Msg, idempotent bool) (wire.M
 		if err != nil {
 			return nil, 0, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		r, err := c.Call(cctx, m)
-		cancel()
+		r, err := c.CallTimeout(ctx, m, s.callTimeout)
 		if err == nil {
 			return r, gen, nil
 		}

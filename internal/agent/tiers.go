@@ -98,6 +98,7 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 // they can never hit again (lookups match versions exactly), so their room
 // is freed at once.
 func (a *Agent) dropFile(ino uint64) {
+	a.policy().fileDropped(ino)
 	a.cache.RemoveFile(ino)
 	if a.disk.c != nil {
 		a.disk.c.RemoveFile(ino)
@@ -135,29 +136,16 @@ func (a *Agent) forPeer(id block.ID, v block.Version) ([]byte, bool) {
 	return a.disk.c.Get(id, v)
 }
 
-// memEvicted is the memory tier's eviction callback. Under the directory
-// policy the block joins the discard queue unless the disk tier still
-// holds it: the server keeps forwarding to us what our disk can serve; it
-// is discarded when the disk tier drops it (diskEvicted).
+// memEvicted is the memory tier's eviction callback; the policy hears of
+// it (directory: the discard queue, pdirectory.go).
 func (a *Agent) memEvicted(id block.ID) {
 	a.fresh.Delete(id)
-	if a.coop == nil {
-		return
-	}
-	if _, onDisk := a.diskPeek(id); !onDisk {
-		a.coop.evicted(id)
-	}
+	a.policy().memEvicted(id)
 }
 
-// diskEvicted is the disk tier's eviction callback: under the directory
-// policy a block neither tier holds any more joins the discard queue.
+// diskEvicted is the disk tier's eviction callback; the policy hears of it.
 func (a *Agent) diskEvicted(id block.ID) {
-	if a.coop == nil {
-		return
-	}
-	if _, inMem := a.cache.Peek(id); !inMem {
-		a.coop.evicted(id)
-	}
+	a.policy().diskEvicted(id)
 }
 
 // closeDisk waits for the background writes and closes the disk tier.

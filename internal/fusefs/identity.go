@@ -137,15 +137,34 @@ func (a *adapter) run(ctx context.Context, op func(ctx context.Context) error) e
 // read (the mount asks the kernel not to apply it: see Config's DONT_MASK).
 const defaultUmask = 0o022
 
-// runCreate is run for the calls that create a file: the caller's groups
-// and umask are read afresh (a process may change its umask at any time).
+// runCreate is run for the calls that create a file. The umask is the
+// request's (umask.go), or else read afresh with the groups (a process may
+// change its umask at any time); the groups come from the cache, read
+// again when the backend denies the create, as in run.
 func (a *adapter) runCreate(ctx context.Context, op func(ctx context.Context) error) error {
 	ctx = keep(ctx)
-	c, _ := a.ids.caller(ctx, true)
-	if !c.HasUmask {
-		c.Umask, c.HasUmask = defaultUmask, true
+	var um uint32
+	var known bool
+	if fc, ok := fuse.FromContext(ctx); ok {
+		um, known = a.umasks.get(fc.Pid)
 	}
-	return op(vfs.WithCaller(ctx, c))
+	if !known {
+		c, _ := a.ids.caller(ctx, true)
+		if !c.HasUmask {
+			c.Umask, c.HasUmask = defaultUmask, true
+		}
+		return op(vfs.WithCaller(ctx, c))
+	}
+	c, cached := a.ids.caller(ctx, false)
+	c.Umask, c.HasUmask = um, true
+	err := op(vfs.WithCaller(ctx, c))
+	if cached && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
+		if fresh, _ := a.ids.caller(ctx, true); !slices.Equal(fresh.Groups, c.Groups) {
+			fresh.Umask, fresh.HasUmask = um, true
+			err = op(vfs.WithCaller(ctx, fresh))
+		}
+	}
+	return err
 }
 
 // ctxOf is ctx with the caller, for reads: they stay interruptible (no

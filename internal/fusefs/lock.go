@@ -197,11 +197,15 @@ func (r *ownerRaw) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 // that supports them.
 func mountFS(dir string, root fs.InodeEmbedder, opts *fs.Options) (*fuse.Server, error) {
 	n, ok := root.(*node)
-	if !ok || !n.a.locks {
+	if !ok {
 		return fs.Mount(dir, root, opts)
 	}
-	opts.MountOptions.EnableLocks = true
-	raw := &ownerRaw{RawFileSystem: fs.NewNodeFS(root, opts), owners: &n.a.owners}
+	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
+	if n.a.locks {
+		opts.MountOptions.EnableLocks = true
+		raw = &ownerRaw{RawFileSystem: raw, owners: &n.a.owners}
+	}
+	raw = &umaskRaw{RawFileSystem: raw, u: &n.a.umasks}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,8 @@ type memFS struct {
 	failLookup map[string]error
 	// reads counts File.ReadAt calls.
 	reads atomic.Int64
+	// readDirs, lookups and creates count those calls.
+	readDirs, lookups, creates atomic.Int64
 }
 
 const memChunk = 64 << 10
@@ -117,6 +119,7 @@ func (m *memFS) parent(path string) (*memNode, string, error) {
 }
 
 func (m *memFS) Lookup(ctx context.Context, path string) (wire.Attr, error) {
+	m.lookups.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	base := path[strings.LastIndexByte(path, '/')+1:]
@@ -202,6 +205,7 @@ func (n *memNode) truncate(size uint64) {
 }
 
 func (m *memFS) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, error) {
+	m.readDirs.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.walk(path)
@@ -252,6 +256,7 @@ func (m *memFS) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr,
 }
 
 func (m *memFS) Create(ctx context.Context, path string, flags, mode uint32) (vfs.File, wire.Attr, error) {
+	m.creates.Add(1)
 	c, _ := vfs.CallerOf(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -31,6 +31,8 @@ type Mounted struct {
 	grace time.Duration // see Config.UnmountGrace
 
 	mu sync.Mutex // serializes Unmount
+
+	a *adapter // coopfs's adapter (nil for MountNode), for tests
 }
 
 // Mount mounts b at mountpoint and serves it until ctx is cancelled, Unmount
@@ -52,7 +54,11 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	if rootAttr.Ino != 0 {
 		opts.RootStableAttr = &fs.StableAttr{Ino: rootAttr.Ino}
 	}
-	return mountRoot(ctx, mountpoint, root, cfg, opts, log)
+	m, err := mountRoot(ctx, mountpoint, root, cfg, opts, log)
+	if m != nil {
+		m.a = root.a
+	}
+	return m, err
 }
 
 // MountNode mounts an arbitrary go-fuse node tree with the options and

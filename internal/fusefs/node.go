@@ -29,6 +29,11 @@ type adapter struct {
 	// listingTTL is how long a listing's attributes answer READDIRPLUS
 	// lookups (readdir.go): the shorter of the attribute and entry timeouts.
 	listingTTL time.Duration
+	// dirScans counts the listing entries compared by dirHandle.entry
+	// beyond the one just handed out (tests: a big directory must not
+	// cost a scan of its listing per entry).
+	dirScans atomic.Int64
+	umasks   umasks // the umask of each create in flight (umask.go)
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
@@ -47,11 +52,13 @@ type node struct {
 	fs.Inode
 	a        *adapter
 	lookedUp atomic.Int64 // when the kernel last looked this node up (unix ns; stale.go)
+	caps     capsCache    // security.capability while open for writing (killpriv.go)
 }
 
 // handle is an open file.
 type handle struct {
-	f vfs.File
+	f      vfs.File
+	writer *node // counted in writer.caps while open (killpriv.go); nil for a reader
 }
 
 var (
@@ -260,7 +267,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, n.a.errno("create", p, err)
 	}
-	return n.newChild(ctx, attr, out), &handle{f: f}, openFlags(f), 0
+	child := n.newChild(ctx, attr, out)
+	return child, writerHandle(&handle{f: f}, child, flags, true), openFlags(f), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -294,7 +302,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		// backend's. Best effort: the inode may not be known to the kernel.
 		n.NotifyContent(-1, 0)
 	}
-	return &handle{f: f}, openFlags(f), 0
+	return writerHandle(&handle{f: f}, &n.Inode, flags, false), openFlags(f), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -351,6 +359,9 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
+		if h.writer != nil {
+			h.writer.caps.closed()
+		}
 		return n.a.errno("release", "", h.f.Release(keep(ctx)))
 	}
 	return 0

@@ -82,12 +82,22 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if e != 0 {
 		return 0, e
 	}
+	var gen uint64
+	if attr == capsName {
+		var absent bool
+		if absent, gen = n.caps.absent(); absent {
+			return 0, syscall.ENODATA
+		}
+	}
 	var v []byte
 	var size uint32
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
 		v, size, err = x.GetXattr(ctx, p, attr, uint32(len(dest)))
 		return err
 	})
+	if attr == capsName && ToErrno(err) == syscall.ENODATA {
+		n.caps.noteAbsent(gen)
+	}
 	if e := ToErrno(err); e != 0 {
 		if e == syscall.EOPNOTSUPP && isACL(attr) {
 			e = syscall.ENODATA // as above: an export without xattrs has no ACLs
@@ -115,6 +125,8 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	n.caps.invalidate()
+	defer n.caps.invalidate() // also after: a lookup that raced with it
 	x, p, e := n.xattrs()
 	if e != 0 {
 		return e
@@ -125,6 +137,8 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	n.caps.invalidate()
+	defer n.caps.invalidate()
 	x, p, e := n.xattrs()
 	if e != 0 {
 		return e

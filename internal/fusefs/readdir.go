@@ -161,10 +161,12 @@ func (d *dirHandle) entry(name string) (wire.DirEntryPlus, time.Time, bool) {
 	if i := d.pos - 1; i >= 0 && i < len(d.ents) && d.ents[i].Name == name {
 		return d.ents[i], d.at, true
 	}
-	for _, e := range d.ents {
+	for i, e := range d.ents {
 		if e.Name == name {
+			d.n.a.dirScans.Add(int64(i + 1))
 			return e, d.at, true
 		}
 	}
+	d.n.a.dirScans.Add(int64(len(d.ents)))
 	return wire.DirEntryPlus{}, d.at, false
 }

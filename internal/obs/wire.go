@@ -12,7 +12,7 @@ type WireObserver struct {
 
 // Message implements wire.Observer.
 func (o WireObserver) Message(dir string, t wire.Type, n int) {
-	o.M.CountMessage(t.String(), dir)
+	o.M.countTyped(uint8(t), t, dir, n)
 	if dir == DirIn {
 		o.M.CountIn(o.Kind, n)
 	} else {

@@ -95,7 +95,7 @@ func changes(m wire.Msg) bool {
 	case *wire.SetXattr, *wire.RemoveXattr:
 		return true
 	}
-	return mutates(m)
+	return wire.Mutates(m)
 }
 
 // grantedInos lists the objects a reply hands out.

@@ -107,11 +107,9 @@ func (s *Server) digestFor(f *os.File, id block.ID, v, size uint64) ([]byte, err
 // serveClient is the handler of client connections: the security layer's
 // messages, then the file operations (serveMsg).
 func (s *Server) serveClient(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	if r, ok := m.(*wire.PeerReport); ok {
-		if cl, _ := c.Value.Load().(*client); cl != nil && s.coop != nil {
-			s.badBlock(cl, r)
-		}
-		return nil, nil
+	cl, _ := c.Value.Load().(*client)
+	if r, err, ok := s.pol.serve(ctx, c, cl, m); ok {
+		return r, err
 	}
 	return s.serveMsg(ctx, c, m)
 }

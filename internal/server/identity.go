@@ -155,34 +155,42 @@ func (s *Server) killPriv(ctx context.Context, c *wire.Conn, id identity, m *wir
 // restored before it is unlocked. If they cannot be restored, the
 // goroutine stays locked, and Go ends the thread when the goroutine exits.
 func (s *Server) runAs(id identity, fn func() (wire.Msg, error)) (wire.Msg, error) {
+	// Every thread outside runAs holds the server's own groups, so a
+	// caller with the same groups needs no setgroups either way.
+	sameGroups := slices.Equal(id.groups, s.ownGroups)
 	runtime.LockOSThread()
-	if err := setCreds(id.uid, id.gid, id.groups); err != nil {
-		if s.restoreCreds() == nil {
+	if err := s.setCreds(id.uid, id.gid, id.groups, sameGroups); err != nil {
+		if s.restoreCreds(sameGroups) == nil {
 			runtime.UnlockOSThread()
 		}
 		return nil, fmt.Errorf("act as uid %d gid %d: %v: %w", id.uid, id.gid, err, syscall.EPERM)
 	}
 	m, err := fn()
-	if s.restoreCreds() == nil {
+	if s.restoreCreds(sameGroups) == nil {
 		runtime.UnlockOSThread()
 	}
 	return m, err
 }
 
-func setCreds(uid, gid uint32, groups []uint32) error {
+// setCreds sets the calling thread's file system identity (and its groups
+// unless keepGroups) and checks that it applied.
+func (s *Server) setCreds(uid, gid uint32, groups []uint32, keepGroups bool) error {
 	if uid == 0 {
 		// Back to (or acting as) root: the capabilities first, as the
 		// switch below needs CAP_SETUID and CAP_SETGID.
-		if err := setEffectiveCaps(true); err != nil {
+		if err := s.setEffectiveCaps(true); err != nil {
 			return err
 		}
 	}
-	gs := make([]int, len(groups))
-	for i, g := range groups {
-		gs[i] = int(g)
-	}
-	if err := unix.Setgroups(gs); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
+	if !keepGroups {
+		var buf [16]int
+		gs := buf[:0]
+		for _, g := range groups {
+			gs = append(gs, int(g))
+		}
+		if err := unix.Setgroups(gs); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
 	}
 	// setfsgid/setfsuid report no error; read the value back instead.
 	unix.Setfsgid(int(gid))
@@ -194,7 +202,7 @@ func setCreds(uid, gid uint32, groups []uint32) error {
 		return fmt.Errorf("setfsuid %d did not apply", uid)
 	}
 	if uid != 0 {
-		return setEffectiveCaps(false)
+		return s.setEffectiveCaps(false)
 	}
 	return nil
 }
@@ -205,12 +213,12 @@ func setCreds(uid, gid uint32, groups []uint32) error {
 // the others (CAP_SYS_ADMIN for trusted.* xattrs, CAP_SETFCAP for
 // security.capability, CAP_SYS_RESOURCE for the reserved blocks) must not
 // serve a client user either. capset(2) changes only the calling thread.
-func setEffectiveCaps(all bool) error {
+func (s *Server) setEffectiveCaps(all bool) error {
+	// The permitted set was read once (initCreds): the threads' permitted
+	// sets never change, and a capget per switch was two system calls of
+	// every request.
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
-	}
+	data := s.permitted
 	for i := range data {
 		data[i].Effective = data[i].Permitted
 	}
@@ -224,10 +232,19 @@ func setEffectiveCaps(all bool) error {
 	return nil
 }
 
+// readPermitted records the process's capability sets.
+func (s *Server) readPermitted() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capget(&hdr, &s.permitted[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	return nil
+}
+
 // restoreCreds puts the thread back to the server's own credentials (root
 // and the groups it started with) and checks that they are back.
-func (s *Server) restoreCreds() error {
-	return setCreds(0, 0, s.ownGroups)
+func (s *Server) restoreCreds(keepGroups bool) error {
+	return s.setCreds(0, 0, s.ownGroups, keepGroups)
 }
 
 // initCreds decides whether the server acts as its clients: only as root
@@ -244,6 +261,9 @@ func (s *Server) initCreds() error {
 	}
 	for _, g := range gs {
 		s.ownGroups = append(s.ownGroups, uint32(g))
+	}
+	if err := s.readPermitted(); err != nil {
+		return fmt.Errorf("read the server's capabilities: %w", err)
 	}
 	syscall.Umask(umaskOff)
 	s.switchCreds = true

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"runtime/debug"
 	"strings"
@@ -143,63 +141,33 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-// acceptBackoff says how long to wait after a failed Accept: resource
-// exhaustion (EMFILE, ENFILE, ENOMEM, ENOBUFS) and other transient errors
-// make the server shed new connections for a moment, never exit.
-type acceptBackoff struct {
-	delay  time.Duration
-	logged time.Time
-}
-
-func (b *acceptBackoff) failed(log *slog.Logger, err error) time.Duration {
-	if b.delay == 0 {
-		b.delay = 5 * time.Millisecond
-	} else {
-		b.delay = min(2*b.delay, time.Second)
-	}
-	if now := time.Now(); now.Sub(b.logged) > 10*time.Second {
-		b.logged = now
-		what := "accept failed"
-		if isExhaustion(err) {
-			what = "out of file descriptors or memory: not accepting new connections for a moment"
-		}
-		log.Warn(what, "err", err, "retry_in", b.delay.String())
-	}
-	return b.delay
-}
-
-func (b *acceptBackoff) ok() { b.delay = 0 }
-
-func isExhaustion(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)
-}
-
-// acceptLoop accepts until ln is closed, backing off on errors.
+// acceptLoop accepts until ln is closed (wire.AcceptLoop: connection
+// caps and backoff on failed accepts).
 func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
-	var b acceptBackoff
-	gate := wire.NewGate(s.cfg.Conns, s.log)
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || s.isClosed() || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			select {
-			case <-time.After(b.failed(s.log, err)):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
+	return wire.AcceptLoop(ctx, ln, s.cfg.Conns, s.log, func(nc net.Conn, admitted func()) {
+		if s.isClosed() {
+			nc.Close()
+			return
 		}
-		b.ok()
-		release, admitted, ok := gate.Admit(nc)
-		if !ok {
-			continue
-		}
-		go func() {
-			defer release()
-			s.handshake(nc, admitted)
-		}()
+		s.handshake(nc, admitted)
+	})
+}
+
+// inline picks the requests a client connection serves on its read loop
+// (wire.ConnConfig.Inline): metadata requests that do a few system calls
+// on the export and wait for nothing else. Data transfers, fsync and locks
+// (which may wait for another client) keep a goroutine of their own, so
+// that they run concurrently.
+func inline(m wire.Msg) bool {
+	if as, ok := m.(*wire.As); ok {
+		m = as.Msg
 	}
+	switch m.(type) {
+	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
+		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
+		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
+		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned:
+		return true
+	}
+	return false
 }

@@ -22,7 +22,7 @@ const readDirPage = 4096
 
 // dispatch serves one request of a client connection (see serveMsg).
 func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	if s.cfg.ReadOnly && mutates(m) {
+	if s.cfg.ReadOnly && wire.Mutates(m) {
 		return nil, fmt.Errorf("export is read-only: %w", syscall.EROFS)
 	}
 	switch m := m.(type) {
@@ -96,25 +96,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.write(c, m)
 	case *wire.Mknod, *wire.GetXattr, *wire.ListXattr, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate:
 		return s.servePosix(c, m)
-	case *wire.Discard:
-		if cl, _ := c.Value.Load().(*client); cl != nil && s.coop != nil {
-			s.coop.discarded(cl.id, m.Blocks)
-		}
-		return nil, nil
 	}
 	return nil, fmt.Errorf("server does not serve %v: %w", m.Type(), syscall.ENOSYS)
-}
-
-func mutates(m wire.Msg) bool {
-	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Mkdir, *wire.Create, *wire.Unlink, *wire.Rmdir,
-		*wire.Rename, *wire.Link, *wire.Symlink, *wire.Write,
-		*wire.Mknod, *wire.SetXattr, *wire.RemoveXattr, *wire.Fallocate, *wire.WriteSeq:
-		return true
-	case *wire.Open:
-		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
-	}
-	return false
 }
 
 // clean checks a client's path: relative, "/"-separated, no "..". The empty
@@ -153,6 +136,9 @@ func (s *Server) lstat(p string) (*wire.AttrReply, error) {
 	p, err := clean(p)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok, err := s.lstatFast(p); ok {
+		return r, err
 	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {
@@ -323,6 +309,12 @@ func (s *Server) openParent(p string) (*os.File, string, error) {
 	if dir == "" {
 		dir = "."
 	}
+	if f, ok, err := s.openParentFast(dir); ok {
+		if err != nil {
+			return nil, "", err
+		}
+		return f, base, nil
+	}
 	f, err := s.root.Open(dir)
 	if err != nil {
 		return nil, "", err
@@ -400,6 +392,9 @@ func (s *Server) remove(p string, dir bool) error {
 	p, err := clean(p)
 	if err != nil {
 		return err
+	}
+	if s.openat2 {
+		return s.removeFast(p, dir)
 	}
 	fi, err := s.root.Lstat(p)
 	if err != nil {
@@ -508,12 +503,14 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	if uint64(off) >= a.Size {
 		return reply, nil
 	}
-	if s.coop != nil && s.forward(c, m, of.f, id, a.Version, reply) {
+	cl, _ := c.Value.Load().(*client)
+	if s.pol.read(c, cl, m, of.f, id, a.Version, reply) {
 		return reply, nil
 	}
 	if data, ok := s.cache.Get(id, block.Version(a.Version)); ok {
 		reply.Data, reply.Layer = data, 0
 		s.cfg.Metrics.CountRead(obs.LayerServerMemory, len(data))
+		s.pol.served(of.f, id, a.Version, data, false)
 		return reply, nil
 	}
 	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
@@ -524,9 +521,7 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	}
 	reply.Data, reply.Layer = buf[:got], 1
 	s.cache.Put(id, block.Version(a.Version), reply.Data)
-	if s.coop != nil {
-		s.coop.cached(id)
-	}
+	s.pol.served(of.f, id, a.Version, reply.Data, true)
 	s.cfg.Metrics.CountRead(obs.LayerServerDisk, got)
 	return reply, nil
 }
@@ -575,7 +570,9 @@ func pwriteAll(f *os.File, p []byte, off int64) error {
 // "forwarded" and returns true; the caller serves the block otherwise.
 func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
+	if cl == nil || cl.listen == "" {
+		// A client without a peer listener (a coopfs proxy) can receive no
+		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
 	act, holder := s.coop.decide(cl.id, id, v, m.Retry)

@@ -120,13 +120,24 @@ func (s *Server) readDir(c *wire.Conn, m *wire.ReadDir) (*wire.ReadDirReply, err
 		return &wire.ReadDirReply{}, nil
 	}
 	r := &wire.ReadDirReply{Entries: make([]wire.DirEntry, 0, len(ents)), More: len(ents) == readDirPage}
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			continue // removed since the listing
+	rc, err := cur.f.SyscallConn()
+	if err != nil {
+		cur.f.Close()
+		return nil, err
+	}
+	cerr := rc.Control(func(fd uintptr) {
+		for _, e := range ents {
+			// Relative to the open directory: never a path walk.
+			var st unix.Stat_t
+			if unix.Fstatat(int(fd), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue // removed since the listing
+			}
+			r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
+	})
+	if cerr != nil {
+		cur.f.Close()
+		return nil, cerr
 	}
 	s.donePage(c, cur, r.More)
 	return r, nil
@@ -248,7 +259,7 @@ func statxStat(x *unix.Statx_t) syscall.Stat_t {
 
 // openDir opens directory p and skips its first skip entries.
 func (s *Server) openDir(p string, skip uint64) (*dirCursor, error) {
-	f, err := s.root.Open(p)
+	f, err := s.openDirFile(p)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache/mem"
@@ -22,16 +25,20 @@ import (
 
 // Config configures a file server.
 type Config struct {
-	Export      string // the directory to export
-	BlockSize   int    // bytes per block; default 1 MiB
-	CacheSize   int64  // the server's memory block cache; default 256 MiB
-	ReadOnly    bool
-	Secret      []byte           // the cluster secret, used when Security is nil
-	Security    *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
-	Conns       wire.ConnLimits  // caps on connections and handshakes
-	Policy      string           // coordination policy: "none" (default) or "directory"
-	Directory   directory.Config // the directory policy's settings
-	PingTimeout time.Duration    // directory policy: how long a pinged client has to answer; default 2s
+	Export    string // the directory to export
+	BlockSize int    // bytes per block; default 1 MiB
+	CacheSize int64  // the server's memory block cache; default 256 MiB
+	ReadOnly  bool
+	Secret    []byte           // the cluster secret, used when Security is nil
+	Security  *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
+	Conns     wire.ConnLimits  // caps on connections and handshakes
+	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
+	Directory directory.Config // the directory policy's settings
+	// DiscardCacheSize is the hints policy's discard cache in server
+	// memory (young master copies clients evicted by mistake), rounded down
+	// to whole blocks; 0 takes DefaultDiscardCacheSize, negative means none.
+	DiscardCacheSize int64
+	PingTimeout      time.Duration // directory policy: how long a pinged client has to answer; default 2s
 	// Squash maps client identities as NFS does: "root" (default: a
 	// client's root is the anonymous user), "all" or "none".
 	Squash           string
@@ -57,7 +64,9 @@ type Config struct {
 const (
 	DefaultBlockSize = 1 << 20
 	DefaultCacheSize = 256 << 20
-	MaxBlockSize     = 8 << 20
+	// DefaultDiscardCacheSize is the hints policy's discard cache.
+	DefaultDiscardCacheSize = 64 << 20
+	MaxBlockSize            = 8 << 20
 
 	DefaultCallbackTimeout = 2 * time.Second
 	DefaultMaxCallbacks    = 1 << 20
@@ -72,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Policy == "" {
 		c.Policy = "none"
+	}
+	if c.DiscardCacheSize == 0 {
+		c.DiscardCacheSize = DefaultDiscardCacheSize
 	}
 	if c.Squash == "" {
 		c.Squash = SquashRoot
@@ -111,8 +123,8 @@ func (c *Config) validate() error {
 	if c.BlockSize < 4096 || c.BlockSize > MaxBlockSize || c.BlockSize&(c.BlockSize-1) != 0 {
 		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
 	}
-	if c.Policy != "none" && c.Policy != "directory" {
-		return fmt.Errorf("unknown policy %q: use none or directory", c.Policy)
+	if !slices.Contains(Policies, c.Policy) {
+		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
@@ -154,11 +166,14 @@ type Server struct {
 	root        *os.Root
 	exportAbs   string   // the export's absolute path
 	exportDir   *os.File // the export directory, for statx relative to it
+	exportFd    int      // exportDir's descriptor
+	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
-	coop        *coop        // the directory policy; nil under "none"
+	pol         policy       // the coordination policy (policy.go)
+	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	recalls     *recalls     // write delegations of write-back clients (recall.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
@@ -170,9 +185,10 @@ type Server struct {
 	// (identity.go); ownGroups are the server's own groups to return to.
 	switchCreds          bool
 	ownGroups            []uint32
-	digests              *digests     // block digests for forwards (directory policy)
-	drc                  *replyCache  // outcomes of the last writes (drc.go)
-	drcHits              atomic.Int64 // writes answered without applying them again
+	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
+	digests              *digests            // block digests peers' blocks are checked against (directory and hints)
+	drc                  *replyCache         // outcomes of the last writes (drc.go)
+	drcHits              atomic.Int64        // writes answered without applying them again
 	xattrWarn            sync.Once
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
@@ -213,22 +229,14 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, fmt.Errorf("open export: %w", err)
 	}
-	memCfg := mem.Config{Capacity: cfg.CacheSize}
-	var onChange func(uint64)
-	if cfg.Policy == "directory" {
-		s.digests = newDigests(DefaultDigestEntries)
-		if s.coop, err = newCoop(cfg.Directory); err != nil {
-			root.Close()
-			return nil, err
-		}
-		memCfg.OnEvict = func(id block.ID, _ block.Version) { s.coop.evicted(id) }
-		onChange = s.coop.fileChanged
-		if err := cfg.Metrics.Register(newCoopCollector(s.coop)); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("register directory metrics: %w", err)
-		}
+	s.exportFd = int(s.exportDir.Fd())
+	s.initResolve()
+	if s.pol, err = newPolicy(s); err != nil {
+		root.Close()
+		return nil, err
 	}
-	s.versions = newVersions(s.bootID, onChange)
+	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) { s.pol.memEvicted(id) }}
+	s.versions = newVersions(s.bootID, s.pol.fileChanged)
 	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
@@ -346,6 +354,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
+		Inline:           inline,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
@@ -359,15 +368,11 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	if s.coop != nil {
-		s.coop.joined(cl.id, c, cl.listen)
-	}
+	s.pol.joined(&cl, c)
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
 	s.cbs.left(cl.id)
-	if s.coop != nil {
-		s.coop.left(cl.id)
-	}
+	s.pol.left(&cl)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // The server opens only regular files and directories. A FIFO, a device or
@@ -25,7 +27,12 @@ func errSpecial(p string) error {
 // changed under the client, and the open fails with ELOOP, as O_NOFOLLOW
 // gives.
 func (s *Server) openable(p string) (exists bool, err error) {
-	fi, err := s.root.Lstat(p)
+	var fi os.FileInfo
+	if s.openat2 {
+		fi, err = s.lstatInfo(p)
+	} else {
+		fi, err = s.root.Lstat(p)
+	}
 	if err != nil {
 		// The open itself reports it (or creates the file); only a name
 		// that is certainly not there counts as missing.
@@ -44,10 +51,13 @@ func (s *Server) openable(p string) (exists bool, err error) {
 // returns the open file with its stat.
 func (s *Server) openData(p string, flags, mode uint32) (*os.File, os.FileInfo, error) {
 	open := func() (*os.File, error) {
+		if s.openat2 {
+			return s.openFileBeneath(p, int(flags)|syscall.O_NONBLOCK, mode)
+		}
 		return s.root.OpenFile(p, int(flags)|syscall.O_CLOEXEC|syscall.O_NONBLOCK, fileMode(mode))
 	}
 	f, err := open()
-	if err != nil && isExhaustion(err) && s.pins.closeAll() > 0 {
+	if err != nil && wire.IsExhaustion(err) && s.pins.closeAll() > 0 {
 		f, err = open() // shed what can be given back (the pinned lookups), once
 	}
 	if err != nil {

@@ -20,6 +20,7 @@ type prefetcher struct {
 	done chan struct{}
 	cur  []Access
 	src  Source // in step: no goroutine, one access at a time
+	ids  *IDs   // numbers the accesses (Numberer), nil if not asked
 }
 
 type prefetched struct {
@@ -66,12 +67,12 @@ func canReadAhead(src Source) bool {
 	return ok && r.ReadAhead()
 }
 
-func newPrefetcher(src Source) *prefetcher {
+func newPrefetcher(src Source, ids *IDs) *prefetcher {
 	if !canReadAhead(src) {
-		return &prefetcher{src: src, cur: make([]Access, 0, 1)}
+		return &prefetcher{src: src, cur: make([]Access, 0, 1), ids: ids}
 	}
 	p := &prefetcher{out: make(chan prefetched, 4), free: make(chan []Access, 6),
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), ids: ids}
 	for range 6 {
 		p.free <- make([]Access, 0, prefetchBatch)
 	}
@@ -90,6 +91,9 @@ func (p *prefetcher) run(src Source) {
 		}
 		n, err := FillBatch(src, b[:prefetchBatch])
 		b = b[:n]
+		if p.ids != nil {
+			p.ids.Number(b)
+		}
 		if len(b) > 0 {
 			select {
 			case p.out <- prefetched{batch: b}:
@@ -119,6 +123,9 @@ func (p *prefetcher) next() ([]Access, error) {
 			return nil, err
 		}
 		p.cur = append(p.cur[:0], a)
+		if p.ids != nil {
+			p.ids.Number(p.cur)
+		}
 		return p.cur, nil
 	}
 	if p.cur != nil {
@@ -188,7 +195,11 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 	defer CloseSource(src)
 	rec := NewRecorder(p)
 	var n, warm int64
-	pf := newPrefetcher(src)
+	var ids *IDs
+	if nb, ok := alg.(Numberer); ok {
+		ids = nb.IDs()
+	}
+	pf := newPrefetcher(src, ids)
 	defer pf.stop()
 	for {
 		batch, err := pf.next()

@@ -52,7 +52,9 @@ func ParseOp(s string) (Op, error) {
 // OpDelete, Block is the file's length in blocks (0 if unknown). Size is
 // the object's size in bytes when the trace carries one (object traces:
 // File is the object id, Block 0), else 0; readers turn sizes into blocks
-// or drop them before the algorithms see them (ReadOptions.Sizes).
+// or drop them before the algorithms see them (ReadOptions.Sizes). ID is
+// the block's dense number (IDs) for a read or write, set by Run for
+// algorithms that number blocks (Numberer), else 0.
 type Access struct {
 	Time   time.Duration
 	Client int
@@ -60,6 +62,7 @@ type Access struct {
 	Block  uint64
 	Op     Op
 	Size   uint32
+	ID     uint32
 }
 
 // Key is the block an access names, usable as a map key.
@@ -149,6 +152,15 @@ type Algorithm interface {
 // calls Prescan on a fresh Source from the same Workload before the run.
 type Prescanner interface {
 	Prescan(src Source) error
+}
+
+// Numberer is implemented by algorithms that keep their per-block state in
+// slices indexed by dense block numbers: Run numbers the reads and writes
+// with their IDs (Access.ID) as it reads the trace, ahead of the
+// simulation (on another core when it reads ahead). Their Access numbers
+// an access whose ID is 0 itself (callers other than Run).
+type Numberer interface {
+	IDs() *IDs
 }
 
 // Checker is implemented by algorithms that can verify their invariants

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -220,14 +221,54 @@ type lirsReader struct {
 }
 
 func (l *lirsReader) NextBatch(dst []Access) (int, error) {
-	for i := range dst {
+	i := 0
+	for i < len(dst) {
+		if i += l.fast(dst[i:]); i == len(dst) {
+			break
+		}
 		a, err := l.Next()
 		if err != nil {
 			return i, err
 		}
 		dst[i] = a
+		i++
 	}
-	return len(dst), nil
+	return i, nil
+}
+
+// fast parses the lines of plain digits (at most 18, then \n) already in
+// the read buffer, in one pass over the bytes, and returns how many it
+// filled; it stops at anything else (a '*' line, blanks, \r, a line not
+// wholly buffered), which Next handles.
+func (l *lirsReader) fast(dst []Access) int {
+	br := l.lr.br
+	if br.Buffered() == 0 {
+		return 0
+	}
+	buf, _ := br.Peek(br.Buffered())
+	n, pos := 0, 0
+	for n < len(dst) {
+		var v uint64
+		j := pos
+		for j < len(buf) && j-pos <= 18 {
+			c := buf[j] - '0'
+			if c > 9 {
+				break
+			}
+			v = v*10 + uint64(c)
+			j++
+		}
+		if j == pos || j-pos > 18 || j >= len(buf) || buf[j] != '\n' {
+			break
+		}
+		dst[n] = Access{Time: time.Duration(l.n) * LIRSInterval, Block: v, Op: OpRead}
+		l.n++
+		n++
+		pos = j + 1
+	}
+	br.Discard(pos)
+	l.lr.line += n
+	return n
 }
 
 func (l *lirsReader) Next() (Access, error) {
@@ -255,14 +296,52 @@ type coopfsReader struct {
 }
 
 func (c *coopfsReader) NextBatch(dst []Access) (int, error) {
-	for i := range dst {
+	i := 0
+	for i < len(dst) {
+		if i += c.fast(dst[i:]); i == len(dst) {
+			break
+		}
 		a, err := c.Next()
 		if err != nil {
 			return i, err
 		}
 		dst[i] = a
+		i++
 	}
-	return len(dst), nil
+	return i, nil
+}
+
+// fast parses the lines already in the read buffer that parseCoopfsFast
+// takes (no blanks around them, no comments) straight from the buffer, and
+// returns how many it filled; it stops at any other line, which Next
+// handles.
+func (c *coopfsReader) fast(dst []Access) int {
+	br := c.lr.br
+	if br.Buffered() == 0 {
+		return 0
+	}
+	buf, _ := br.Peek(br.Buffered())
+	n, pos := 0, 0
+	for n < len(dst) {
+		j := bytes.IndexByte(buf[pos:], '\n')
+		if j <= 0 {
+			break
+		}
+		s := buf[pos : pos+j]
+		if isSpace(s[0]) || isSpace(s[len(s)-1]) {
+			break
+		}
+		a, ok := parseCoopfsFast(s)
+		if !ok {
+			break
+		}
+		dst[n] = a
+		n++
+		pos += j + 1
+	}
+	br.Discard(pos)
+	c.lr.line += n
+	return n
 }
 
 func (c *coopfsReader) Next() (Access, error) {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
-	"golang.org/x/sys/unix"
 )
 
 // Handler serves the requests that arrive on a connection. It returns the
@@ -31,6 +30,17 @@ type HandlerFunc func(ctx context.Context, c *Conn, m Msg) (Msg, error)
 // ServeMsg calls f.
 func (f HandlerFunc) ServeMsg(ctx context.Context, c *Conn, m Msg) (Msg, error) {
 	return f(ctx, c, m)
+}
+
+// oneWayKey marks the context of a one-way request's handler.
+type oneWayKey struct{}
+
+// OneWay reports whether the request a handler serves was sent one-way
+// (Send): its reply is dropped. A relay (coopfs proxy) passes such a
+// request on with Send rather than waiting for a reply that never comes.
+func OneWay(ctx context.Context) bool {
+	v, _ := ctx.Value(oneWayKey{}).(bool)
+	return v
 }
 
 // Observer sees every message for metrics. dir is "in" or "out"; n counts
@@ -56,24 +66,44 @@ type ConnConfig struct {
 	// called for each such request.
 	HandlerTimeout time.Duration
 	OnTimeout      func(t Type)
-	Name           string // the peer, for errors and logs
+	// Inline, when set, picks the requests (without a data section) that
+	// are served on the connection's read loop itself instead of a
+	// goroutine of their own: cheap ones, such as a lookup, whose reply
+	// then goes out with no goroutine hand-off. An inline request that has
+	// not finished within InlineStall hands the read loop over to a fresh
+	// goroutine, so a slow one delays the requests behind it by at most
+	// that long and can never stop the connection from reading.
+	Inline func(m Msg) bool
+	Name   string // the peer, for errors and logs
 }
+
+// InlineStall is how long an inline request may hold up the read loop
+// before another goroutine takes over the reading.
+const InlineStall = time.Millisecond
 
 // Conn is a multiplexed, bidirectional connection: either end may send
 // requests, and replies are matched by id.
 type Conn struct {
-	nc   net.Conn
-	br   *bufio.Reader
-	cfg  ConnConfig
-	sem  chan struct{}
-	mem  *semaphore.Weighted // MaxInFlightBytes; nil without a bound
-	prio chan *frameReq      // frames without data, written first
-	bulk chan *frameReq      // frames with a data section
+	nc  net.Conn
+	br  *bufio.Reader
+	cfg ConnConfig
+	sem chan struct{}
+	mem *semaphore.Weighted // MaxInFlightBytes; nil without a bound
+
+	// The writer (writer.go).
+	wmu          sync.Mutex
+	writing      bool        // a goroutine holds the writer role
+	prioQ, bulkQ []*frameReq // queued frames without / with data
+	kick         chan struct{}
+	// Owned by the goroutine in the writer role:
+	wbufs, wpending net.Buffers
+	deadlineSet     time.Time
 
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[uint64]chan Msg
 	err     error // why the connection closed; set once
+	closed  atomic.Bool
 	done    chan struct{}
 
 	crc     bool            // data sections carry a CRC32C (plaintext); not over TLS
@@ -97,7 +127,7 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 	}
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
 		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
-		prio: make(chan *frameReq, 64), bulk: make(chan *frameReq, 16)}
+		kick: make(chan struct{}, 1)}
 	if cfg.MaxInFlightBytes > 0 {
 		c.mem = semaphore.NewWeighted(cfg.MaxInFlightBytes)
 	}
@@ -139,6 +169,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = &ConnError{Peer: c.cfg.Name, Err: err}
+	c.closed.Store(true)
 	pending := c.pending
 	c.pending = nil
 	c.mu.Unlock()
@@ -153,6 +184,15 @@ func (c *Conn) fail(err error) {
 // Call sends a request and waits for its reply. A reply of type Error comes
 // back as a *RemoteError.
 func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
+	return c.CallTimeout(ctx, m, 0)
+}
+
+// CallTimeout is Call with a bound on the wait for the reply (0: none);
+// past it the call fails with an error that wraps
+// context.DeadlineExceeded. It is cheaper than a context.WithTimeout
+// around Call: a context that is not the standard library's (go-fuse's
+// request context) makes WithTimeout start a goroutine per call.
+func (c *Conn) CallTimeout(ctx context.Context, m Msg, timeout time.Duration) (Msg, error) {
 	id := c.nextID.Add(1)
 	ch := make(chan Msg, 1)
 	c.mu.Lock()
@@ -167,6 +207,12 @@ func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
 		c.forget(id)
 		return nil, err
 	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case r, ok := <-ch:
 		if !ok {
@@ -179,6 +225,9 @@ func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
 	case <-ctx.Done():
 		c.forget(id)
 		return nil, ctx.Err()
+	case <-expired:
+		c.forget(id)
+		return nil, fmt.Errorf("%v: no reply within %s: %w", m.Type(), timeout, context.DeadlineExceeded)
 	}
 }
 
@@ -192,116 +241,6 @@ func (c *Conn) forget(id uint64) {
 	delete(c.pending, id)
 	c.mu.Unlock()
 }
-
-// write sends one frame and waits until it is written. Frames without a
-// data section (requests, small replies, forwards, negative replies) go
-// ahead of queued data frames: a control message never waits behind
-// megabytes of blocks for the same peer.
-func (c *Conn) write(m Msg, flags uint8, id uint64) error {
-	if err := c.Err(); err != nil {
-		return err
-	}
-	head, data := appendFrameCRC(nil, m, flags, id, c.crc)
-	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
-		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
-	}
-	req := &frameReq{head: head, data: data, done: make(chan error, 1)}
-	q := c.bulk
-	if len(data) == 0 {
-		q = c.prio
-	}
-	select {
-	case q <- req:
-	case <-c.done:
-		return c.Err()
-	}
-	select {
-	case err := <-req.done:
-		if err != nil {
-			return err
-		}
-	case <-c.done:
-		return c.Err()
-	}
-	if c.cfg.Observer != nil {
-		c.cfg.Observer.Message("out", observed(m), len(head)+len(data))
-	}
-	return nil
-}
-
-// observed is the type metrics count a message as: a request wrapped in
-// As (the caller's identity) counts as the request it wraps.
-func observed(m Msg) Type {
-	if as, ok := m.(*As); ok && as.Msg != nil {
-		return as.Msg.Type()
-	}
-	return m.Type()
-}
-
-// frameReq is one frame waiting for the writer.
-type frameReq struct {
-	head, data []byte
-	done       chan error
-}
-
-// writeLoop writes queued frames, control frames first.
-func (c *Conn) writeLoop() {
-	for {
-		var r *frameReq
-		select {
-		case r = <-c.prio:
-		default:
-			select {
-			case r = <-c.prio:
-			case r = <-c.bulk:
-			case <-c.done:
-				return
-			}
-		}
-		bufs := net.Buffers{r.head}
-		if len(r.data) > 0 {
-			bufs = append(bufs, r.data)
-		}
-		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if c.batcher != nil {
-			c.batcher.startBatch()
-		}
-		_, err := bufs.WriteTo(c.nc)
-		if c.batcher != nil {
-			if ferr := c.batcher.flush(); err == nil {
-				err = ferr
-			}
-		}
-		if err != nil {
-			c.fail(err)
-			err = c.Err()
-		}
-		r.done <- err
-	}
-}
-
-// notSentLowat bounds the bytes a socket holds unsent, so that queued data
-// waits in writeLoop, where control frames can overtake it, rather than in
-// the kernel's send buffer (seconds of it on a slow link).
-const notSentLowat = 128 << 10
-
-func limitUnsent(nc net.Conn) {
-	tc, ok := tcpConn(nc)
-	if !ok {
-		return
-	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(fd uintptr) {
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSentLowat)
-	})
-}
-
-// writeTimeout bounds one frame's write: a peer that stops reading for this
-// long is treated as dead rather than blocking its senders forever.
-const writeTimeout = 60 * time.Second
 
 func (c *Conn) readLoop() {
 	hdr := make([]byte, HeaderSize)
@@ -329,6 +268,12 @@ func (c *Conn) readLoop() {
 		n := c.reserve(h)
 		if n < 0 {
 			return
+		}
+		if h.dataLen == 0 && c.cfg.Inline != nil && c.cfg.Inline(m) {
+			if !c.serveInline(h, m, n) {
+				return // another goroutine reads now
+			}
+			continue
 		}
 		go c.serve(h, m, n)
 	}
@@ -358,6 +303,21 @@ func (c *Conn) deliver(id uint64, m Msg) {
 	if ch != nil {
 		ch <- m
 	}
+}
+
+// serveInline serves a request on the read loop and reports whether this
+// goroutine is still the reader: if the request takes longer than
+// InlineStall, a fresh read loop is started and this one ends with it.
+func (c *Conn) serveInline(h header, m Msg, held int64) bool {
+	var state atomic.Int32 // 0 serving, 1 done, 2 reading handed over
+	t := time.AfterFunc(InlineStall, func() {
+		if state.CompareAndSwap(0, 2) {
+			go c.readLoop()
+		}
+	})
+	c.serve(h, m, held)
+	t.Stop()
+	return state.CompareAndSwap(0, 1)
 }
 
 func (c *Conn) serve(h header, m Msg, held int64) {
@@ -390,7 +350,11 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 	if c.cfg.Handler == nil {
 		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
 	} else {
-		reply, err = c.cfg.Handler.ServeMsg(c.ctx, c, m)
+		ctx := c.ctx
+		if h.flags&FlagOneWay != 0 {
+			ctx = context.WithValue(ctx, oneWayKey{}, true)
+		}
+		reply, err = c.cfg.Handler.ServeMsg(ctx, c, m)
 	}
 	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
 		return

@@ -13,4 +13,10 @@
 // The decoder never trusts a length: every frame, string and list is checked
 // against the limits in Limits before memory is allocated for it, and a
 // malformed frame closes the connection it came on (and only that one).
+//
+// The request path is kept short (docs/benchmarks-meta.md): a sender writes
+// its frame itself when no other frame is being written (writer.go), and a
+// server may serve cheap requests on the connection's read loop
+// (ConnConfig.Inline), so a metadata round trip crosses no goroutine on the
+// server and one (the reader's hand-over of the reply) on the caller.
 package wire

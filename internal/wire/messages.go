@@ -153,6 +153,9 @@ func newMsg(t Type) Msg {
 	if m := newCallbackMsg(t); m != nil {
 		return m // msg_callback.go: types 113-129
 	}
+	if m := newHintsMsg(t); m != nil {
+		return m // msg_hints.go: types 130-149
+	}
 	if m := newWriteBackMsg(t); m != nil {
 		return m // msg_writeback.go: types 150-159
 	}
@@ -349,10 +352,17 @@ type BlockReply struct {
 	Size      uint64 // the file's size at this version
 	Forwarded bool
 	Holder    uint32
-	Layer     uint8  // where the server found it: 0 memory, 1 disk
+	Layer     uint8  // where it was found: LayerMemory, LayerDisk, LayerProxy
 	Digest    []byte // when Forwarded: SHA-256 of the block the holder must send (security.go)
 	Data      []byte
 }
+
+// BlockReply.Layer values: where the block was found.
+const (
+	LayerMemory uint8 = 0 // the server's memory cache
+	LayerDisk   uint8 = 1 // the server's export
+	LayerProxy  uint8 = 2 // a caching proxy's memory or disk (coopfs proxy)
+)
 
 // Write writes Data at Offset through an open handle.
 type Write struct {

@@ -54,6 +54,18 @@ func sampleMsgs() []Msg {
 		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
 		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
 		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
+		&HintsPeers{Members: []HintsMember{{ID: 1, Boot: 2, Listen: "h:1"}, {ID: 3, Boot: 4}}, You: 3},
+		&HintsOpen{Handle: 1, File: 2, Version: 3}, &HintsExport{File: 9},
+		&HintsReply{From: 2, FromBoot: 5, Version: 3, Hints: []BlockHintMsg{{Index: 1, Holder: 2, Boot: 3, Since: -4}},
+			Digests: []BlockDigestMsg{{Index: 1, Digest: bytes.Repeat([]byte{7}, 32)}}},
+		&HintsRead{File: 1, Index: 2, Version: 3, Hops: 1, From: 4, FromBoot: 5},
+		&HintsBlock{Kind: HintsHere, Version: 3, Master: true, Holder: 2, Boot: 9, Data: []byte("b")},
+		&HintsBlock{Kind: HintsTry, To: 4, ToBoot: 6, ToAddr: "h:2"},
+		&HintsForward{File: 1, Index: 2, Version: 3, Stamp: 44, FromOldest: -1 << 62, From: 1, FromBoot: 2, Data: []byte("f")},
+		&HintsForwardAck{Oldest: 5, Boot: 6, Kept: true},
+		&HintsDiscard{File: 1, Index: 2, Version: 3, Stamp: 4, Data: []byte("d")},
+		&HintsDigest{Handle: 1, File: 2, Index: 3, Version: 4, Count: 8},
+		&HintsDigestRep{Version: 4, Digests: []BlockDigestMsg{{Index: 3, Digest: bytes.Repeat([]byte{1}, 32)}}},
 	}, append(posixSamples(), lockSampleMsgs()...)...)
 }
 

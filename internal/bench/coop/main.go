@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 	case "copy":
 		var cfg CopyConfig
 		clients := fs.String("clients", "1,2,4,8,12", "client counts")
-		policies := fs.String("policies", "none,directory", "policies to compare: none, directory, directory-balanced (serve --forward-choice balanced), directory-serverlast (serve --server-rotation=false); any of them with -insecure (every process with --insecure, no TLS)")
+		policies := fs.String("policies", "none,directory", "policies to compare: none, directory, hints, directory-balanced (serve --forward-choice balanced), directory-serverlast (serve --server-rotation=false); any of them with -insecure (every process with --insecure, no TLS)")
 		size := sizeFlag(fs, "size", 100e6, "bytes of the file (100MB, 64MiB...)")
 		fs.StringVar(&cfg.BlockSize, "block-size", "", "serve --block-size (default: the server's, 1MiB)")
 		fs.IntVar(&cfg.ReadAhead, "read-ahead", 0, "mount --read-ahead in blocks (default: the mount's)")
@@ -112,7 +112,7 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 		if sub == "discard" {
 			variants = "directory,directory-nodiscard"
 		}
-		vs := fs.String("variants", variants, "what to compare: none, directory, directory-nodiscard, directory-balanced")
+		vs := fs.String("variants", variants, "what to compare: none, directory, directory-nodiscard, directory-balanced, hints")
 		fs.IntVar(&cfg.DiscardQueue, "discard-queue", 0, "mount --discard-queue (0: the mount's default, 400)")
 		run = func() (report, error) {
 			cfg.Common, cfg.Size, cfg.Clients, cfg.ClientCache = cm, int64(*size), *clients, *cache

@@ -18,6 +18,7 @@ const (
 	VarNone        = "none"
 	VarDirectory   = "directory"
 	VarNoDiscard   = "directory-nodiscard"
+	VarHints       = "hints"
 	VarBalanced    = "directory-balanced" // serve --forward-choice balanced
 	runCold        = "cold"
 	runWarm        = "warm"
@@ -115,8 +116,10 @@ func patternOnce(ctx context.Context, cfg *PatternsConfig, export, pat, variant 
 		cc.Policy, cc.NoDiscard = "directory", true
 	case VarBalanced:
 		cc.Policy = VarBalanced
+	case VarHints:
+		cc.Policy = "hints"
 	default:
-		return nil, fmt.Errorf("unknown variant %q: want none, directory, directory-nodiscard or directory-balanced", variant)
+		return nil, fmt.Errorf("unknown variant %q: want none, directory, directory-nodiscard, directory-balanced or hints", variant)
 	}
 	cc.DiscardQueue = cfg.DiscardQueue
 	cfg.progress("%s %s %s: starting testbed with %d clients", cfg.Name, pat, variant, cfg.Clients)

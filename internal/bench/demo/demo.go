@@ -16,6 +16,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/bench/cluster"
+	"github.com/coopfs/coopfs/internal/bench/nscluster"
 	"github.com/coopfs/coopfs/internal/bench/workload"
 	"github.com/coopfs/coopfs/internal/obs"
 )
@@ -36,6 +37,13 @@ type Config struct {
 	// Policy is the server's coordination policy: "directory" (clients
 	// serve each other's misses, the default) or "none".
 	Policy string
+	// Policies, ServerLink and ClientLink are the testbed mode's: the
+	// policies run side by side (default none, directory, hints) and the
+	// tc rates of the links (default 100mbit each).
+	Policies               []string
+	ServerLink, ClientLink string
+	// Loopback runs the loopback demo even where the testbed could run.
+	Loopback bool
 	// Keep leaves the run directory (data set, logs) in place.
 	Keep bool
 	// ForceLibrary runs the client-library variant even where FUSE works.
@@ -83,6 +91,62 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--policy %q: want none or directory", c.Policy)
 	}
 	return nil
+}
+
+// Result is a demo's outcome: a testbed run (Hosts) or a loopback run
+// (Loopback, with Fallback saying why the testbed was not used).
+type Result struct {
+	Hosts    *HostsReport `json:"hosts,omitempty"`
+	Loopback *Report      `json:"loopback,omitempty"`
+	Fallback string       `json:"fallback,omitempty"`
+}
+
+// Verified reports whether every client read every byte right.
+func (r *Result) Verified() bool {
+	if r.Hosts != nil {
+		return r.Hosts.Verified()
+	}
+	return r.Loopback != nil && r.Loopback.Verified()
+}
+
+// RunAuto runs the testbed demo where root and network namespaces are
+// available (clients as hosts, a shaped server link, the policies side by
+// side) and the loopback demo (Run) elsewhere, saying why in one line.
+func RunAuto(ctx context.Context, cfg Config) (*Result, error) {
+	res := &Result{}
+	if err := cfg.validateHosts(); err != nil {
+		return nil, err
+	}
+	why := ""
+	if cfg.Loopback {
+		why = "asked for (--loopback)"
+	} else if err := nscluster.Unavailable(); err != nil {
+		why = err.Error()
+	}
+	if why == "" {
+		cfg.hostDefaults()
+		cfg.setDefaults()
+		if err := cfg.validate(); err != nil {
+			return nil, err
+		}
+		h, err := runHosts(ctx, cfg)
+		res.Hosts = h
+		return res, err
+	}
+	res.Fallback = why
+	if !cfg.Loopback {
+		fmt.Fprintf(cfg.progress(), "the testbed (clients as hosts on shaped links) cannot run here: %s; running the loopback demo instead\n", why)
+	}
+	r, err := Run(ctx, cfg)
+	res.Loopback = r
+	return res, err
+}
+
+func (c *Config) progress() io.Writer {
+	if c.Progress == nil {
+		return io.Discard
+	}
+	return c.Progress
 }
 
 // Run generates the data set, starts the cluster, runs the readers and

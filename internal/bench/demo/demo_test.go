@@ -13,6 +13,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/bench/cluster"
 	"github.com/coopfs/coopfs/internal/bench/cluster/clustertest"
+	"github.com/coopfs/coopfs/internal/bench/nscluster"
 )
 
 func TestMain(m *testing.M) {
@@ -158,6 +159,132 @@ func TestDemoCancel(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("demo did not return 60s after cancel")
+	}
+	checkClean(t, before)
+}
+
+// netnsLeft lists the network namespaces this test process's testbeds
+// left behind (their names start with "cfs<pid>-").
+func netnsLeft() []string {
+	ents, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cfs"+strconv.Itoa(os.Getpid())+"-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestDemoHosts runs the testbed demo (clients as hosts, shaped links,
+// policies side by side) on a small data set.
+func TestDemoHosts(t *testing.T) {
+	if err := nscluster.Unavailable(); err != nil {
+		t.Skipf("the namespace testbed cannot run here: %v", err)
+	}
+	bin := clustertest.Binary(t)
+	before := demoDirs(t)
+	var progress bytes.Buffer
+	res, err := RunAuto(context.Background(), Config{Binary: bin, Clients: 3, Files: 1, FileSize: 2<<20 + 77,
+		ServerLink: "200mbit", ClientLink: "200mbit", Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if res.Hosts == nil || res.Loopback != nil || res.Fallback != "" {
+		t.Fatalf("not a testbed run: %+v", res)
+	}
+	h := res.Hosts
+	if len(h.Runs) != 3 || !res.Verified() {
+		t.Fatalf("runs %+v", h.Runs)
+	}
+	for _, p := range h.Runs {
+		if p.Unavailable != "" {
+			if p.Policy != "hints" || !strings.HasPrefix(p.Unavailable, "not available: ") {
+				t.Errorf("%s: %s", p.Policy, p.Unavailable)
+			}
+			continue
+		}
+		if len(p.PerClient) != 3 || p.BytesRead() != 3*(2<<20+77) {
+			t.Errorf("%s: read %d bytes: %+v", p.Policy, p.BytesRead(), p.PerClient)
+		}
+	}
+	none, dir := h.run("none"), h.run("directory")
+	if none == nil || dir == nil {
+		t.Fatal("none or directory did not run")
+	}
+	// Under none the server sends every client every byte; under
+	// directory it sends each block about once (no timing assertion).
+	if none.ServerBytesOut < 3*(2<<20) || dir.ServerBytesOut > 2*(2<<20+77)+(1<<20) {
+		t.Errorf("server sent %.0f bytes under none, %.0f under directory", none.ServerBytesOut, dir.ServerBytesOut)
+	}
+	var out bytes.Buffer
+	if err := res.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"3 client hosts", "speed-up vs none", "server sent", "none", "directory", "hints", "ok"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := res.Plot(filepath.Join(t.TempDir(), "demo.png"), filepath.Join(t.TempDir(), "demo.svg")); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(progress.String(), "reading it at once") {
+		t.Errorf("no progress shown:\n%s", progress.String())
+	}
+	checkClean(t, before)
+	if ns := netnsLeft(); len(ns) > 0 {
+		t.Errorf("network namespaces left: %v", ns)
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// TestDemoHostsCancel interrupts the testbed demo while its clients read
+// (Ctrl-C): no namespace, mount, process or directory is left.
+func TestDemoHostsCancel(t *testing.T) {
+	if err := nscluster.Unavailable(); err != nil {
+		t.Skipf("the namespace testbed cannot run here: %v", err)
+	}
+	bin := clustertest.Binary(t)
+	before := demoDirs(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := Config{Binary: bin, Clients: 2, Files: 1, FileSize: 64 << 20, Policies: []string{"none"}, ServerLink: "50mbit"}
+	cfg.onReading = func() { time.AfterFunc(300*time.Millisecond, cancel) }
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunAuto(ctx, cfg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Log("the demo finished before it was interrupted")
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("demo did not return 90s after cancel")
+	}
+	checkClean(t, before)
+	if ns := netnsLeft(); len(ns) > 0 {
+		t.Errorf("network namespaces left: %v", ns)
+	}
+}
+
+// TestDemoFallback: asked for loopback (as where the testbed cannot run),
+// RunAuto runs the loopback demo and says why.
+func TestDemoFallback(t *testing.T) {
+	bin := clustertest.Binary(t)
+	before := demoDirs(t)
+	res, err := RunAuto(context.Background(), Config{Binary: bin, Clients: 2, Files: 1, FileSize: 1 << 20,
+		Loopback: true, ForceLibrary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Hosts != nil || res.Loopback == nil || res.Fallback == "" || !res.Verified() {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Plot(filepath.Join(t.TempDir(), "x.png")) != nil {
+		t.Error("a loopback run has nothing to plot and must not fail")
 	}
 	checkClean(t, before)
 }

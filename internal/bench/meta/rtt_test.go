@@ -45,14 +45,26 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cl, err := cluster.Start(context.Background(), cluster.Config{Binary: bin, Export: export,
-		ServerArgs: []string{"--log-level", "warn"}})
-	if err != nil {
-		b.Fatal(err)
+	for _, insecure := range []bool{false, true} {
+		cl, err := cluster.Start(context.Background(), cluster.Config{Binary: bin, Export: export,
+			Insecure: insecure, ServerArgs: []string{"--log-level", "warn"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sec := wire.MustSecurity(wire.SecurityConfig{Secret: cl.Secret, Insecure: insecure})
+		c := dialWire(b, cl.Addr, sec)
+		suffix := ""
+		if insecure {
+			suffix = "-insecure"
+		}
+		benchWireCalls(b, c, suffix)
+		c.Close()
+		cl.Close()
 	}
-	defer cl.Close()
-	c := dialWire(b, cl.Addr)
-	defer c.Close()
+}
+
+// benchWireCalls times wire calls to a coopfs server over c.
+func benchWireCalls(b *testing.B, c *wire.Conn, suffix string) {
 	for _, x := range []struct {
 		name string
 		msg  func() wire.Msg
@@ -61,7 +73,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"wire-lookup-depth1", func() wire.Msg { return &wire.Lookup{Path: "f"} }},
 		{"wire-lookup-depth6", func() wire.Msg { return &wire.Lookup{Path: "a/b/c/d/e/f"} }},
 	} {
-		b.Run(x.name, func(b *testing.B) {
+		b.Run(x.name+suffix, func(b *testing.B) {
 			ctx := context.Background()
 			lat := make([]float64, 0, b.N)
 			for b.Loop() {
@@ -83,13 +95,13 @@ func reportP50(b *testing.B, lat []float64) {
 }
 
 // dialWire connects to a coopfs server as a client, without an agent.
-func dialWire(b *testing.B, addr string) *wire.Conn {
+func dialWire(b *testing.B, addr string, sec *wire.Security) *wire.Conn {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
 	}
 	nc.(*net.TCPConn).SetNoDelay(true)
-	hs, err := wire.ClientHandshake(context.Background(), nc, wire.MustSecurity(wire.SecurityConfig{Insecure: true}), "", wire.Hello{Role: wire.RoleClient, Name: "bench-rtt"})
+	hs, err := wire.ClientHandshake(context.Background(), nc, sec, "", wire.Hello{Role: wire.RoleClient, Name: "bench-rtt"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,19 +1,22 @@
 package mem
 
 import (
+	"fmt"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
+	list "github.com/coopfs/coopfs/internal/lru"
 )
 
-// entry is one cached block. It sits on two intrusive lists: the recency
-// list (prev/next, through the sentinel) and its file's list (fprev/fnext,
-// nil-terminated), so that RemoveFile costs O(blocks of the file).
-type entry struct {
-	id           block.ID
-	v            block.Version
-	data         []byte
-	prev, next   *entry
-	fprev, fnext *entry
+// key is a block.ID hashable by the LRU's table.
+type key block.ID
+
+func (k key) Hash() uint64 { return list.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
+
+// value is one cached block's version and data.
+type value struct {
+	v    block.Version
+	data []byte
 }
 
 // evicted names a block the cache dropped to make room.
@@ -22,47 +25,44 @@ type evicted struct {
 	Version block.Version
 }
 
-// lru is the non-thread-safe core: an exact LRU over a byte budget.
+// lru is the non-thread-safe core: an exact LRU over a byte budget (the
+// generic lru.Cache), with every file's blocks on a list of their own
+// (links beside the cache's slab, by handle) so that RemoveFile costs
+// O(blocks of the file).
 //
-// INVARIANT: bytes == sum of len(e.data) over items, and bytes <= capacity.
-// INVARIANT: every entry of items is on the recency list exactly once and on
-// the list of files[e.id.File] exactly once; no other entries are.
+// INVARIANT: bytes == sum of len(data) over the entries, and bytes <=
+// capacity. INVARIANT: every entry is on the list of files[its file]
+// exactly once; no other handles are.
 type lru struct {
 	capacity int64
 	bytes    int64
-	items    map[block.ID]*entry
-	files    map[uint64]*entry // head of each file's list
-	root     entry             // recency sentinel: root.next is the most recent
+	c        list.Cache[key, value]
+	files    map[uint64]list.List // each file's blocks
+	fl       []list.Link          // links on the file lists, by handle
 	hits     uint64
 	misses   uint64
 	evicts   uint64
 }
 
 func newLRU(capacity int64) *lru {
-	l := &lru{
-		capacity: capacity,
-		items:    make(map[block.ID]*entry),
-		files:    make(map[uint64]*entry),
-	}
-	l.root.next, l.root.prev = &l.root, &l.root
-	return l
+	return &lru{capacity: capacity, files: make(map[uint64]list.List)}
 }
 
 func (l *lru) get(id block.ID, v block.Version) ([]byte, bool) {
-	e := l.items[id]
-	if e == nil || e.v != v {
+	h := l.c.Find(key(id))
+	if h == 0 || l.c.Value(h).v != v {
 		l.misses++
 		return nil, false
 	}
 	l.hits++
-	l.moveToFront(e)
-	return e.data, true
+	l.c.Touch(h)
+	return l.c.Value(h).data, true
 }
 
 // peek reports the version held for id without touching recency or counters.
 func (l *lru) peek(id block.ID) (block.Version, bool) {
-	if e := l.items[id]; e != nil {
-		return e.v, true
+	if h := l.c.Find(key(id)); h != 0 {
+		return l.c.Value(h).v, true
 	}
 	return 0, false
 }
@@ -70,28 +70,31 @@ func (l *lru) peek(id block.ID) (block.Version, bool) {
 // put stores data and appends what it evicted to ev.
 func (l *lru) put(id block.ID, v block.Version, data []byte, ev []evicted) []evicted {
 	n := int64(len(data))
+	h := l.c.Find(key(id))
 	if n > l.capacity {
-		if e := l.items[id]; e != nil {
-			ev = append(ev, evicted{e.id, e.v})
+		if h != 0 {
+			ev = append(ev, evicted{id, l.c.Value(h).v})
 			l.evicts++
-			l.unlink(e)
+			l.unlink(h)
 		}
 		return ev
 	}
-	if e := l.items[id]; e != nil {
+	if h != 0 {
+		e := l.c.Value(h)
 		l.bytes += n - int64(len(e.data))
 		e.v, e.data = v, data
-		l.moveToFront(e)
+		l.c.Touch(h)
 	} else {
-		e = &entry{id: id, v: v, data: data}
-		l.items[id] = e
+		h = l.c.Add(key(id), value{v, data})
 		l.bytes += n
-		l.pushFront(e)
-		l.fileAdd(e)
+		l.fl = list.Grow(l.fl, h)
+		fh := l.files[id.File]
+		fh.PushFront(l.fl, h)
+		l.files[id.File] = fh
 	}
 	for l.bytes > l.capacity {
-		old := l.root.prev // never the entry just put: it alone fits
-		ev = append(ev, evicted{old.id, old.v})
+		old := l.c.Oldest() // never the entry just put: it alone fits
+		ev = append(ev, evicted{block.ID(l.c.Key(old)), l.c.Value(old).v})
 		l.evicts++
 		l.unlink(old)
 	}
@@ -99,73 +102,81 @@ func (l *lru) put(id block.ID, v block.Version, data []byte, ev []evicted) []evi
 }
 
 func (l *lru) remove(id block.ID) {
-	if e := l.items[id]; e != nil {
-		l.unlink(e)
+	if h := l.c.Find(key(id)); h != 0 {
+		l.unlink(h)
 	}
 }
 
 func (l *lru) removeFile(file uint64) {
-	for e := l.files[file]; e != nil; {
-		next := e.fnext
-		l.unlink(e)
-		e = next
+	fh := l.files[file]
+	for h := fh.Front(); h != 0; {
+		next := list.Next(l.fl, h)
+		l.unlink(h)
+		h = next
 	}
 }
 
 // oldest returns the least recently used block.
 func (l *lru) oldest() (evicted, bool) {
-	if e := l.root.prev; e != &l.root {
-		return evicted{e.id, e.v}, true
+	if h := l.c.Oldest(); h != 0 {
+		return evicted{block.ID(l.c.Key(h)), l.c.Value(h).v}, true
 	}
 	return evicted{}, false
 }
 
 func (l *lru) stats() cache.Stats {
 	return cache.Stats{
-		Entries: len(l.items), Bytes: l.bytes, Capacity: l.capacity,
+		Entries: l.c.Len(), Bytes: l.bytes, Capacity: l.capacity,
 		Hits: l.hits, Misses: l.misses, Evictions: l.evicts,
 	}
 }
 
-// unlink drops e from the map and both lists and gives back its bytes.
-func (l *lru) unlink(e *entry) {
-	delete(l.items, e.id)
-	l.bytes -= int64(len(e.data))
-	e.prev.next, e.next.prev = e.next, e.prev
-	if e.fprev == nil {
-		if e.fnext == nil {
-			delete(l.files, e.id.File)
-		} else {
-			l.files[e.id.File] = e.fnext
-		}
+// unlink drops entry h from the cache and its file's list and gives back
+// its bytes.
+func (l *lru) unlink(h int32) {
+	file := l.c.Key(h).File
+	l.bytes -= int64(len(l.c.Value(h).data))
+	fh := l.files[file]
+	fh.Remove(l.fl, h)
+	if fh.Len() == 0 {
+		delete(l.files, file)
 	} else {
-		e.fprev.fnext = e.fnext
+		l.files[file] = fh
 	}
-	if e.fnext != nil {
-		e.fnext.fprev = e.fprev
-	}
-	*e = entry{} // let the data go even if someone holds e
+	l.c.Remove(h) // lets the data go
 }
 
-func (l *lru) pushFront(e *entry) {
-	e.prev, e.next = &l.root, l.root.next
-	l.root.next.prev = e
-	l.root.next = e
-}
-
-func (l *lru) moveToFront(e *entry) {
-	if l.root.next == e {
-		return
+// check verifies the invariants (tests).
+func (l *lru) check() error {
+	if err := l.c.Check(); err != nil {
+		return err
 	}
-	e.prev.next, e.next.prev = e.next, e.prev
-	l.pushFront(e)
-}
-
-func (l *lru) fileAdd(e *entry) {
-	head := l.files[e.id.File]
-	e.fnext = head
-	if head != nil {
-		head.fprev = e
+	var bytes int64
+	for h := l.c.Newest(); h != 0; h = l.c.Older(h) {
+		bytes += int64(len(l.c.Value(h).data))
 	}
-	l.files[e.id.File] = e
+	if bytes != l.bytes || l.bytes > l.capacity {
+		return fmt.Errorf("bytes %d, counted %d, capacity %d", l.bytes, bytes, l.capacity)
+	}
+	onFiles := 0
+	for f, fh := range l.files {
+		if fh.Len() == 0 {
+			return fmt.Errorf("file %d: empty list kept", f)
+		}
+		n := 0
+		for h := fh.Front(); h != 0; h = list.Next(l.fl, h) {
+			if l.c.Key(h).File != f || l.c.Find(l.c.Key(h)) != h {
+				return fmt.Errorf("file %d: list holds %v", f, l.c.Key(h))
+			}
+			n++
+		}
+		if n != fh.Len() {
+			return fmt.Errorf("file %d: list length %d, counted %d", f, fh.Len(), n)
+		}
+		onFiles += n
+	}
+	if onFiles != l.c.Len() {
+		return fmt.Errorf("%d entries on file lists, %d in the cache", onFiles, l.c.Len())
+	}
+	return nil
 }

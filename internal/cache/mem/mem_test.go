@@ -101,47 +101,6 @@ func TestPeekContainsOldestDoNotTouch(t *testing.T) {
 	}
 }
 
-// check walks the core's lists and verifies the INVARIANTs written on lru.
-func (l *lru) check() error {
-	var bytes int64
-	seen := map[*entry]bool{}
-	for e := l.root.next; e != &l.root; e = e.next {
-		if e.next.prev != e {
-			return fmt.Errorf("recency list broken at %v", e.id)
-		}
-		if seen[e] {
-			return fmt.Errorf("entry %v twice on the recency list", e.id)
-		}
-		seen[e] = true
-		if l.items[e.id] != e {
-			return fmt.Errorf("entry %v on the list but not in the map", e.id)
-		}
-		bytes += int64(len(e.data))
-	}
-	if len(seen) != len(l.items) {
-		return fmt.Errorf("%d entries on the recency list, %d in the map", len(seen), len(l.items))
-	}
-	if bytes != l.bytes || l.bytes > l.capacity {
-		return fmt.Errorf("bytes %d, counted %d, capacity %d", l.bytes, bytes, l.capacity)
-	}
-	onFiles := 0
-	for f, head := range l.files {
-		if head == nil || head.fprev != nil {
-			return fmt.Errorf("file %d: bad list head", f)
-		}
-		for e := head; e != nil; e = e.fnext {
-			if e.id.File != f || !seen[e] || (e.fnext != nil && e.fnext.fprev != e) {
-				return fmt.Errorf("file %d: list broken at %v", f, e.id)
-			}
-			onFiles++
-		}
-	}
-	if onFiles != len(l.items) {
-		return fmt.Errorf("%d entries on file lists, %d in the map", onFiles, len(l.items))
-	}
-	return nil
-}
-
 func TestCoreInvariants(t *testing.T) {
 	l := newLRU(40)
 	rng := rand.New(rand.NewPCG(3, 4))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
 )
 
 // ClientID names a client of one export. The live server assigns ids at
@@ -118,6 +119,11 @@ type fwdKey struct {
 	id     block.ID
 }
 
+// Hash implements lru.Hasher.
+func (k fwdKey) Hash() uint64 {
+	return lru.Mix((k.id.File*0x9e3779b97f4a7c15 ^ k.id.Index) + uint64(k.client)*0xbf58476d1ce4e5b9)
+}
+
 type fwdRec struct {
 	key    fwdKey
 	holder ClientID
@@ -130,14 +136,14 @@ type fwdRec struct {
 type Directory struct {
 	cfg     Config
 	tab     *table
-	mem     map[block.ID]struct{} // blocks in the server's memory
+	mem     lru.Table[bkey, struct{}] // blocks in the server's memory
 	clients map[ClientID]*clientState
 	stats   Stats
 
 	// the recent forwards (the seed's request cache), a ring
 	ring    []fwdRec
 	ringPos int
-	ringIdx map[fwdKey]int
+	ringIdx lru.Table[fwdKey, int]
 }
 
 // New returns an empty directory.
@@ -149,10 +155,8 @@ func New(cfg Config) (*Directory, error) {
 	return &Directory{
 		cfg:     cfg,
 		tab:     newTable(cfg.Entries),
-		mem:     make(map[block.ID]struct{}),
 		clients: make(map[ClientID]*clientState),
 		ring:    make([]fwdRec, cfg.ForwardMemory),
-		ringIdx: make(map[fwdKey]int),
 	}, nil
 }
 
@@ -178,7 +182,7 @@ func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.
 		} else {
 			to = d.pick(e, c)
 		}
-	} else if _, ok := d.mem[id]; ok {
+	} else if _, ok := d.mem.Get(bkey(id)); ok {
 		to = Server
 	}
 	act := Action{Client: c, Block: id, Version: v}
@@ -258,11 +262,11 @@ func (d *Directory) Discarded(c ClientID, ids []block.ID) {
 
 // ServerCached tells the directory that the server now holds id in memory:
 // the server joins the block's rotation.
-func (d *Directory) ServerCached(id block.ID) { d.mem[id] = struct{}{} }
+func (d *Directory) ServerCached(id block.ID) { d.mem.Put(bkey(id), struct{}{}) }
 
 // ServerEvicted tells the directory that the server dropped id from memory:
 // it leaves the rotation, so that a forward never costs a disk read.
-func (d *Directory) ServerEvicted(id block.ID) { delete(d.mem, id) }
+func (d *Directory) ServerEvicted(id block.ID) { d.mem.Delete(bkey(id)) }
 
 // FileChanged drops every entry of file: its content changed on the server.
 // (Requests carrying a new version reset a stale entry anyway; this frees
@@ -436,7 +440,7 @@ func (d *Directory) pick(e *entry, requester ClientID) ClientID {
 		}
 		return false
 	}
-	_, inMem := d.mem[e.id]
+	_, inMem := d.mem.Get(bkey(e.id))
 	if inMem && !d.cfg.ServerLast && consider(Server) {
 		return next
 	}
@@ -473,7 +477,7 @@ func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID
 		}
 	}
 	if best == NoClient {
-		if _, ok := d.mem[e.id]; ok {
+		if _, ok := d.mem.Get(bkey(e.id)); ok {
 			return Server
 		}
 	}
@@ -511,15 +515,15 @@ func (d *Directory) purge(c ClientID) {
 // remember notes that c's request for id went to holder.
 func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder ClientID) {
 	k := fwdKey{c, id}
-	if i, ok := d.ringIdx[k]; ok {
+	if i, ok := d.ringIdx.Get(k); ok {
 		d.ring[i].live = false
 	}
 	old := &d.ring[d.ringPos]
-	if old.live && d.ringIdx[old.key] == d.ringPos {
-		delete(d.ringIdx, old.key)
+	if i, ok := d.ringIdx.Get(old.key); old.live && ok && i == d.ringPos {
+		d.ringIdx.Delete(old.key)
 	}
 	*old = fwdRec{key: k, holder: holder, at: now, live: true}
-	d.ringIdx[k] = d.ringPos
+	d.ringIdx.Put(k, d.ringPos)
 	d.ringPos = (d.ringPos + 1) % len(d.ring)
 }
 
@@ -527,11 +531,11 @@ func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder 
 // to, if it is younger than Config.ForwardTTL.
 func (d *Directory) recall(now time.Duration, c ClientID, id block.ID) ClientID {
 	k := fwdKey{c, id}
-	i, ok := d.ringIdx[k]
+	i, ok := d.ringIdx.Get(k)
 	if !ok {
 		return NoClient
 	}
-	delete(d.ringIdx, k)
+	d.ringIdx.Delete(k)
 	r := &d.ring[i]
 	r.live = false
 	if now-r.at > d.cfg.ForwardTTL {

@@ -4,7 +4,13 @@ import (
 	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
 )
+
+// bkey is a block.ID hashable by lru.Table.
+type bkey block.ID
+
+func (k bkey) Hash() uint64 { return lru.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
 
 // entry is one directory entry: the clients caching one block of one file
 // version.
@@ -25,24 +31,29 @@ type entry struct {
 
 // table is the bounded hash table of entries with an LRU list and a list per
 // file (so that a file change drops the file's entries in time proportional
-// to their number).
+// to their number). The index is an lru.Table: open addressing, no
+// tombstones under the table's constant insert/delete churn (Go maps
+// slowed down under it).
 type table struct {
 	max     int
-	entries map[block.ID]*entry
+	entries lru.Table[bkey, *entry]
 	files   map[uint64]*entry
 	lru     entry
 	free    []*entry
 }
 
 func newTable(max int) *table {
-	t := &table{max: max, entries: make(map[block.ID]*entry), files: make(map[uint64]*entry)}
+	t := &table{max: max, files: make(map[uint64]*entry)}
 	t.lru.next, t.lru.prev = &t.lru, &t.lru
 	return t
 }
 
-func (t *table) len() int { return len(t.entries) }
+func (t *table) len() int { return t.entries.Len() }
 
-func (t *table) get(id block.ID) *entry { return t.entries[id] }
+func (t *table) get(id block.ID) *entry {
+	e, _ := t.entries.Get(bkey(id))
+	return e
+}
 
 // touch makes e the most recently used entry.
 func (t *table) touch(e *entry) {
@@ -55,7 +66,7 @@ func (t *table) touch(e *entry) {
 // reports whether an entry was recycled.
 func (t *table) create(id block.ID, v block.Version) (*entry, bool) {
 	recycled := false
-	if len(t.entries) >= t.max {
+	if t.entries.Len() >= t.max {
 		t.remove(t.lru.prev)
 		recycled = true
 	}
@@ -66,7 +77,7 @@ func (t *table) create(id block.ID, v block.Version) (*entry, bool) {
 		e = new(entry)
 	}
 	e.id, e.ver, e.last = id, v, NoClient
-	t.entries[id] = e
+	t.entries.Put(bkey(id), e)
 	t.pushLRU(e)
 	if head := t.files[id.File]; head != nil {
 		head.fprev = e
@@ -89,7 +100,7 @@ func (t *table) remove(e *entry) {
 	if e.fnext != nil {
 		e.fnext.fprev = e.fprev
 	}
-	delete(t.entries, e.id)
+	t.entries.Delete(bkey(e.id))
 	*e = entry{holders: e.holders[:0]}
 	t.free = append(t.free, e)
 }

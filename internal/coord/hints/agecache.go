@@ -1,6 +1,14 @@
 package hints
 
-import "github.com/coopfs/coopfs/internal/block"
+import (
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
+)
+
+// bkey is a block.ID hashable by lru.Table.
+type bkey block.ID
+
+func (k bkey) Hash() uint64 { return lru.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
 
 // entry is one cached block's metadata.
 type entry struct {
@@ -21,12 +29,15 @@ type entry struct {
 // 4.3), which an LRU list cannot do in O(1), hence an indexed min-heap:
 // O(log n) per insert, touch and eviction (a 4-ary heap).
 //
-// INVARIANT: len(heap) == len(byID) <= capacity after every public call;
+// The index is an lru.Table (open addressing: no tombstones under the
+// cache's insert/delete churn).
+//
+// INVARIANT: len(heap) == byID.Len() <= capacity after every public call;
 // heap[i].heapAt == i; every entry is on the list of its file.
 type ageCache struct {
 	capacity int
 	seq      uint64
-	byID     idTable
+	byID     lru.Table[bkey, *entry]
 	files    map[uint64]*entry    // head of each file's list
 	heap     []hnode              // the entries with their ages inline: comparisons touch no entry
 	watch    func(block.ID, bool) // ClientConfig.Watch
@@ -47,7 +58,10 @@ func (c *ageCache) len() int { return len(c.heap) }
 
 func (c *ageCache) full() bool { return len(c.heap) >= c.capacity }
 
-func (c *ageCache) get(id block.ID) *entry { return c.byID.get(id) }
+func (c *ageCache) get(id block.ID) *entry {
+	e, _ := c.byID.Get(bkey(id))
+	return e
+}
 
 // oldest returns the age of the oldest block, or Free while there is room.
 func (c *ageCache) oldest() Time {
@@ -61,7 +75,7 @@ func (c *ageCache) oldest() Time {
 func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, global bool) *entry {
 	c.seq++
 	e := &entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global, heapAt: len(c.heap)}
-	c.byID.put(id, e)
+	c.byID.Put(bkey(id), e)
 	if h := c.files[id.File]; h != nil {
 		e.fnext, h.fprev = h, e
 	}
@@ -115,7 +129,7 @@ func (c *ageCache) remove(e *entry) {
 	if i != last {
 		c.fix(i)
 	}
-	c.byID.del(e.id)
+	c.byID.Delete(bkey(e.id))
 	if e.fprev != nil {
 		e.fprev.fnext = e.fnext
 	} else if e.fnext != nil {
@@ -201,8 +215,8 @@ func (c *ageCache) fix(i int) {
 
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
-	if len(c.heap) != c.byID.len() {
-		return errorf("age cache: heap has %d entries, index %d", len(c.heap), c.byID.len())
+	if len(c.heap) != c.byID.Len() {
+		return errorf("age cache: heap has %d entries, index %d", len(c.heap), c.byID.Len())
 	}
 	if len(c.heap) > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", len(c.heap), c.capacity)
@@ -219,7 +233,7 @@ func (c *ageCache) check() error {
 	n := 0
 	for f, h := range c.files {
 		for e := h; e != nil; e = e.fnext {
-			if e.id.File != f || c.byID.get(e.id) != e {
+			if e.id.File != f || c.get(e.id) != e {
 				return errorf("age cache: file list of %d holds %v", f, e.id)
 			}
 			n++

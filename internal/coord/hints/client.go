@@ -31,6 +31,12 @@ type ClientConfig struct {
 	// memory as part of the cooperative cache): its evictions are dropped,
 	// never forwarded.
 	ServeOnly bool
+	// MaxHints bounds the hints that name other participants (0: no
+	// bound, the simulator's choice). Past it, hints are pruned file by
+	// file until a tenth of them is gone (seed 002 6.1.1 prunes its hint
+	// cache past a threshold too). A client's hints of its own master
+	// copies are never pruned.
+	MaxHints int
 	// Watch, if set, is called whenever a block enters (in) or leaves
 	// (!in) the cache, after the change. Simulators use it to index
 	// which clients cache a block; it must not call back into the client.
@@ -46,6 +52,9 @@ func (c *ClientConfig) validate() error {
 	}
 	if c.ID < 0 {
 		return fmt.Errorf("%w: client id %d, want >= 0", ErrConfig, c.ID)
+	}
+	if c.MaxHints < 0 {
+		return fmt.Errorf("%w: max hints %d, want >= 0", ErrConfig, c.MaxHints)
 	}
 	if c.MaxHops < 0 {
 		return fmt.Errorf("%w: max hops %d, want >= 0", ErrConfig, c.MaxHops)
@@ -68,13 +77,16 @@ type peer struct {
 // not safe for concurrent use: the live agent wraps it in a lock.
 //
 // INVARIANT: the cache never holds more than CacheBlocks blocks; the client
-// hints itself for a block iff it caches the block's master copy.
+// hints itself for a block iff it caches the block's master copy; at most
+// MaxHints hints (when set) name other participants.
 type Client struct {
 	cfg   ClientConfig
 	cache *ageCache
 	hints map[uint64]map[uint64]Hint // file → block index → hint
 	peers []peer
 	index map[ClientID]int // peer id → position in peers
+	// others counts the hints naming another participant (MaxHints).
+	others int
 	// scratch for Invalidate
 	dropped []*entry
 }
@@ -434,6 +446,29 @@ func (c *Client) PeerFailed(p ClientID) {
 	}
 }
 
+// Join adds p, a participant that joined after the client was made (a live
+// cluster's membership changes), believed to have free memory. A known
+// peer is treated as PeerBooted.
+func (c *Client) Join(p ClientID, boot BootID) {
+	if p == c.cfg.ID || p < 0 {
+		return
+	}
+	if _, ok := c.index[p]; ok {
+		c.PeerBooted(p, boot)
+		return
+	}
+	c.index[p] = len(c.peers)
+	c.peers = append(c.peers, peer{id: p, boot: boot, oldest: Free})
+}
+
+// DropHint forgets the client's hint for b unless it names the client
+// itself (a forward that could not be carried out: the block is gone).
+func (c *Client) DropHint(b block.ID) {
+	if h, ok := c.HintFor(b); ok && h.Holder != c.cfg.ID {
+		c.deleteHint(b)
+	}
+}
+
 // PeerBooted records that p (re)started in life boot (the manager's client
 // list after a restart, or a message from it).
 func (c *Client) PeerBooted(p ClientID, boot BootID) {
@@ -482,6 +517,11 @@ func (c *Client) ImportHints(file uint64, v block.Version, hs []BlockHint) int {
 // It returns the blocks dropped (valid until the next call).
 func (c *Client) Invalidate(file uint64) []block.ID {
 	c.dropped = c.cache.dropFile(file, c.dropped[:0])
+	for _, h := range c.hints[file] {
+		if h.Holder != c.cfg.ID {
+			c.others--
+		}
+	}
 	delete(c.hints, file)
 	ids := make([]block.ID, len(c.dropped))
 	for i, e := range c.dropped {
@@ -496,11 +536,23 @@ func (c *Client) setHint(b block.ID, h Hint) {
 		m = make(map[uint64]Hint)
 		c.hints[b.File] = m
 	}
+	if old, ok := m[b.Index]; ok && old.Holder != c.cfg.ID {
+		c.others--
+	}
 	m[b.Index] = h
+	if h.Holder != c.cfg.ID {
+		c.others++
+		if c.cfg.MaxHints > 0 && c.others > c.cfg.MaxHints {
+			c.pruneHints(b.File)
+		}
+	}
 }
 
 func (c *Client) deleteHint(b block.ID) {
 	if m := c.hints[b.File]; m != nil {
+		if old, ok := m[b.Index]; ok && old.Holder != c.cfg.ID {
+			c.others--
+		}
 		delete(m, b.Index)
 		if len(m) == 0 {
 			delete(c.hints, b.File)
@@ -508,13 +560,46 @@ func (c *Client) deleteHint(b block.ID) {
 	}
 }
 
+// pruneHints drops hints naming other participants, file by file (keep
+// last: the file being hinted now), until MaxHints*9/10 remain.
+func (c *Client) pruneHints(keep uint64) {
+	target := c.cfg.MaxHints * 9 / 10
+	for _, pass := range [2]bool{false, true} {
+		for f, m := range c.hints {
+			if f == keep && !pass {
+				continue
+			}
+			for idx, h := range m {
+				if h.Holder != c.cfg.ID {
+					delete(m, idx)
+					c.others--
+				}
+			}
+			if len(m) == 0 {
+				delete(c.hints, f)
+			}
+			if c.others <= target {
+				return
+			}
+		}
+	}
+}
+
+// Hints returns how many hints the client holds that name other
+// participants.
+func (c *Client) Hints() int { return c.others }
+
 // Check verifies the client's invariants (tests and simulator checks).
 func (c *Client) Check() error {
 	if err := c.cache.check(); err != nil {
 		return fmt.Errorf("client %d: %w", c.cfg.ID, err)
 	}
+	others := 0
 	for f, m := range c.hints {
 		for idx, h := range m {
+			if h.Holder != c.cfg.ID {
+				others++
+			}
 			b := block.ID{File: f, Index: idx}
 			e := c.cache.get(b)
 			self := h.Holder == c.cfg.ID
@@ -522,6 +607,12 @@ func (c *Client) Check() error {
 				return fmt.Errorf("client %d: hint for %v names %d, cached master %v", c.cfg.ID, b, h.Holder, e != nil && e.master)
 			}
 		}
+	}
+	if others != c.others {
+		return fmt.Errorf("client %d: %d hints name others, counted %d", c.cfg.ID, others, c.others)
+	}
+	if c.cfg.MaxHints > 0 && others > c.cfg.MaxHints {
+		return fmt.Errorf("client %d: %d hints name others, bound %d", c.cfg.ID, others, c.cfg.MaxHints)
 	}
 	for _, h := range c.cache.heap {
 		e := h.e

@@ -57,6 +57,11 @@ type ServerConfig struct {
 	CoopID ClientID
 	// Clients are the client ids (the coop participant's peers).
 	Clients []ClientID
+	// Watch, if set, is called whenever a block enters (in) or leaves
+	// (!in) the disk or discard cache, after the change: a live server
+	// keeps the blocks' bytes beside this state machine and frees them on
+	// !in. It must not call back into the server.
+	Watch func(b block.ID, in bool)
 }
 
 func (c *ServerConfig) validate() error {
@@ -147,7 +152,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, nil)
+		s.mem = newAgeCache(cfg.MemoryBlocks, cfg.Watch)
 	}
 	return s, nil
 }
@@ -307,6 +312,15 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 	}
 	s.mem.insert(b, v, now, false, false)
 }
+
+// Forget drops the manager's state of file (its last opener, tokens and
+// version): a live server whose own version table changed or forgot the
+// file calls it, which bounds this state by that table. The next open
+// hands out no hints (those of a changed file name stale copies anyway).
+func (s *Server) Forget(file uint64) { delete(s.files, file) }
+
+// Files returns how many files the manager has state for.
+func (s *Server) Files() int { return len(s.files) }
 
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its

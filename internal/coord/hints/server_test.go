@@ -181,3 +181,21 @@ func TestAgeCacheAgainstReference(t *testing.T) {
 		}
 	}
 }
+
+func TestServerForgetDropsTheLastOpener(t *testing.T) {
+	s, err := NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Open(1, 1, 1, 7, false)
+	if r := s.Open(2, 2, 1, 7, false); r.HintsFrom != 1 {
+		t.Fatalf("hints from %d, want 1", r.HintsFrom)
+	}
+	s.Forget(7)
+	if s.Files() != 0 {
+		t.Fatalf("%d files remembered after Forget", s.Files())
+	}
+	if r := s.Open(3, 3, 1, 7, false); r.HintsFrom != NoClient {
+		t.Fatalf("hints from %d after Forget, want none", r.HintsFrom)
+	}
+}

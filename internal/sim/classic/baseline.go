@@ -20,13 +20,13 @@ func NewBaseline(p sim.Params) (*Baseline, error) {
 // Access implements sim.Algorithm.
 func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := b.c
-	if out, done, place := c.front(a, cnt, true); done {
+	out, k, done, place := c.front(a, cnt, true)
+	if done {
 		if place {
-			b.place(a.Client, a.Key(), false)
+			b.place(a.Client, k, false)
 		}
 		return out
 	}
-	k := a.Key()
 	cnt.Lookup(2)
 	cnt.Msg(a.Client, sim.NodeServer, false)
 	cnt.Msg(sim.NodeServer, a.Client, true)
@@ -39,12 +39,12 @@ func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	return sim.Outcome{Layer: layer}
 }
 
-// place puts k at client n as most recent; missed says n is known not to
-// cache it (a local read miss).
-func (b *Baseline) place(n int, k sim.Key, missed bool) {
+// place puts block k at client n as most recent; missed says n is known
+// not to cache it (a local read miss).
+func (b *Baseline) place(n int, k uint32, missed bool) {
 	c := b.c
 	if !missed {
-		if e := c.lookup(n, k); e != nil {
+		if e := c.lookup(n, k); e != 0 {
 			c.touch(e)
 			return
 		}
@@ -60,3 +60,6 @@ func (b *Baseline) place(n int, k sim.Key, missed bool) {
 
 // Check implements sim.Checker.
 func (b *Baseline) Check() error { return b.c.check() }
+
+// IDs implements sim.Numberer.
+func (b *Baseline) IDs() *sim.IDs { return &b.c.ids }

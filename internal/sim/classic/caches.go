@@ -4,94 +4,122 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
-
-type ckey struct {
-	k sim.Key
-	c int
-}
-
-// Hash implements sim.Hasher.
-func (k ckey) Hash() uint64 {
-	return sim.Mix((k.k.File*0x9e3779b97f4a7c15 ^ k.k.Block) + uint64(k.c)*0xbf58476d1ce4e5b9)
-}
 
 // caches is the state every classic algorithm shares: per client an LRU
 // list of the blocks it referenced and a FIFO list of the blocks forwarded
 // to it and not referenced since (GMS's local and global pages), a global
-// age list over all client entries, the holders of each
-// block (what a manager knows), the server's LRU memory and the clients
-// that have free slots.
+// age list over all client entries, the holders of each block (what a
+// manager knows), the server's LRU memory and the clients that have free
+// slots. Blocks are numbered densely (sim.IDs: one table lookup per
+// access); everything else is a slice indexed by block number or entry
+// handle, and the lists are lru.Lists over entry handles.
 //
 // INVARIANT: size(c) <= k for every client; every client entry is on
 // exactly one of its client's lists (cl if referenced there, gl if
-// forwarded there and not referenced since, then e.global is set), the global list (ordered by age, newest first)
-// and its block's holder list; free holds exactly the clients with free
-// slots.
+// forwarded there and not referenced since, then global is set), the
+// global list (ordered by age, newest first, when ages is set) and its
+// block's holder list (or one[id] with one client), at most once per
+// client; free holds exactly the clients with free slots.
 type caches struct {
 	p    sim.Params
 	k    int
-	cl   []list
-	gl   []list
-	glob list
+	ids  sim.IDs
+	cl   []lru.List
+	gl   []lru.List
+	glob lru.List
 	ages bool // the global age list is kept (Global LRU, GMS)
 	// single: one client, so a block has at most one copy, the client's:
-	// one maps blocks to it, and neither the holder lists nor the (block,
-	// client) table are kept.
+	// one maps blocks to it and no holder lists are kept.
 	single bool
-	one    sim.Table[sim.Key, *entry]
-	at     sim.Table[ckey, *entry]
-	blocks sim.Table[sim.Key, *list]
+	one    []int32    // single: block number → entry handle, 0 if not cached
+	hold   []lru.List // block number → its holders, in the order they got it
+	at     lru.Table[ckey, int32]
+	es     []entry    // the slab; es[0] is unused (handle 0 is nil)
+	lk     []lru.Link // links on the client lists (cl, gl)
+	lg     []lru.Link // links on the global age list
+	lb     []lru.Link // links on the holder lists
+	efree  []int32
 	server *lruSet
-	pool   []*entry
-	lpool  []*list
 	tick   int64
 	rng    *rand.Rand
 	free   []int // clients with free slots
 	freeAt []int // index in free, -1 if absent
 }
 
+// ckey is a (block number, client) pair: id*clients + client.
+type ckey uint64
+
+// Hash implements lru.Hasher.
+func (k ckey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+func (c *caches) ckey(id uint32, n int) ckey { return ckey(uint64(id)*uint64(c.p.Clients) + uint64(n)) }
+
 func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]list, p.Clients), gl: make([]list, p.Clients),
+	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]lru.List, p.Clients), gl: make([]lru.List, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1,
-		freeAt: make([]int, p.Clients)}
-	c.server = newLRUSet(p.ServerCacheBlocks, &c.pool)
-	c.glob.init(lGlobal)
+		freeAt: make([]int, p.Clients), es: make([]entry, 1)}
+	c.server = newLRUSet(p.ServerCacheBlocks)
 	for i := range c.cl {
-		c.cl[i].init(lLocal)
-		c.gl[i].init(lLocal)
 		c.freeAt[i] = -1
 		c.updateFree(i)
 	}
 	return c, nil
 }
 
+// id returns a's block number (numbering it if Run did not), with the
+// per-block slices long enough for it.
+func (c *caches) id(a *sim.Access) uint32 {
+	id := a.ID
+	if id == 0 {
+		id = c.ids.ID(a.Key())
+	}
+	if c.single {
+		if int(id) >= len(c.one) {
+			c.one = append(c.one, make([]int32, int(id)+1-len(c.one))...)
+		}
+	} else if int(id) >= len(c.hold) {
+		c.hold = append(c.hold, make([]lru.List, int(id)+1-len(c.hold))...)
+	}
+	return id
+}
+
+// known reports whether block id has been accessed (Run numbers blocks
+// ahead of the simulation).
+func (c *caches) known(id uint32) bool {
+	if c.single {
+		return int(id) < len(c.one)
+	}
+	return int(id) < len(c.hold)
+}
+
 // size is the number of blocks client n holds.
-func (c *caches) size(n int) int { return c.cl[n].len() + c.gl[n].len() }
+func (c *caches) size(n int) int { return c.cl[n].Len() + c.gl[n].Len() }
 
 // full reports whether client n has no free slot.
 func (c *caches) full(n int) bool { return c.size(n) >= c.k }
 
 // victim is client n's oldest block: the older of its LRU referenced block
 // and its earliest-forwarded block.
-func (c *caches) victim(n int) *entry {
-	a, b := c.cl[n].back(), c.gl[n].back()
-	if a == nil || b != nil && b.age < a.age {
+func (c *caches) victim(n int) int32 {
+	a, b := c.cl[n].Back(), c.gl[n].Back()
+	if a == 0 || b != 0 && c.es[b].age < c.es[a].age {
 		return b
 	}
 	return a
 }
 
-// list returns the list e is on.
-func (c *caches) listOf(e *entry) *list {
-	if e.global {
+// listOf returns the client list h is on.
+func (c *caches) listOf(h int32) *lru.List {
+	if e := &c.es[h]; e.global {
 		return &c.gl[e.node]
 	}
-	return &c.cl[e.node]
+	return &c.cl[c.es[h].node]
 }
 
 func (c *caches) updateFree(n int) {
@@ -118,196 +146,178 @@ func (c *caches) freeClient(not int) int {
 	return -1
 }
 
-func (c *caches) lookup(n int, k sim.Key) *entry {
+// lookup returns client n's entry for block id, 0 if none.
+func (c *caches) lookup(n int, id uint32) int32 {
 	if c.single {
-		e, _ := c.one.Get(k)
-		return e
+		return c.one[id]
 	}
-	e, _ := c.at.Get(ckey{k, n})
-	return e
-}
-
-// holders returns k's holder list, nil if no client caches k.
-func (c *caches) holders(k sim.Key) *list {
-	h, _ := c.blocks.Get(k)
+	if c.hold[id].Len() == 0 {
+		return 0
+	}
+	h, _ := c.at.Get(c.ckey(id, n))
 	return h
 }
 
-func (c *caches) copies(k sim.Key) int {
+func (c *caches) copies(id uint32) int {
 	if c.single {
-		if e, _ := c.one.Get(k); e != nil {
+		if c.one[id] != 0 {
 			return 1
 		}
 		return 0
 	}
-	if h := c.holders(k); h != nil {
-		return h.len()
+	return c.hold[id].Len()
+}
+
+// holder returns a client entry of block id other than client n's, 0 if
+// none (the first holder: the one that has had it longest).
+func (c *caches) holder(id uint32, n int) int32 {
+	if c.single {
+		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
+			return h
+		}
+		return 0
+	}
+	for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
+		if c.es[h].node != int32(n) {
+			return h
+		}
 	}
 	return 0
 }
 
-// holder returns a client other than n holding k, or nil.
-func (c *caches) holder(k sim.Key, n int) *entry {
+// other returns the copy of h's block other than h when there are exactly
+// two (the one that becomes a singlet when h goes), else 0.
+func (c *caches) other(h int32) int32 {
 	if c.single {
-		if e, _ := c.one.Get(k); e != nil && e.node != n {
-			return e
-		}
-		return nil
+		return 0
 	}
-	h := c.holders(k)
-	if h == nil {
-		return nil
+	l := &c.hold[c.es[h].id]
+	if l.Len() != 2 {
+		return 0
 	}
-	for e := h.front(); e != nil; e = h.next(e) {
-		if e.node != n {
-			return e
-		}
-	}
-	return nil
-}
-
-// other returns the copy of e's block other than e when there are exactly
-// two (the one that becomes a singlet when e goes), else nil.
-func (c *caches) other(e *entry) *entry {
-	if c.single {
-		return nil
-	}
-	h := c.holders(e.key)
-	if h == nil || h.len() != 2 {
-		return nil
-	}
-	if f := h.front(); f != e {
+	if f := l.Front(); f != h {
 		return f
 	}
-	return h.back()
+	return l.Back()
 }
 
 // touch records a reference by the entry's own client.
-func (c *caches) touch(e *entry) {
+func (c *caches) touch(h int32) {
 	c.tick++
+	e := &c.es[h]
 	if e.global {
-		c.gl[e.node].remove(e)
+		c.gl[e.node].Remove(c.lk, h)
 		e.global = false
-		c.cl[e.node].pushFront(e)
+		c.cl[e.node].PushFront(c.lk, h)
 	} else {
-		c.cl[e.node].moveToFront(e)
+		c.cl[e.node].MoveToFront(c.lk, h)
 	}
 	e.age, e.recirc = c.tick, 0
 	if c.ages {
-		c.glob.moveToFront(e)
+		c.glob.MoveToFront(c.lg, h)
 	}
 }
 
-// add puts k in client n's cache as most recent; the caller made room.
-func (c *caches) add(n int, k sim.Key) *entry {
+func (c *caches) newEntry() int32 {
+	if n := len(c.efree); n > 0 {
+		h := c.efree[n-1]
+		c.efree = c.efree[:n-1]
+		return h
+	}
+	h := int32(len(c.es))
+	c.es = append(c.es, entry{})
+	c.lk = lru.Grow(c.lk, h)
+	c.lg = lru.Grow(c.lg, h)
+	c.lb = lru.Grow(c.lb, h)
+	return h
+}
+
+// add puts block id in client n's cache as most recent; the caller made
+// room.
+func (c *caches) add(n int, id uint32) int32 {
 	if c.full(n) {
 		panic(fmt.Sprintf("classic: client %d full on add", n))
 	}
 	c.tick++
-	e := newEntry(&c.pool)
-	e.key, e.node, e.age = k, n, c.tick
-	if !c.single {
-		c.at.Put(ckey{k, n}, e)
-	}
-	c.cl[n].pushFront(e)
+	h := c.newEntry()
+	c.es[h] = entry{id: id, node: int32(n), age: c.tick}
+	c.cl[n].PushFront(c.lk, h)
 	if c.ages {
-		c.glob.pushFront(e)
+		c.glob.PushFront(c.lg, h)
 	}
 	if c.single {
-		c.one.Put(k, e)
-		c.updateFree(n)
-		return e
-	}
-	h := c.holders(k)
-	if h == nil {
-		if m := len(c.lpool); m > 0 {
-			h = c.lpool[m-1]
-			c.lpool = c.lpool[:m-1]
-		} else {
-			h = &list{}
-		}
-		h.init(lBlock)
-		c.blocks.Put(k, h)
-	}
-	h.pushBack(e)
-	e.hl = h
-	c.updateFree(n)
-	return e
-}
-
-// drop removes an entry from its client's cache.
-func (c *caches) drop(e *entry) {
-	n := e.node
-	c.listOf(e).remove(e)
-	if c.ages {
-		c.glob.remove(e)
-	}
-	if c.single {
-		c.one.Delete(e.key)
+		c.one[id] = h
 	} else {
-		h := e.hl
-		h.remove(e)
-		if h.len() == 0 {
-			c.blocks.Delete(e.key)
-			c.lpool = append(c.lpool, h)
-		}
-		c.at.Delete(ckey{e.key, n})
+		c.hold[id].PushBack(c.lb, h)
+		c.at.Put(c.ckey(id, n), h)
 	}
-	c.pool = append(c.pool, e)
+	c.updateFree(n)
+	return h
+}
+
+// drop removes entry h from its client's cache.
+func (c *caches) drop(h int32) {
+	e := &c.es[h]
+	n := int(e.node)
+	c.listOf(h).Remove(c.lk, h)
+	if c.ages {
+		c.glob.Remove(c.lg, h)
+	}
+	if c.single {
+		c.one[e.id] = 0
+	} else {
+		c.hold[e.id].Remove(c.lb, h)
+		c.at.Delete(c.ckey(e.id, n))
+	}
+	c.efree = append(c.efree, h)
 	c.updateFree(n)
 }
 
-// move forwards entry e to client t (which has room): it joins t's
+// move forwards entry h to client t (which has room): it joins t's
 // forwarded list and keeps its age (a forwarded block is as old as it was)
 // unless refresh is set, which makes it the newest block.
-func (c *caches) move(e *entry, t int, refresh bool) {
+func (c *caches) move(h int32, t int, refresh bool) {
 	if c.full(t) {
 		panic(fmt.Sprintf("classic: client %d full on move", t))
 	}
-	from := e.node
-	c.listOf(e).remove(e)
+	e := &c.es[h]
+	from := int(e.node)
+	c.listOf(h).Remove(c.lk, h)
 	if !c.single {
-		c.at.Delete(ckey{e.key, from})
-		c.at.Put(ckey{e.key, t}, e)
+		c.at.Delete(c.ckey(e.id, from))
+		c.at.Put(c.ckey(e.id, t), h)
 	}
-	e.node, e.global = t, true
-	c.gl[t].pushFront(e)
+	e.node, e.global = int32(t), true
+	c.gl[t].PushFront(c.lk, h)
 	if refresh {
 		c.tick++
 		e.age = c.tick
 		if c.ages {
-			c.glob.moveToFront(e)
+			c.glob.MoveToFront(c.lg, h)
 		}
 	}
 	c.updateFree(from)
 	c.updateFree(t)
 }
 
-// invalidate drops every copy of k except client n's and returns how many.
-func (c *caches) invalidate(k sim.Key, n int) int {
+// invalidate drops every copy of block id except client n's and returns
+// how many.
+func (c *caches) invalidate(id uint32, n int) int {
 	if c.single {
-		if e, _ := c.one.Get(k); e != nil && e.node != n {
-			c.drop(e)
+		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
+			c.drop(h)
 			return 1
 		}
 		return 0
 	}
-	h := c.holders(k)
-	if h == nil {
-		return 0
-	}
 	cnt := 0
-	for e := h.front(); e != nil; {
-		nx := h.next(e)
-		if e.node != n {
-			if h.len() == 1 {
-				c.drop(e)
-				return cnt + 1
-			}
-			c.drop(e)
+	for h := c.hold[id].Front(); h != 0; {
+		nx := c.lb[h].Next
+		if c.es[h].node != int32(n) {
+			c.drop(h)
 			cnt++
 		}
-		e = nx
+		h = nx
 	}
 	return cnt
 }
@@ -324,103 +334,15 @@ func (c *caches) randomClient(n int) int {
 	return t
 }
 
-// check verifies the invariants.
-func (c *caches) check() error {
-	total := 0
-	for n := range c.cl {
-		if c.size(n) > c.k {
-			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, c.size(n), c.k)
-		}
-		if (c.freeAt[n] >= 0) != (c.size(n) < c.k) {
-			return fmt.Errorf("client %d: free set wrong", n)
-		}
-		for i, l := range []*list{&c.cl[n], &c.gl[n]} {
-			cnt := 0
-			for e := l.front(); e != nil; e = l.next(e) {
-				cnt++
-				if e.node != n || c.lookup(n, e.key) != e || e.global != (i == 1) {
-					return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
-				}
-			}
-			if cnt != l.len() {
-				return fmt.Errorf("client %d: list length %d, counted %d", n, l.len(), cnt)
-			}
-			total += cnt
-		}
-	}
-	if c.ages && total != c.glob.len() || !c.single && total != c.at.Len() {
-		return fmt.Errorf("%d entries on client lists, %d on the global list, %d in the map", total, c.glob.len(), c.at.Len())
-	}
-	var last int64 = 1 << 62
-	for e := c.glob.front(); e != nil; e = c.glob.next(e) {
-		if e.age > last {
-			return fmt.Errorf("global list out of age order at %v", e.key)
-		}
-		last = e.age
-	}
-	held := 0
-	var bad error
-	c.one.Range(func(k sim.Key, e *entry) bool {
-		if e.key != k {
-			bad = fmt.Errorf("block %v: entry of %v", k, e.key)
-			return false
-		}
-		held++
-		return true
-	})
-	c.blocks.Range(func(k sim.Key, h *list) bool {
-		seen := map[int]bool{}
-		for e := h.front(); e != nil; e = h.next(e) {
-			if e.key != k || seen[e.node] {
-				bad = fmt.Errorf("block %v: bad holder list", k)
-				return false
-			}
-			seen[e.node] = true
-			held++
-		}
-		return true
-	})
-	if bad != nil {
-		return bad
-	}
-	if held != total {
-		return fmt.Errorf("%d holders, %d entries", held, total)
-	}
-	if c.server.lst.len() > c.server.cap {
-		return fmt.Errorf("server holds %d blocks, capacity %d", c.server.lst.len(), c.server.cap)
-	}
-	return nil
-}
-
-// checkNoGlobalDuplicates verifies that no block has two global copies and
-// that a global copy is the only copy it had when it was forwarded... we
-// check the stronger condition that holds at all times: at most one copy
-// of any block is a global (forwarded, unreferenced) copy.
-func (c *caches) checkNoGlobalDuplicates() error {
-	var bad error
-	c.blocks.Range(func(k sim.Key, h *list) bool {
-		g := 0
-		for e := h.front(); e != nil; e = h.next(e) {
-			if e.global {
-				g++
-			}
-		}
-		if g > 1 {
-			bad = fmt.Errorf("block %v has %d global copies", k, g)
-		}
-		return bad == nil
-	})
-	return bad
-}
-
 // deleteFile drops every cached block of a file of n blocks; it returns the
 // number of client copies dropped.
 func (c *caches) deleteFile(file, n uint64) int {
 	cnt := 0
 	for b := range n {
-		k := sim.Key{File: file, Block: b}
-		cnt += c.invalidate(k, -1)
-		c.server.del(k)
+		if id := c.ids.Lookup(sim.Key{File: file, Block: b}); id != 0 && c.known(id) {
+			cnt += c.invalidate(id, -1)
+			c.server.del(id)
+		}
 	}
 	return cnt
 }
@@ -429,49 +351,45 @@ func (c *caches) deleteFile(file, n uint64) int {
 // consistency actions of writes and deletes, nothing more for other
 // non-reads, and a local hit. done reports that the access is finished,
 // with out its outcome (place is then set for a write: the caller places the
-// written block at the writer); else it is a read that missed locally.
-func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, done, place bool) {
-	if c.consistency(a, cnt, manager) {
-		return sim.Outcome{}, true, a.Op == sim.OpWrite
-	}
-	if a.Op != sim.OpRead {
-		return sim.Outcome{}, true, false
-	}
-	if e := c.lookup(a.Client, a.Key()); e != nil {
-		c.touch(e)
-		return sim.Outcome{Layer: sim.LayerLocal}, true, false
-	}
-	return sim.Outcome{}, false, false
-}
-
-// consistency handles writes and deletes the same way for every classic
-// algorithm (write-through, block-based write-invalidate through the
-// manager: one message to the manager, one per invalidated copy). It
-// returns true if a was such an operation; for a write, the caller then
-// places the block at the writer.
-func (c *caches) consistency(a sim.Access, cnt *sim.Counters, manager bool) bool {
+// written block at the writer); else it is a read that missed locally. id
+// is the block's number for reads and writes.
+func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, id uint32, done, place bool) {
 	switch a.Op {
-	case sim.OpWrite:
-		k := a.Key()
-		n := c.invalidate(k, a.Client)
-		cnt.Invalidations += int64(n)
-		c.server.put(k)
-		cnt.Msg(a.Client, sim.NodeServer, true)
-		if manager {
-			cnt.Manager(sim.CauseConsistency, 1+n)
-			cnt.Msg(a.Client, sim.NodeManager, false)
-			for range n {
-				cnt.Msg(sim.NodeManager, 0, false)
-			}
+	case sim.OpRead:
+		id = c.id(&a)
+		if h := c.lookup(a.Client, id); h != 0 {
+			c.touch(h)
+			return sim.Outcome{Layer: sim.LayerLocal}, id, true, false
 		}
-		return true
+		return sim.Outcome{}, id, false, false
+	case sim.OpWrite:
+		id = c.id(&a)
+		c.write(a, id, cnt, manager)
+		return sim.Outcome{}, id, true, true
 	case sim.OpDelete:
 		n := c.deleteFile(a.File, a.Block)
 		cnt.Invalidations += int64(n)
 		if manager {
 			cnt.Manager(sim.CauseConsistency, 1+n)
 		}
-		return true
 	}
-	return false
+	return sim.Outcome{}, 0, true, false
+}
+
+// write handles a write the same way for every classic algorithm
+// (write-through, block-based write-invalidate through the manager: one
+// message to the manager, one per invalidated copy); the caller then
+// places the block at the writer.
+func (c *caches) write(a sim.Access, id uint32, cnt *sim.Counters, manager bool) {
+	n := c.invalidate(id, a.Client)
+	cnt.Invalidations += int64(n)
+	c.server.put(id)
+	cnt.Msg(a.Client, sim.NodeServer, true)
+	if manager {
+		cnt.Manager(sim.CauseConsistency, 1+n)
+		cnt.Msg(a.Client, sim.NodeManager, false)
+		for range n {
+			cnt.Msg(sim.NodeManager, 0, false)
+		}
+	}
 }

@@ -129,8 +129,8 @@ func TestOptimalTiny(t *testing.T) {
 	}
 }
 
-// lru is the reference LRU hit count for one cache of k blocks.
-func lru(acc []sim.Access, k int) int {
+// refLRU is the reference LRU hit count for one cache of k blocks.
+func refLRU(acc []sim.Access, k int) int {
 	var stack []sim.Key
 	hits := 0
 	for _, a := range acc {
@@ -206,7 +206,7 @@ func TestSingleClientIsLRUAndBelady(t *testing.T) {
 		tr := &sim.Slice{Label: pat, Accesses: rd}
 		for _, k := range []int{1, 4, 16} {
 			p := params(1, k, 0)
-			if m, want := run(t, "baseline", tr, p, false), lru(rd, k); m.Hits.Local != int64(want) {
+			if m, want := run(t, "baseline", tr, p, false), refLRU(rd, k); m.Hits.Local != int64(want) {
 				t.Errorf("%s k=%d: baseline %d hits, LRU %d", pat, k, m.Hits.Local, want)
 			}
 			if m, want := run(t, "optimal", tr, p, false), belady(rd, k); m.Hits.Local != int64(want) {

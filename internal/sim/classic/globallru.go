@@ -26,15 +26,15 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	if out, done, place := c.front(a, cnt, false); done {
+	out, k, done, place := c.front(a, cnt, false)
+	if done {
 		if place {
-			g.place(a.Client, a.Key(), false)
+			g.place(a.Client, k, false)
 		}
 		return out
 	}
-	k := a.Key()
 	layer := sim.LayerRemote
-	if c.holder(k, a.Client) != nil {
+	if c.holder(k, a.Client) != 0 {
 		// served by another client; its copy keeps its age (it was not
 		// used there) and, now a duplicate, goes first when it is that
 		// client's LRU block.
@@ -48,12 +48,12 @@ func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	return sim.Outcome{Layer: layer}
 }
 
-// place puts k at client n as most recent; missed says n is known not to
-// cache it (a local read miss).
-func (g *GlobalLRU) place(n int, k sim.Key, missed bool) {
+// place puts block k at client n as most recent; missed says n is known
+// not to cache it (a local read miss).
+func (g *GlobalLRU) place(n int, k uint32, missed bool) {
 	c := g.c
 	if !missed {
-		if e := c.lookup(n, k); e != nil {
+		if e := c.lookup(n, k); e != 0 {
 			c.touch(e)
 			return
 		}
@@ -70,7 +70,7 @@ func (g *GlobalLRU) place(n int, k sim.Key, missed bool) {
 func (g *GlobalLRU) makeRoom(n int) {
 	c := g.c
 	v := c.victim(n)
-	if c.copies(v.key) > 1 {
+	if c.copies(c.es[v].id) > 1 {
 		c.drop(v)
 		return
 	}
@@ -78,14 +78,14 @@ func (g *GlobalLRU) makeRoom(n int) {
 		c.move(v, t, false)
 		return
 	}
-	old := c.glob.back()
+	old := c.glob.Back()
 	switch {
 	case old == v:
 		c.drop(v)
-	case old.node == n:
+	case int(c.es[old].node) == n:
 		c.drop(old) // an older forwarded block sits here: it goes first
 	default:
-		t := old.node
+		t := int(c.es[old].node)
 		c.drop(old)
 		c.move(v, t, false)
 	}
@@ -98,3 +98,6 @@ func (g *GlobalLRU) Check() error {
 	}
 	return g.c.checkNoGlobalDuplicates()
 }
+
+// IDs implements sim.Numberer.
+func (g *GlobalLRU) IDs() *sim.IDs { return &g.c.ids }

@@ -72,15 +72,15 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 	w := make([]int, len(c.cl))
 	found := 0
 	for _, n := range c.free {
-		f := min(c.k-c.cl[n].len(), g.m-found)
+		f := min(c.k-c.cl[n].Len(), g.m-found)
 		w[n] += f
 		found += f
 	}
 	g.minAge = 0
-	for e := c.glob.back(); e != nil && found < g.m; e = c.glob.prev(e) {
-		w[e.node]++
+	for h := c.glob.Back(); h != 0 && found < g.m; h = c.lg[h].Prev {
+		w[c.es[h].node]++
 		found++
-		g.minAge = e.age
+		g.minAge = c.es[h].age
 	}
 	if found < g.m {
 		g.minAge = 0 // fewer blocks than M: nothing is old enough to drop
@@ -108,14 +108,14 @@ func (g *GMS) pick() int {
 
 // drop drops e with a delete notice; if that leaves a singlet, the manager
 // tells its holder.
-func (g *GMS) drop(e *entry, cnt *sim.Counters) {
+func (g *GMS) drop(e int32, cnt *sim.Counters) {
 	o := g.c.other(e)
 	dropNotify(g.c, e, cnt)
-	if o != nil {
-		o.single = true
+	if o != 0 {
+		g.c.es[o].single = true
 		cnt.Replacement(sim.ReplDuplicate, 1)
 		cnt.Manager(sim.CauseReplacement, 1)
-		cnt.Msg(sim.NodeManager, o.node, false)
+		cnt.Msg(sim.NodeManager, int(g.c.es[o].node), false)
 	}
 }
 
@@ -126,11 +126,11 @@ func (g *GMS) makeRoom(n int, cnt *sim.Counters) {
 	}
 	g.left--
 	v := c.victim(n)
-	if c.copies(v.key) > 1 {
+	if c.copies(c.es[v].id) > 1 {
 		g.drop(v, cnt)
 		return
 	}
-	if v.age <= g.minAge || c.p.Clients == 1 {
+	if c.es[v].age <= g.minAge || c.p.Clients == 1 {
 		g.drop(v, cnt)
 		return
 	}
@@ -152,3 +152,6 @@ func (g *GMS) Check() error {
 	}
 	return g.c.checkNoGlobalDuplicates()
 }
+
+// IDs implements sim.Numberer.
+func (g *GMS) IDs() *sim.IDs { return &g.c.ids }

@@ -45,20 +45,20 @@ func (x *NChance) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int, *sim.Counters)) sim.Outcome {
-	if out, done, place := c.front(a, cnt, true); done {
+	out, k, done, place := c.front(a, cnt, true)
+	if done {
 		if place {
-			managerPlace(c, a.Client, a.Key(), cnt, makeRoom, false)
+			managerPlace(c, a.Client, k, cnt, makeRoom, false)
 		}
 		return out
 	}
-	k := a.Key()
 	cnt.Lookup(3)
 	cnt.Manager(sim.CauseLookup, 2)
 	cnt.Msg(a.Client, sim.NodeManager, false)
 	layer := sim.LayerRemote
-	if h := c.holder(k, a.Client); h != nil {
-		cnt.Msg(sim.NodeManager, h.node, false)
-		cnt.Msg(h.node, a.Client, true)
+	if h := c.holder(k, a.Client); h != 0 {
+		cnt.Msg(sim.NodeManager, int(c.es[h].node), false)
+		cnt.Msg(int(c.es[h].node), a.Client, true)
 	} else {
 		cnt.Msg(sim.NodeManager, sim.NodeServer, false)
 		cnt.Msg(sim.NodeServer, a.Client, true)
@@ -72,11 +72,11 @@ func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int
 	return sim.Outcome{Layer: layer}
 }
 
-// managerPlace puts k at client n as most recent; missed says n is known
-// not to cache it (a local read miss).
-func managerPlace(c *caches, n int, k sim.Key, cnt *sim.Counters, makeRoom func(int, *sim.Counters), missed bool) {
+// managerPlace puts block k at client n as most recent; missed says n is
+// known not to cache it (a local read miss).
+func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom func(int, *sim.Counters), missed bool) {
 	if !missed {
-		if e := c.lookup(n, k); e != nil {
+		if e := c.lookup(n, k); e != 0 {
 			c.touch(e)
 			return
 		}
@@ -91,8 +91,8 @@ func managerPlace(c *caches, n int, k sim.Key, cnt *sim.Counters, makeRoom func(
 }
 
 // dropNotify drops e and tells the manager (1 delete message).
-func dropNotify(c *caches, e *entry, cnt *sim.Counters) {
-	n := e.node
+func dropNotify(c *caches, e int32, cnt *sim.Counters) {
+	n := int(c.es[e].node)
 	c.drop(e)
 	cnt.Replacement(sim.ReplDelete, 1)
 	cnt.Manager(sim.CauseReplacement, 1)
@@ -102,8 +102,8 @@ func dropNotify(c *caches, e *entry, cnt *sim.Counters) {
 // forward moves singlet v to client t, which drops its oldest block if
 // full (2 forward messages, plus the target's delete notice); refresh makes
 // v the newest block at t.
-func forward(c *caches, v *entry, t int, refresh bool, cnt *sim.Counters) {
-	from := v.node
+func forward(c *caches, v int32, t int, refresh bool, cnt *sim.Counters) {
+	from := int(c.es[v].node)
 	if c.full(t) {
 		dropNotify(c, c.victim(t), cnt)
 	}
@@ -118,20 +118,23 @@ func forward(c *caches, v *entry, t int, refresh bool, cnt *sim.Counters) {
 func (x *NChance) makeRoom(n int, cnt *sim.Counters) {
 	c := x.c
 	v := c.victim(n)
-	if v.recirc == 0 { // not known to be a singlet: ask the manager
+	if c.es[v].recirc == 0 { // not known to be a singlet: ask the manager
 		cnt.Replacement(sim.ReplDuplicate, 2)
 		cnt.Manager(sim.CauseReplacement, 2)
 		cnt.Msg(n, sim.NodeManager, false)
 		cnt.Msg(sim.NodeManager, n, false)
 	}
-	if c.copies(v.key) > 1 || v.recirc >= x.n || c.p.Clients == 1 {
+	if c.copies(c.es[v].id) > 1 || int(c.es[v].recirc) >= x.n || c.p.Clients == 1 {
 		dropNotify(c, v, cnt)
 		return
 	}
 	t := c.randomClient(n)
-	v.recirc++
+	c.es[v].recirc++
 	forward(c, v, t, true, cnt)
 }
 
 // Check implements sim.Checker.
 func (x *NChance) Check() error { return x.c.check() }
+
+// IDs implements sim.Numberer.
+func (x *NChance) IDs() *sim.IDs { return &x.c.ids }

@@ -11,7 +11,8 @@ import (
 
 // Optimal is seed 002's ideal algorithm 3.3.1: Belady's replacement over the
 // client memories, from a next-use index precomputed in Prescan (the one
-// structure that grows with the trace: 4 bytes per access).
+// structure that grows with the trace: 8 bytes per access, the next use
+// and the block number).
 //
 // The client memories hold at most one copy of a block: a read served by
 // another client moves the block to the reader, and the reader's block with
@@ -27,19 +28,22 @@ import (
 type Optimal struct {
 	p      sim.Params
 	k      int
-	next   []int32 // next use of access i's block, math.MaxInt32 if none
+	next   []int32  // next use of access i's block, math.MaxInt32 if none
+	bid    []uint32 // access i's block number (reads and writes)
 	pos    int
-	blocks sim.Table[sim.Key, *optEntry]
+	ids    sim.IDs
+	blocks []*optEntry // block number → its entry, nil if not in client memory
+	nblk   int         // entries in blocks
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
-	pool   []*entry
+	one    bool // one client: its heap would be the global heap, so it is not kept
 	free   []int
 	freeAt []int
 }
 
 type optEntry struct {
-	key  sim.Key
+	id   uint32
 	node int
 	next int32
 	idx  [2]int // position in the global heap and in its client's heap
@@ -51,36 +55,43 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 		return nil, err
 	}
 	o := &Optimal{p: p, k: p.ClientCacheBlocks,
-		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients)}
+		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients), one: p.Clients == 1}
 	o.glob.w = 0
 	for i := range o.cl {
 		o.cl[i].w = 1
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
-	o.server = newLRUSet(p.ServerCacheBlocks, &o.pool)
+	o.server = newLRUSet(p.ServerCacheBlocks)
 	return o, nil
 }
 
-// Prescan implements sim.Prescanner: it builds the next-use index.
+// Prescan implements sim.Prescanner: it numbers the blocks and builds the
+// next-use index.
 func (o *Optimal) Prescan(src sim.Source) error {
-	var last sim.Table[sim.Key, int32]
-	o.next = o.next[:0]
+	var last []int32 // block number → its last access so far, -1 if none
+	o.next, o.bid = o.next[:0], o.bid[:0]
 	buf := make([]sim.Access, 4096)
 	for {
 		n, e := sim.FillBatch(src, buf)
+		o.ids.Number(buf[:n])
 		for _, a := range buf[:n] {
 			i := len(o.next)
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
 			}
 			o.next = append(o.next, math.MaxInt32)
-			if a.Op == sim.OpRead || a.Op == sim.OpWrite {
-				if j, ok := last.Get(a.Key()); ok {
+			id := a.ID
+			if id != 0 {
+				for int(id) >= len(last) {
+					last = append(last, -1)
+				}
+				if j := last[id]; j >= 0 {
 					o.next[j] = int32(i)
 				}
-				last.Put(a.Key(), int32(i))
+				last[id] = int32(i)
 			}
+			o.bid = append(o.bid, id)
 		}
 		if e != nil {
 			o.pos = 0
@@ -93,7 +104,7 @@ func (o *Optimal) Prescan(src sim.Source) error {
 }
 
 func (o *Optimal) updateFree(n int) {
-	has := o.cl[n].len() < o.k
+	has := o.size(n) < o.k
 	switch i := o.freeAt[n]; {
 	case has && i < 0:
 		o.freeAt[n] = len(o.free)
@@ -108,38 +119,44 @@ func (o *Optimal) updateFree(n int) {
 
 // Access implements sim.Algorithm.
 func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
-	nu := int32(math.MaxInt32)
-	if o.pos < len(o.next) {
-		nu = o.next[o.pos]
-	} else if o.next == nil {
-		panic("optimal: Access before Prescan (run it with sim.Run)")
+	if o.pos >= len(o.next) {
+		panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
 	}
+	nu, k := o.next[o.pos], o.bid[o.pos]
 	o.pos++
 	switch a.Op {
 	case sim.OpDelete:
 		for b := range a.Block {
-			k := sim.Key{File: a.File, Block: b}
-			if e, _ := o.blocks.Get(k); e != nil {
+			id := o.ids.Lookup(sim.Key{File: a.File, Block: b})
+			if id == 0 {
+				continue
+			}
+			if e := o.blocks[id]; e != nil {
 				o.remove(e)
 				cnt.Invalidations++
 			}
-			o.server.del(k)
+			o.server.del(id)
 		}
 		return sim.Outcome{}
 	case sim.OpRead, sim.OpWrite:
 	default:
 		return sim.Outcome{}
 	}
-	k, n := a.Key(), a.Client
+	if int(k) >= len(o.blocks) {
+		o.blocks = append(o.blocks, make([]*optEntry, o.ids.Len()+1-len(o.blocks))...)
+	}
+	n := a.Client
 	layer := sim.LayerLocal
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if e, _ := o.blocks.Get(k); e != nil {
+	if e := o.blocks[k]; e != nil {
 		e.next = nu // migrate's remove ignores the client heap's old copy
 		o.glob.fix(e)
 		if e.node == n {
-			o.cl[n].fix(e)
+			if !o.one {
+				o.cl[n].fix(e)
+			}
 		} else {
 			layer = sim.LayerRemote
 			o.migrate(e, n)
@@ -152,10 +169,13 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		}
 		if o.k > 0 {
 			o.makeRoom(n)
-			e := &optEntry{key: k, node: n, next: nu}
-			o.blocks.Put(k, e)
+			e := &optEntry{id: k, node: n, next: nu}
+			o.blocks[k] = e
+			o.nblk++
 			o.glob.push(e)
-			o.cl[n].push(e)
+			if !o.one {
+				o.cl[n].push(e)
+			}
 			o.updateFree(n)
 		}
 	}
@@ -184,14 +204,21 @@ func (o *Optimal) migrate(e *optEntry, n int) {
 
 func (o *Optimal) remove(e *optEntry) {
 	o.glob.remove(e)
-	o.cl[e.node].remove(e)
-	o.blocks.Delete(e.key)
+	if !o.one {
+		o.cl[e.node].remove(e)
+	}
+	o.blocks[e.id] = nil
+	o.nblk--
 	o.updateFree(e.node)
 }
 
 // makeRoom frees a slot at client n.
 func (o *Optimal) makeRoom(n int) {
-	if o.cl[n].len() < o.k {
+	if o.size(n) < o.k {
+		return
+	}
+	if o.one {
+		o.remove(o.glob.top())
 		return
 	}
 	v := o.cl[n].top()
@@ -217,8 +244,27 @@ func (o *Optimal) makeRoom(n int) {
 	}
 }
 
+// size is the number of blocks client n holds.
+func (o *Optimal) size(n int) int {
+	if o.one {
+		return o.glob.len()
+	}
+	return o.cl[n].len()
+}
+
 // Check implements sim.Checker.
 func (o *Optimal) Check() error {
+	if o.one {
+		for i, sl := range o.glob.a {
+			if e := sl.e; o.blocks[e.id] != e || e.idx[0] != i || sl.next != e.next || e.node != 0 {
+				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
+			}
+		}
+		if o.glob.len() > o.k || o.glob.len() != o.nblk {
+			return fmt.Errorf("%d blocks in the heap, %d indexed, capacity %d", o.glob.len(), o.nblk, o.k)
+		}
+		return nil
+	}
 	total := 0
 	for n := range o.cl {
 		if o.cl[n].len() > o.k {
@@ -226,14 +272,14 @@ func (o *Optimal) Check() error {
 		}
 		for _, sl := range o.cl[n].a {
 			e := sl.e
-			if b, _ := o.blocks.Get(e.key); e.node != n || b != e || sl.next != e.next || o.glob.a[e.idx[0]].next != e.next {
-				return fmt.Errorf("client %d: entry %v misfiled", n, e.key)
+			if b := o.blocks[e.id]; e.node != n || b != e || sl.next != e.next || o.glob.a[e.idx[0]].next != e.next {
+				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(e.id))
 			}
 		}
 		total += o.cl[n].len()
 	}
-	if total != o.blocks.Len() || total != o.glob.len() {
-		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.blocks.Len(), o.glob.len())
+	if total != o.nblk || total != o.glob.len() {
+		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.nblk, o.glob.len())
 	}
 	return nil
 }

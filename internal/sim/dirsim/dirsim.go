@@ -41,8 +41,8 @@ type Sim struct {
 	none    bool
 	dir     *directory.Directory
 	holders []*directory.Holder
-	caches  []*lru
-	server  *lru
+	caches  []*cache
+	server  *cache
 	vers    map[uint64]block.Version // current version of written/deleted files (1 otherwise)
 
 	msg, local, remote, srvMs, diskMs time.Duration
@@ -107,7 +107,7 @@ func New(p sim.Params) (*Sim, error) {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
-	s.caches = make([]*lru, p.Clients)
+	s.caches = make([]*cache, p.Clients)
 	for i := range p.Clients {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)

@@ -60,14 +60,14 @@ func (s Stats) MissRate() float64 {
 type side struct {
 	name     string
 	node     func(m int) int // message-accounting node of member m
-	caches   []*lru
-	overflow *lru
+	caches   []*cache
+	overflow *cache
 	group    *servercoop.Group[sim.Key]
 }
 
 func newSide(name string, members, blocks int, sd Side, cfg Config, node func(int) int) (*side, error) {
 	local := blocks
-	var overflow *lru
+	var overflow *cache
 	if sd.Scheme == servercoop.Global {
 		total := blocks * members
 		ov := int(float64(total)*cfg.GlobalFraction + 0.5)
@@ -81,7 +81,7 @@ func newSide(name string, members, blocks int, sd Side, cfg Config, node func(in
 	if err != nil {
 		return nil, fmt.Errorf("%s side: %w", name, err)
 	}
-	s := &side{name: name, node: node, caches: make([]*lru, members), overflow: overflow, group: g}
+	s := &side{name: name, node: node, caches: make([]*cache, members), overflow: overflow, group: g}
 	for i := range s.caches {
 		s.caches[i] = newLRU(local)
 	}

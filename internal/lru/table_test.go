@@ -1,18 +1,22 @@
-package sim
+package lru
 
 import (
 	"math/rand/v2"
 	"testing"
 )
 
+type key struct{ File, Block uint64 }
+
+func (k key) Hash() uint64 { return Mix(k.File*0x9e3779b97f4a7c15 ^ k.Block) }
+
 // TestTable checks the table against a Go map under insert/delete churn
 // with colliding keys.
 func TestTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var tb Table[Key, int]
-	ref := map[Key]int{}
+	var tb Table[key, int]
+	ref := map[key]int{}
 	for i := range 200000 {
-		k := Key{File: rng.Uint64N(3), Block: rng.Uint64N(500)}
+		k := key{File: rng.Uint64N(3), Block: rng.Uint64N(500)}
 		switch rng.IntN(3) {
 		case 0, 1:
 			tb.Put(k, i)
@@ -35,14 +39,14 @@ func TestTable(t *testing.T) {
 				}
 			}
 			n := 0
-			tb.Range(func(k Key, v int) bool { n++; return ref[k] == v })
+			tb.Range(func(k key, v int) bool { n++; return ref[k] == v })
 			if n != len(ref) {
 				t.Fatalf("range saw %d keys, want %d", n, len(ref))
 			}
 		}
 	}
 	tb.Clear()
-	if _, ok := tb.Get(Key{}); ok || tb.Len() != 0 {
+	if _, ok := tb.Get(key{}); ok || tb.Len() != 0 {
 		t.Fatal("clear")
 	}
 }

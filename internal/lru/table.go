@@ -1,13 +1,10 @@
-package sim
+package lru
 
 // Hasher is a key of a Table: comparable, with its own hash.
 type Hasher interface {
 	comparable
 	Hash() uint64
 }
-
-// Hash implements Hasher: a multiply-xorshift mix of the file and block.
-func (k Key) Hash() uint64 { return Mix(k.File*0x9e3779b97f4a7c15 ^ k.Block) }
 
 // Mix is a 64-bit finalizer (murmur3's fmix64).
 func Mix(x uint64) uint64 {
@@ -19,7 +16,7 @@ func Mix(x uint64) uint64 {
 	return x
 }
 
-// Table is the simulator's hash map: open addressing with linear probing
+// Table is a hash map: open addressing with linear probing
 // and backward-shift deletion, so that a table under constant insert and
 // delete churn (a cache) keeps short probe sequences — Go's maps slow down
 // under that churn (their deletions leave tombstones). It grows at 3/4 load
@@ -56,6 +53,59 @@ func (t *Table[K, V]) Get(k K) (V, bool) {
 	}
 	var zero V
 	return zero, false
+}
+
+// Ref returns a pointer to k's value, nil if k is absent. The pointer is
+// valid until the next Put or Delete.
+func (t *Table[K, V]) Ref(k K) *V {
+	if t.n > 0 {
+		h := k.Hash() | 1
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			s := &t.slots[i]
+			if s.h == 0 {
+				break
+			}
+			if s.h == h && s.k == k {
+				return &s.v
+			}
+		}
+	}
+	return nil
+}
+
+// Intern returns k's value if k is present, else sets it to v and
+// returns v; found reports which.
+func (t *Table[K, V]) Intern(k K, v V) (_ V, found bool) {
+	return t.InternHashed(k, k.Hash(), v)
+}
+
+// InternHashed is Intern with k's hash already computed (h = k.Hash()).
+func (t *Table[K, V]) InternHashed(k K, h uint64, v V) (_ V, found bool) {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		t.grow()
+	}
+	h |= 1
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.h == 0 {
+			*s = tslot[K, V]{h, k, v}
+			t.n++
+			return v, false
+		}
+		if s.h == h && s.k == k {
+			return s.v, true
+		}
+	}
+}
+
+// Touch reads the first slot a key of hash h probes and returns a word of
+// it: a caller about to look up many keys touches all their slots first,
+// so that the memory fetches overlap instead of following one another.
+func (t *Table[K, V]) Touch(h uint64) uint64 {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	return t.slots[(h|1)&t.mask].h
 }
 
 // Put sets k's value.

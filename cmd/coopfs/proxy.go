@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache/mem"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/proxy"
+	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("proxy", "--upstream HOST:PORT --listen HOST:PORT [flags]", stderr)
+	upstream := fs.String("upstream", "", "the coopfs server, or another proxy, above this one (HOST:PORT, required)")
+	listen := fs.String("listen", "127.0.0.1:7071", "address to accept clients (mounts or other proxies) on (HOST:PORT)")
+	cacheSize := block.Size(mem.DefaultCapacity)
+	fs.Var(&cacheSize, "cache-size", "memory block cache")
+	diskF := addDiskFlags(fs)
+	writePolicy := fs.String("write-policy", string(proxy.WriteThrough), "what the proxy does with writes: read-only (refused with EROFS) or write-through (relayed; whole written blocks kept); write-back is not available on the proxy yet")
+	secFlags := addSecurityFlags(fs)
+	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the upstream's certificate must carry (default: the host of --upstream)")
+	reconnect := fs.Duration("reconnect-timeout", 10*time.Second, "how long to retry an unreachable upstream at start before failing")
+	requestTimeout := fs.Duration("request-timeout", 2*time.Minute, "how long a relayed request waits for the upstream's reply; the client then gets ETIMEDOUT")
+	maxConns := fs.Int("max-conns", wire.DefaultMaxConns, "client connections accepted at once")
+	maxConnsPerAddr := fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, "client connections accepted at once from one IP address")
+	maxHandshakes := fs.Int("max-handshakes", wire.DefaultMaxUnauth, "client connections still in their handshake at once")
+	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
+	name := fs.String("name", "proxy", "name of this proxy in the upstream's logs")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *upstream == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "coopfs proxy: --upstream HOST:PORT is required and no other arguments are taken")
+		fs.Usage()
+		return errUsage
+	}
+	if err := diskF.check(fs); err != nil {
+		return err
+	}
+	policy, err := proxy.ParseWritePolicy(*writePolicy)
+	if err != nil {
+		return err
+	}
+	log := obs.NewLogger(stderr, *logLevel)
+	sec, err := secFlags.load()
+	if err != nil {
+		return err
+	}
+	if !sec.Authenticates() && !server.IsLoopback(*listen) {
+		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", *listen)
+	}
+	warnInsecure(sec, log, stderr)
+	m := obs.NewMetrics()
+	log.Info("connecting", "upstream", *upstream)
+	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
+		CacheSize: int64(cacheSize), WritePolicy: policy,
+		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
+		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
+		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
+		Logger: log, Metrics: m})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted while connecting to the upstream")
+		}
+		return err
+	}
+	defer p.Close()
+	ln, err := server.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	if err := serveMetrics(ctx, m, *metrics, log); err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("proxying", "listen", ln.Addr().String(), "upstream", *upstream, "write_policy", *writePolicy,
+		"cache_size", cacheSize.String(), "disk_cache", *diskF.dir, "security", sec.Mode())
+	if err := p.Serve(ctx, ln); err != nil {
+		return err
+	}
+	log.Info("proxy stopped")
+	return nil
+}

@@ -1,0 +1,281 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// client is one client connection and the upstream connection opened for
+// it; each lives exactly as long as the other.
+type client struct {
+	p    *Proxy
+	name string
+	up   *wire.Conn
+	down atomic.Pointer[wire.Conn] // set once the handshake is over
+
+	mu      sync.Mutex
+	handles map[uint64]handle // upstream handles this client opened
+}
+
+// handle is what the proxy knows of an open handle: the file, and whether
+// it was opened for reading (a cached block is served only through one).
+type handle struct {
+	ino      uint64
+	readable bool
+}
+
+// maxInFlightBytes bounds the request bytes one client has being relayed
+// at once (as the server's default): past it the proxy stops reading from
+// that client.
+const maxInFlightBytes = 64 << 20
+
+// maxHandles bounds the handles tracked per client; past it one is
+// forgotten at random (its reads go upstream, which still knows it).
+const maxHandles = 1 << 16
+
+// serveClient runs one client connection: the handshake (during which the
+// upstream connection is opened), then the relay until either side closes.
+func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func()) {
+	cl := &client{p: p, handles: make(map[uint64]handle)}
+	reply := wire.HelloReply{BlockSize: uint32(p.blockSize), Policy: "none", BootID: p.upBoot}
+	hs, err := wire.ServerHandshake(nc, p.cfg.Security, reply, func(hs *wire.Handshake) (wire.Welcome, error) {
+		return cl.connectUpstream(ctx, hs.Hello)
+	})
+	authenticated()
+	if err != nil {
+		name := ""
+		if hs != nil && hs.Hello != nil {
+			name = hs.Hello.Name
+		}
+		p.log.Warn("rejected a client", "remote", nc.RemoteAddr().String(), "name", name, "err", err)
+		nc.Close()
+		if cl.up != nil {
+			cl.up.Close()
+		}
+		return
+	}
+	cl.name = hs.Hello.Name
+	down := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
+		Handler:          wire.HandlerFunc(cl.serveDown),
+		MaxInFlightBytes: maxInFlightBytes,
+		Observer:         obs.WireObserver{M: p.metrics, Kind: obs.KindClient},
+		Name:             fmt.Sprintf("client %d (%s, %s)", hs.Welcome.ClientID, cl.name, nc.RemoteAddr()),
+	})
+	cl.down.Store(down)
+	if !p.add(cl) {
+		cl.close()
+		return
+	}
+	p.log.Info("client connected", "client", hs.Welcome.ClientID, "name", cl.name, "remote", nc.RemoteAddr().String(), "certificate", hs.PeerCert)
+	var why error
+	select {
+	case <-down.Done():
+		why = down.Err()
+	case <-cl.up.Done():
+		why = cl.up.Err()
+	}
+	cl.close()
+	p.remove(cl)
+	p.log.Info("client disconnected", "client", hs.Welcome.ClientID, "name", cl.name, "reason", why)
+}
+
+// connectUpstream opens the client's upstream connection, in the client's
+// name and with its boot id (the server's reply cache of writes is keyed
+// by it), and returns the welcome the client gets: the upstream's client
+// id. An unreachable upstream fails the handshake with EHOSTUNREACH, which
+// the client's agent retries within its reconnect timeout.
+func (cl *client) connectUpstream(ctx context.Context, h *wire.Hello) (wire.Welcome, error) {
+	p := cl.p
+	if h.Role != wire.RoleClient {
+		return wire.Welcome{}, fmt.Errorf("a proxy serves clients only (role %d): %w", h.Role, syscall.EPROTO)
+	}
+	hello := wire.Hello{Role: wire.RoleClient, Name: h.Name + " via " + p.cfg.Name, BootID: h.BootID}
+	dctx, cancel := context.WithTimeout(ctx, wire.HandshakeTimeout)
+	defer cancel()
+	hs, up, err := p.dial(dctx, hello, wire.HandlerFunc(cl.serveUp))
+	if err != nil {
+		return wire.Welcome{}, fmt.Errorf("%w: %s: %v: %w", ErrUpstreamUnreachable, p.cfg.Upstream, err, syscall.EHOSTUNREACH)
+	}
+	if int(hs.Reply.BlockSize) != p.blockSize {
+		up.Close()
+		return wire.Welcome{}, fmt.Errorf("upstream %s now has block size %d, not %d: restart the proxy: %w",
+			p.cfg.Upstream, hs.Reply.BlockSize, p.blockSize, syscall.EIO)
+	}
+	cl.up = up
+	return *hs.Welcome, nil
+}
+
+// close drops both connections.
+func (cl *client) close() {
+	if d := cl.down.Load(); d != nil {
+		d.Close()
+	}
+	if cl.up != nil {
+		cl.up.Close()
+	}
+}
+
+// serveUp answers what the upstream sends on its own: pings here, forwards
+// refused (the proxy has no peer listener), anything else (callbacks)
+// relayed to the client.
+func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	switch m.(type) {
+	case *wire.Ping:
+		return &wire.OK{}, nil
+	case *wire.Forward:
+		return nil, fmt.Errorf("a proxy holds no forwarded blocks: %w", syscall.EPROTO)
+	}
+	down := cl.down.Load()
+	if down == nil {
+		return nil, fmt.Errorf("%v: the client is still connecting: %w", m.Type(), syscall.EAGAIN)
+	}
+	if wire.OneWay(ctx) {
+		return nil, down.Send(m)
+	}
+	return relayReply(down.Call(ctx, m))
+}
+
+// relayReply turns a relayed call's outcome into the reply to pass on: an
+// error reply travels unchanged (same errno and message); a broken
+// connection becomes EIO.
+func relayReply(r wire.Msg, err error) (wire.Msg, error) {
+	if err == nil {
+		return r, nil
+	}
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		return &wire.Error{Errno: uint32(re.Errno), Msg: re.Msg}, nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("no reply in time: %w", syscall.ETIMEDOUT)
+	}
+	return nil, fmt.Errorf("%v: %w", err, syscall.EIO)
+}
+
+// serveDown serves one request of the client: reads from the cache, writes
+// under the write policy, everything else relayed upstream.
+func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	inner := m
+	if as, ok := m.(*wire.As); ok && as.Msg != nil {
+		inner = as.Msg
+	}
+	if cl.p.cfg.WritePolicy == ReadOnly && wire.Mutates(inner) {
+		return nil, fmt.Errorf("%v: the proxy is read-only (--write-policy read-only): %w", inner.Type(), syscall.EROFS)
+	}
+	if wire.OneWay(ctx) {
+		cl.sentOneWay(inner)
+		return nil, cl.up.Send(m)
+	}
+	switch r := inner.(type) {
+	case *wire.ReadBlock:
+		return cl.readBlock(ctx, m, r)
+	case *wire.Release:
+		cl.forget(r.Handle)
+	}
+	rep, err := cl.call(ctx, m)
+	if err != nil {
+		return relayReply(rep, err)
+	}
+	cl.observe(inner, rep)
+	return rep, nil
+}
+
+// call relays m upstream with the request timeout (a blocking lock waits
+// as long as the upstream lets it).
+func (cl *client) call(ctx context.Context, m wire.Msg) (wire.Msg, error) {
+	inner := m
+	if as, ok := m.(*wire.As); ok && as.Msg != nil {
+		inner = as.Msg
+	}
+	if _, blocking := inner.(*wire.LockSet); !blocking {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cl.p.cfg.RequestTimeout)
+		defer cancel()
+	}
+	return cl.up.Call(ctx, m)
+}
+
+// sentOneWay notes what a one-way message changes: released handles.
+func (cl *client) sentOneWay(m wire.Msg) {
+	if rb, ok := m.(*wire.ReleaseBatch); ok {
+		for _, h := range rb.Handles {
+			cl.forget(h)
+		}
+	}
+}
+
+// observe learns from a relayed reply: the handles opened, the versions
+// and sizes of files, and (write-through) the blocks written.
+func (cl *client) observe(req, rep wire.Msg) {
+	c := cl.p.cache
+	switch r := rep.(type) {
+	case *wire.OpenReply:
+		cl.opened(req, r)
+		c.noteAttr(&r.Attr)
+	case *wire.AttrReply:
+		c.noteAttr(&r.Attr)
+		if cl.p.cfg.WritePolicy == WriteThrough {
+			cl.keepWritten(req, &r.Attr)
+		}
+	case *wire.ReadDirPlusReply:
+		for i := range r.Entries {
+			if r.Entries[i].HasAttr {
+				c.noteAttr(&r.Entries[i].Attr)
+			}
+		}
+	}
+}
+
+// opened records a handle the upstream granted this client.
+func (cl *client) opened(req wire.Msg, r *wire.OpenReply) {
+	var flags uint32
+	switch m := req.(type) {
+	case *wire.Open:
+		flags = m.Flags
+	case *wire.Create:
+		flags = m.Flags
+	case *wire.OpenPinned:
+		flags = m.Flags
+	default:
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if len(cl.handles) >= maxHandles {
+		for h := range cl.handles {
+			delete(cl.handles, h)
+			break
+		}
+	}
+	cl.handles[r.Handle] = handle{ino: r.Attr.Ino, readable: flags&syscall.O_ACCMODE != syscall.O_WRONLY}
+}
+
+func (cl *client) forget(h uint64) {
+	cl.mu.Lock()
+	delete(cl.handles, h)
+	cl.mu.Unlock()
+}
+
+// mayRead reports whether the client holds handle h open for reading file ino.
+func (cl *client) mayRead(h, ino uint64) bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	hd, ok := cl.handles[h]
+	return ok && hd.ino == ino && hd.readable
+}
+
+// handleFile returns the file handle h was opened on.
+func (cl *client) handleFile(h uint64) (uint64, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	hd, ok := cl.handles[h]
+	return hd.ino, ok
+}

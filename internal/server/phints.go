@@ -1,0 +1,382 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/hints"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// hintsPolicy is the server's part of the `hints` policy (seed 002): the
+// manager that hands an opener the hints of the file's last opener, the
+// client list every client learns its peers from, the discard cache in
+// the server's memory, and the digests peers' blocks are checked against.
+// The state machine is internal/coord/hints.Server; this adapter owns its
+// lock, the discard cache's bytes and the clients' connections. Lookups
+// and replacements never reach the server: they go from client to client.
+type hintsPolicy struct {
+	s       *Server
+	timeout time.Duration // how long the last opener has to hand its hints over
+
+	mu      sync.Mutex
+	hs      *hints.Server
+	discard map[block.ID]discarded  // the discard cache's bytes (hs holds the order)
+	members map[uint32]*hintsMember // connected clients, by hints id
+	ids     map[string]uint32       // hints id of every peer listener address seen
+	byConn  map[uint32]uint32       // connection's client id → hints id
+
+	opens, handouts, hinted, exportFails       atomic.Uint64
+	offered, kept, discardHits, digestRequests atomic.Uint64
+}
+
+type discarded struct {
+	version uint64
+	data    []byte
+}
+
+type hintsMember struct {
+	conn   *wire.Conn
+	conns  int // connections with this id (a restarted client's old one may linger)
+	boot   uint64
+	listen string
+}
+
+// maxHintsIDs bounds the peer listener addresses remembered; past it the
+// table restarts (ids of clients not connected are forgotten).
+const maxHintsIDs = 1 << 16
+
+// HintsExportTimeout bounds how long an open waits for the last opener's
+// hints; past it the opener gets none and the last opener is marked down.
+const HintsExportTimeout = time.Second
+
+func newHintsPolicy(s *Server) (policy, error) {
+	s.digests = newDigests(DefaultDigestEntries)
+	p := &hintsPolicy{s: s, timeout: HintsExportTimeout, discard: make(map[block.ID]discarded),
+		members: make(map[uint32]*hintsMember), ids: make(map[string]uint32), byConn: make(map[uint32]uint32)}
+	blocks := int(max(0, s.cfg.DiscardCacheSize) / int64(s.cfg.BlockSize))
+	hs, err := hints.NewServer(hints.ServerConfig{MemoryBlocks: blocks, Memory: hints.MemoryDiscard,
+		Watch: func(b block.ID, in bool) {
+			if !in {
+				delete(p.discard, b) // under p.mu: every call into hs is
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	p.hs = hs
+	if err := s.cfg.Metrics.Register(p); err != nil {
+		return nil, fmt.Errorf("register hints metrics: %w", err)
+	}
+	return p, nil
+}
+
+func stamp() hints.Time { return hints.Time(time.Now().UnixNano()) }
+
+// joined makes a client a member under the hints id of its peer listener
+// address (a new boot id on a known address is a restart).
+func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
+	if cl.listen == "" {
+		return // not a peer: it reads through the server only
+	}
+	p.mu.Lock()
+	id, ok := p.ids[cl.listen]
+	if !ok {
+		if len(p.ids) >= maxHintsIDs {
+			p.forgetIDs()
+		}
+		id = uint32(len(p.ids) + 1)
+		for p.taken(id) {
+			id++
+		}
+		p.ids[cl.listen] = id
+	}
+	p.byConn[cl.id] = id
+	mb := p.members[id]
+	if mb == nil || cl.bootID >= mb.boot {
+		n := 0
+		if mb != nil {
+			n = mb.conns
+		}
+		mb = &hintsMember{conn: c, conns: n, boot: cl.bootID, listen: cl.listen}
+		p.members[id] = mb
+	}
+	mb.conns++
+	p.hs.ClientSeen(hints.ClientID(id), hints.BootID(cl.bootID))
+	p.mu.Unlock()
+	p.broadcast()
+}
+
+func (p *hintsPolicy) taken(id uint32) bool {
+	for _, v := range p.ids {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetIDs drops the ids of addresses no connected client uses (p.mu held).
+func (p *hintsPolicy) forgetIDs() {
+	for addr, id := range p.ids {
+		if p.members[id] == nil {
+			delete(p.ids, addr)
+		}
+	}
+}
+
+func (p *hintsPolicy) left(cl *client) {
+	p.mu.Lock()
+	id, ok := p.byConn[cl.id]
+	delete(p.byConn, cl.id)
+	mb := p.members[id]
+	if !ok || mb == nil {
+		p.mu.Unlock()
+		return
+	}
+	if mb.conns--; mb.conns <= 0 {
+		delete(p.members, id)
+		p.hs.ClientFailed(hints.ClientID(id))
+	}
+	p.mu.Unlock()
+	p.broadcast()
+}
+
+// hid is the hints id of a connection's client (p.mu held); 0: none.
+func (p *hintsPolicy) hid(cl *client) uint32 {
+	if cl == nil {
+		return 0
+	}
+	return p.byConn[cl.id]
+}
+
+// peerList is the client list, ordered by id (p.mu held).
+func (p *hintsPolicy) peerList() *wire.HintsPeers {
+	m := &wire.HintsPeers{}
+	for id, mb := range p.members {
+		m.Members = append(m.Members, wire.HintsMember{ID: id, Boot: mb.boot, Listen: mb.listen})
+	}
+	sort.Slice(m.Members, func(i, j int) bool { return m.Members[i].ID < m.Members[j].ID })
+	return m
+}
+
+// broadcast sends every client the client list (a join or a leave), each
+// with its own id.
+func (p *hintsPolicy) broadcast() {
+	p.mu.Lock()
+	list := p.peerList()
+	type to struct {
+		c  *wire.Conn
+		id uint32
+	}
+	var tos []to
+	for id, mb := range p.members {
+		tos = append(tos, to{mb.conn, id})
+	}
+	p.mu.Unlock()
+	for _, t := range tos {
+		m := *list
+		m.You = t.id
+		t.c.Send(&m) // a client gone meanwhile: its connection's end is handled by left
+	}
+}
+
+// fileChanged: a file changed or left the version table (versions.go):
+// its last opener's hints name stale copies, and the manager forgets it,
+// which bounds its state by the version table. The discard cache's copies
+// of the file are dropped when next looked at (read compares versions).
+func (p *hintsPolicy) fileChanged(ino uint64) {
+	p.mu.Lock()
+	p.hs.Forget(ino)
+	p.mu.Unlock()
+}
+
+func (p *hintsPolicy) memEvicted(block.ID) {}
+
+// read serves a miss from the discard cache when it holds the block at the
+// version asked: the master copy moves back to a client (Server.Fetch).
+func (p *hintsPolicy) read(_ *wire.Conn, _ *client, _ *wire.ReadBlock, _ *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
+	p.mu.Lock()
+	d, ok := p.discard[id]
+	if !ok {
+		p.mu.Unlock()
+		return false
+	}
+	fr := p.hs.Fetch(stamp(), id)
+	p.mu.Unlock()
+	if !fr.Discard || d.version != v {
+		return false // stale: dropped by Fetch
+	}
+	p.discardHits.Add(1)
+	reply.Data, reply.Layer = d.data, 0
+	p.s.cfg.Metrics.CountRead(obs.LayerServerMemory, len(d.data))
+	return true
+}
+
+// served: blocks the server serves are not hashed (a client reading alone
+// pays nothing); a block is hashed when a client first asks for its digest
+// to check a peer's copy (digest), and the hand-outs on open carry the
+// digests known by then.
+func (p *hintsPolicy) served(*os.File, block.ID, uint64, []byte, bool) {}
+
+func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wire.Msg) (wire.Msg, error, bool) {
+	switch m := m.(type) {
+	case *wire.HintsPeers:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		list := p.peerList()
+		list.You = p.hid(cl)
+		return list, nil, true
+	case *wire.HintsOpen:
+		r, err := p.open(ctx, c, cl, m)
+		return r, err, true
+	case *wire.HintsDiscard:
+		p.offered.Add(1)
+		b := block.ID{File: m.File, Index: m.Index}
+		p.mu.Lock()
+		if p.hs.AcceptDiscard(b, block.Version(m.Version), hints.Time(m.Stamp)) {
+			p.discard[b] = discarded{version: m.Version, data: m.Data}
+			p.kept.Add(1)
+		}
+		p.mu.Unlock()
+		return nil, nil, true
+	case *wire.HintsDigest:
+		r, err := p.digest(c, m)
+		return r, err, true
+	case *wire.Discard, *wire.PeerReport:
+		return nil, nil, true
+	}
+	return nil, nil, false
+}
+
+// open hands the opener the hints of the file's last opener, asked with
+// HintsExport, and the digests the server knows of the hinted blocks.
+func (p *hintsPolicy) open(ctx context.Context, c *wire.Conn, cl *client, m *wire.HintsOpen) (*wire.HintsReply, error) {
+	of := p.s.handles.get(m.Handle, c)
+	if of == nil || cl == nil {
+		return nil, fmt.Errorf("hints for unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	fi, err := of.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	a := p.s.attrOf(fi)
+	p.opens.Add(1)
+	reply := &wire.HintsReply{Version: a.Version}
+	p.mu.Lock()
+	me := p.hid(cl)
+	if me == 0 {
+		p.mu.Unlock()
+		return reply, nil
+	}
+	r := p.hs.Open(stamp(), hints.ClientID(me), hints.BootID(cl.bootID), a.Ino, false)
+	from := p.members[uint32(r.HintsFrom)]
+	p.mu.Unlock()
+	if r.HintsFrom == hints.NoClient || from == nil {
+		return reply, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	got, err := from.conn.Call(cctx, &wire.HintsExport{File: a.Ino})
+	cancel()
+	hr, ok := got.(*wire.HintsReply)
+	if err != nil || !ok {
+		p.exportFails.Add(1)
+		p.mu.Lock()
+		p.hs.ClientFailed(r.HintsFrom)
+		p.mu.Unlock()
+		p.s.log.Debug("last opener did not hand its hints over", "client", r.HintsFrom, "err", err)
+		return reply, nil
+	}
+	p.handouts.Add(1)
+	p.hinted.Add(uint64(len(hr.Hints)))
+	reply.From, reply.FromBoot, reply.Hints = uint32(r.HintsFrom), uint64(r.HintsBoot), hr.Hints
+	for _, h := range hr.Hints {
+		if sum, ok := p.s.digests.get(digestKey{a.Ino, a.Version, h.Index}); ok {
+			reply.Digests = append(reply.Digests, wire.BlockDigestMsg{Index: h.Index, Digest: sum})
+		}
+	}
+	return reply, nil
+}
+
+// MaxDigestRun bounds the blocks one HintsDigest hashes.
+const MaxDigestRun = 16
+
+// digest answers a client's question for the digests of a run of blocks (a
+// peer served one and the open's hand-out had no digest for it): from the
+// table, else hashed from the server's memory cache or the export.
+func (p *hintsPolicy) digest(c *wire.Conn, m *wire.HintsDigest) (*wire.HintsDigestRep, error) {
+	p.digestRequests.Add(1)
+	of := p.s.handles.get(m.Handle, c)
+	if of == nil {
+		return nil, fmt.Errorf("digest for unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	fi, err := of.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	a := p.s.attrOf(fi)
+	if a.Ino != m.File {
+		return nil, fmt.Errorf("digest of file %d through a handle of file %d: %w", m.File, a.Ino, syscall.EINVAL)
+	}
+	r := &wire.HintsDigestRep{Version: a.Version}
+	if a.Version != m.Version {
+		return r, nil
+	}
+	bs := uint64(p.s.cfg.BlockSize)
+	end := min(m.Index+uint64(max(1, min(m.Count, MaxDigestRun))), (a.Size+bs-1)/bs)
+	for idx := m.Index; idx < end; idx++ {
+		sum, err := p.s.digestFor(of.f, block.ID{File: m.File, Index: idx}, a.Version, a.Size)
+		if err != nil {
+			break // changed while hashed: the client reads from the server
+		}
+		r.Digests = append(r.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
+	}
+	return r, nil
+}
+
+var hintsServerMetrics = []struct {
+	name, help string
+	gauge      bool
+}{
+	{"coopfs_hints_opens_total", "Opens that asked for the last opener's hints.", false},
+	{"coopfs_hints_handouts_total", "Opens handed the last opener's hints.", false},
+	{"coopfs_hints_handed_total", "Hints handed out on opens.", false},
+	{"coopfs_hints_export_failures_total", "Last openers that did not hand their hints over in time (marked down).", false},
+	{"coopfs_hints_discard_offered_total", "Young master copies clients sent to the discard cache.", false},
+	{"coopfs_hints_discard_kept_total", "Young master copies the discard cache kept.", false},
+	{"coopfs_hints_discard_cache_hits_total", "Misses served from the discard cache.", false},
+	{"coopfs_hints_discard_cache_blocks", "Blocks in the discard cache.", true},
+	{"coopfs_hints_digest_requests_total", "Digests clients asked for to check a peer's block.", false},
+}
+
+func (p *hintsPolicy) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range hintsServerMetrics {
+		ch <- prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+}
+
+func (p *hintsPolicy) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	n := p.hs.MemoryLen()
+	p.mu.Unlock()
+	vals := []float64{float64(p.opens.Load()), float64(p.handouts.Load()), float64(p.hinted.Load()),
+		float64(p.exportFails.Load()), float64(p.offered.Load()), float64(p.kept.Load()),
+		float64(p.discardHits.Load()), float64(n), float64(p.digestRequests.Load())}
+	for i, m := range hintsServerMetrics {
+		t := prometheus.CounterValue
+		if m.gauge {
+			t = prometheus.GaugeValue
+		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(m.name, m.help, nil, nil), t, vals[i])
+	}
+}

@@ -1,0 +1,93 @@
+package classic
+
+import "fmt"
+
+// check verifies the invariants.
+func (c *caches) check() error {
+	total := 0
+	for n := range c.cl {
+		if c.size(n) > c.k {
+			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, c.size(n), c.k)
+		}
+		if (c.freeAt[n] >= 0) != (c.size(n) < c.k) {
+			return fmt.Errorf("client %d: free set wrong", n)
+		}
+		for i, l := range []int{0, 1} {
+			lst := &c.cl[n]
+			if l == 1 {
+				lst = &c.gl[n]
+			}
+			cnt := 0
+			for h := lst.Front(); h != 0; h = c.lk[h].Next {
+				cnt++
+				e := &c.es[h]
+				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) {
+					return fmt.Errorf("client %d: entry %v misfiled", n, c.ids.Key(e.id))
+				}
+			}
+			if cnt != lst.Len() {
+				return fmt.Errorf("client %d: list length %d, counted %d", n, lst.Len(), cnt)
+			}
+			total += cnt
+		}
+	}
+	if total != len(c.es)-1-len(c.efree) {
+		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
+	}
+	if !c.single && total != c.at.Len() {
+		return fmt.Errorf("%d entries on client lists, %d in the (block, client) table", total, c.at.Len())
+	}
+	if c.ages && total != c.glob.Len() {
+		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
+	}
+	var last int64 = 1 << 62
+	for h := c.glob.Front(); h != 0; h = c.lg[h].Next {
+		if c.es[h].age > last {
+			return fmt.Errorf("global list out of age order at %v", c.ids.Key(c.es[h].id))
+		}
+		last = c.es[h].age
+	}
+	held := 0
+	for id, h := range c.one {
+		if h != 0 {
+			if c.es[h].id != uint32(id) {
+				return fmt.Errorf("block %v: entry of %v", c.ids.Key(uint32(id)), c.ids.Key(c.es[h].id))
+			}
+			held++
+		}
+	}
+	for id := range c.hold {
+		seen := map[int32]bool{}
+		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
+			if c.es[h].id != uint32(id) || seen[c.es[h].node] {
+				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
+			}
+			seen[c.es[h].node] = true
+			held++
+		}
+	}
+	if held != total {
+		return fmt.Errorf("%d holders, %d entries", held, total)
+	}
+	if c.server.lst.Len() > c.server.cap {
+		return fmt.Errorf("server holds %d blocks, capacity %d", c.server.lst.Len(), c.server.cap)
+	}
+	return nil
+}
+
+// checkNoGlobalDuplicates verifies the condition that holds at all times:
+// at most one copy of any block is a global (forwarded, unreferenced) copy.
+func (c *caches) checkNoGlobalDuplicates() error {
+	for id := range c.hold {
+		g := 0
+		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
+			if c.es[h].global {
+				g++
+			}
+		}
+		if g > 1 {
+			return fmt.Errorf("block %v has %d global copies", c.ids.Key(uint32(id)), g)
+		}
+	}
+	return nil
+}

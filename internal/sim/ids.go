@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"sync"
+
+	"github.com/coopfs/coopfs/internal/lru"
+)
+
+// IDs numbers blocks densely, 1, 2, 3, ... in order of first appearance
+// (0 is no block), so that an algorithm keeps its per-block state in
+// slices indexed by number instead of hash tables. Its memory grows with
+// the unique blocks. It is safe for concurrent use: Run numbers the trace
+// on the reading goroutine (Number, in chunks) while the algorithm looks
+// blocks up (a delete names blocks by file and index).
+type IDs struct {
+	mu     sync.Mutex
+	t      lru.Table[Key, uint32]
+	keys   []Key // keys[id]; keys[0] is unused
+	hashes [numberChunk]uint64
+	sink   uint64
+}
+
+// ID returns k's number, numbering k if it has none.
+func (d *IDs) ID(k Key) uint32 {
+	d.mu.Lock()
+	id := d.id(k)
+	d.mu.Unlock()
+	return id
+}
+
+func (d *IDs) id(k Key) uint32 { return d.idHashed(k, k.Hash()) }
+
+func (d *IDs) idHashed(k Key, h uint64) uint32 {
+	if len(d.keys) == 0 {
+		d.keys = append(d.keys, Key{})
+	}
+	id, found := d.t.InternHashed(k, h, uint32(len(d.keys)))
+	if !found {
+		d.keys = append(d.keys, k)
+	}
+	return id
+}
+
+// numberChunk is how many accesses Number numbers per lock.
+const numberChunk = 512
+
+// Number sets the ID of every read and write of batch (0 for the other
+// operations).
+func (d *IDs) Number(batch []Access) {
+	for len(batch) > 0 {
+		n := min(len(batch), numberChunk)
+		d.mu.Lock()
+		// Two passes: hash every key and touch its slot (independent loads
+		// that the CPU overlaps), then number them from the cache.
+		var sink uint64
+		for i := range batch[:n] {
+			h := Key{batch[i].File, batch[i].Block}.Hash()
+			d.hashes[i] = h
+			sink += d.t.Touch(h)
+		}
+		d.sink += sink
+		for i := range batch[:n] {
+			a := &batch[i]
+			if a.Op == OpRead || a.Op == OpWrite {
+				a.ID = d.idHashed(Key{a.File, a.Block}, d.hashes[i])
+			} else {
+				a.ID = 0
+			}
+		}
+		d.mu.Unlock()
+		batch = batch[n:]
+	}
+}
+
+// Lookup returns k's number, 0 if k has none.
+func (d *IDs) Lookup(k Key) uint32 {
+	d.mu.Lock()
+	id, _ := d.t.Get(k)
+	d.mu.Unlock()
+	return id
+}
+
+// Key returns the block numbered id.
+func (d *IDs) Key(id uint32) Key {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.keys[id]
+}
+
+// Len returns the number of blocks numbered: numbers run from 1 to Len().
+func (d *IDs) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(len(d.keys)-1, 0)
+}
