@@ -358,8 +358,8 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
+		Value:            &cl, // before the first request: CallbackRegister needs it
 	})
-	c.Value.Store(&cl)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -75,6 +75,9 @@ type ConnConfig struct {
 	// that long and can never stop the connection from reading.
 	Inline func(m Msg) bool
 	Name   string // the peer, for errors and logs
+	// Value, if not nil, is stored in Conn.Value before the connection
+	// reads its first request, so that every handler sees it.
+	Value any
 }
 
 // InlineStall is how long an inline request may hold up the read loop
@@ -137,6 +140,9 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 		c.batcher, _ = tc.NetConn().(*bufferedConn)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if cfg.Value != nil {
+		c.Value.Store(cfg.Value)
+	}
 	limitUnsent(nc)
 	go c.readLoop()
 	go c.writeLoop()
