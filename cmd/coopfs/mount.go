@@ -79,20 +79,21 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
+	// The flush socket is up before the mount appears, so that whoever
+	// waits for the mount can flush at once.
+	if writePolicy == cache.WriteBack {
+		stopCtl, err := serveFlushControl(ctx, a, mountpoint, log)
+		if err != nil {
+			return err
+		}
+		defer stopCtl()
+	}
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
 		ReadOnly: writePolicy == cache.ReadOnly}, log)
 	if err != nil {
 		return err
 	}
 	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String(), "write_policy", writePolicy.String())
-	if writePolicy == cache.WriteBack {
-		stopCtl, err := serveFlushControl(ctx, a, mnt.Dir(), log)
-		if err != nil {
-			mnt.Unmount()
-			return err
-		}
-		defer stopCtl()
-	}
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "mountpoint", mnt.Dir())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/proxy"
@@ -22,7 +23,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cacheSize := block.Size(mem.DefaultCapacity)
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
 	diskF := addDiskFlags(fs)
-	writePolicy := fs.String("write-policy", string(proxy.WriteThrough), "what the proxy does with writes: read-only (refused with EROFS) or write-through (relayed; whole written blocks kept); write-back is not available on the proxy yet")
+	var writePolicy cache.WritePolicy // write-through
+	fs.Var(&writePolicy, "write-policy", "what the proxy does with writes: read-only (refused with EROFS) or write-through (default: relayed; whole written blocks kept); write-back is not available on the proxy yet")
 	secFlags := addSecurityFlags(fs)
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the upstream's certificate must carry (default: the host of --upstream)")
 	reconnect := fs.Duration("reconnect-timeout", 10*time.Second, "how long to retry an unreachable upstream at start before failing")
@@ -44,8 +46,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := diskF.check(fs); err != nil {
 		return err
 	}
-	policy, err := proxy.ParseWritePolicy(*writePolicy)
-	if err != nil {
+	if err := proxy.CheckWritePolicy(writePolicy); err != nil {
 		return err
 	}
 	log := obs.NewLogger(stderr, *logLevel)
@@ -60,7 +61,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	log.Info("connecting", "upstream", *upstream)
 	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
-		CacheSize: int64(cacheSize), WritePolicy: policy,
+		CacheSize: int64(cacheSize), WritePolicy: writePolicy,
 		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
 		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
@@ -80,7 +81,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return err
 	}
-	log.Info("proxying", "listen", ln.Addr().String(), "upstream", *upstream, "write_policy", *writePolicy,
+	log.Info("proxying", "listen", ln.Addr().String(), "upstream", *upstream, "write_policy", writePolicy.String(),
 		"cache_size", cacheSize.String(), "disk_cache", *diskF.dir, "security", sec.Mode())
 	if err := p.Serve(ctx, ln); err != nil {
 		return err

@@ -252,15 +252,42 @@ func TestE2EProxyCertificates(t *testing.T) {
 func TestE2EProxyBadFlags(t *testing.T) {
 	needBinary(t)
 	for _, c := range []struct {
-		args []string
-		want []string
+		args   []string
+		prefix string
+		want   []string
 	}{
-		{[]string{"--write-policy", "write-back"}, []string{"write-back is not available on the proxy"}},
-		{[]string{"--write-policy", "sometimes"}, []string{"unknown --write-policy", "read-only or write-through"}},
-		{[]string{"--disk-banks", "4"}, []string{"--disk-banks", "without --disk-cache"}},
+		{[]string{"--write-policy", "write-back"}, "coopfs proxy:", []string{"write-back is not available on the proxy"}},
+		{[]string{"--write-policy", "sometimes"}, "invalid value", []string{"unknown write policy", "read-only, write-through"}},
+		{[]string{"--disk-banks", "4"}, "coopfs proxy:", []string{"--disk-banks", "without --disk-cache"}},
 	} {
 		args := append([]string{"proxy", "--upstream", e2eFreeAddr(t), "--listen", e2eFreeAddr(t)}, c.args...)
 		p := startProc(t, "proxy "+strings.Join(c.args, " "), args...)
-		wantOneLineError(t, p, p.mustExit(t, 20*time.Second), "coopfs proxy:", c.want...)
+		wantOneLineError(t, p, p.mustExit(t, 20*time.Second), c.prefix, c.want...)
 	}
+}
+
+// TestE2EProxyWriteBackRecall: a write-back mount behind a proxy holds a
+// write delegation at the server through the proxy; a client direct to
+// the server, and another behind the same proxy, open the file: the
+// recall reaches the writer through the proxy, which writes the file back
+// through it, and both readers see the data.
+func TestE2EProxyWriteBackRecall(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t), "--recall-timeout", "10s")
+	px := startProxy(t, srv.addr)
+	a := startMount(t, px.addr, "--name", "A", "--write-policy", "write-back", "--write-back-delay", "1h",
+		"--disk-cache", filepath.Join(t.TempDir(), "cache"), "--disk-cache-size", "64MiB", "--disk-banks", "4", "--disk-assoc", "4")
+	direct := startMount(t, srv.addr, "--name", "direct")
+	behind := startMount(t, px.addr, "--name", "behind")
+	data := patterned(2<<20+99, 7)
+	writeFile(t, a.path("f"), data)
+	if got, _ := exportFile(t, srv, "f"); len(got) != 0 {
+		t.Fatalf("the export has %d bytes of f before any recall", len(got))
+	}
+	readWant(t, direct.path("f"), data)
+	wantExport(t, srv, "f", data)
+	more := patterned(3<<20, 8)
+	writeFile(t, a.path("f"), more)
+	readWant(t, behind.path("f"), more)
+	wantExport(t, srv, "f", more)
 }

@@ -213,8 +213,10 @@ func TestE2EWriteBackFull(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("after %d dirty 64 KiB blocks in a 1 MiB cache: %v; want ENOSPC", written, err)
 	}
-	if written < 9 {
-		t.Errorf("only %d blocks fitted before ENOSPC; the 8 clean frames should have been reused", written)
+	// A set of 4 ways holds at least 4 dirty blocks (its clean frames are
+	// reused); how many fit in all depends on where the blocks hash to.
+	if written < 4 {
+		t.Errorf("only %d blocks fitted before ENOSPC; a set holds 4", written)
 	}
 	if err := fh.Close(); err != nil {
 		t.Fatal(err)

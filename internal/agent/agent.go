@@ -397,6 +397,10 @@ func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr,
 
 // Unlink implements fusefs.Backend.
 func (a *Agent) Unlink(ctx context.Context, path string) error {
+	// Files closed a moment ago may still be open at the server (their
+	// releases wait in the batch, release.go): sent first, so that removing
+	// a file just closed frees its space at once, as on a local disk.
+	a.releases.flushWait(true)
 	err := a.okCall(ctx, &wire.Unlink{Path: path}, false)
 	if err == nil {
 		a.wb.removed(path)

@@ -9,6 +9,14 @@
 // belong to, and writes reach the server before write(2) returns
 // (write-through), so they are there by close or fsync.
 //
+// The coordination policy the server runs (learned at the handshake) sits
+// behind one seam (policy.go): the read path and the tiers report events
+// (an open, a hit, a miss, an eviction, a server message) and the policy
+// decides where a miss is read from and what peers and the server are
+// sent. Adapters: none, directory (pdirectory.go, coop.go) and hints
+// (phints.go), around the state machines of internal/coord; peernet.go is
+// the client-to-client network both cooperative policies use.
+//
 // Agent implements fusefs.Backend; the same methods are the client library
 // that `coopfs demo` and `coopfs bench` use where FUSE is not available.
 package agent

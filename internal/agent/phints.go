@@ -54,6 +54,11 @@ type hintsClient struct {
 	me      uint32
 	members map[uint32]wire.HintsMember // the other clients, by id
 	digests map[digestKey][]byte        // the server's digests of blocks peers may serve
+	// last holds the files (and versions) this client is the last opener
+	// of, as far as it knows: the server asks for its hints (HintsExport)
+	// when another client opens one, which ends it. Reopening such a file
+	// needs no hand-out (seed 002: no newer hints exist).
+	last map[uint64]uint64
 
 	fwd   chan struct{} // bounds the forwards in flight
 	stats hintsStats
@@ -85,7 +90,7 @@ func newHintsClient(ctx context.Context, a *Agent, ln net.Listener) (*hintsClien
 	bs, _ := a.sess.params()
 	h := &hintsClient{a: a, timeout: a.cfg.ForwardTimeout, boot: a.sess.hello.BootID,
 		blocks: max(1, int(a.cfg.CacheSize/int64(bs))), members: make(map[uint32]wire.HintsMember),
-		digests: make(map[digestKey][]byte), fwd: make(chan struct{}, hintsForwards)}
+		digests: make(map[digestKey][]byte), last: make(map[uint64]uint64), fwd: make(chan struct{}, hintsForwards)}
 	h.peerNet = newPeerNet(a, ln, "hints", wire.HandlerFunc(h.servePeer), a.cfg.ForwardTimeout)
 	r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
 	if err != nil {
@@ -104,10 +109,30 @@ func now() hints.Time { return hints.Time(time.Now().UnixNano()) }
 
 // setPeers takes the server's client list: our own id (a new one makes a
 // new state machine: the old one's hints and ids mean nothing now), new
-// peers and new lives join, peers gone are failed.
+// peers and new lives join, peers gone are failed. A delta adds or
+// removes only the members it names.
 func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if list.Delta {
+		if h.hc == nil || list.You != h.me {
+			return // a delta for another life of ours: the whole list follows
+		}
+		for _, m := range list.Members {
+			if m.ID != h.me && m.ID != 0 {
+				h.members[m.ID] = m
+				h.hc.Join(hints.ClientID(m.ID), hints.BootID(m.Boot))
+			}
+		}
+		for _, id := range list.Gone {
+			if _, ok := h.members[id]; ok {
+				delete(h.members, id)
+				h.hc.PeerFailed(hints.ClientID(id))
+			}
+		}
+		return
+	}
+	clear(h.last) // a (re)connection: the server may have forgotten who opened what
 	if list.You != 0 && (h.hc == nil || list.You != h.me) {
 		hc, err := hints.NewClient(hints.ClientConfig{ID: hints.ClientID(list.You), Boot: hints.BootID(h.boot),
 			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic, MaxHints: max(minHints, 16*h.blocks)})
@@ -145,17 +170,22 @@ func (h *hintsClient) addr(id hints.ClientID) string { return h.members[uint32(i
 // opened asks the server for the hints of the file's last opener and
 // imports them, with the digests of the hinted blocks.
 func (h *hintsClient) opened(ctx context.Context, f *file) {
-	h.mu.Lock()
-	ready := h.hc != nil
-	h.mu.Unlock()
-	if !ready {
-		return
-	}
 	f.mu.Lock()
 	ino, v, size := f.attr.Ino, f.attr.Version, f.attr.Size
 	f.mu.Unlock()
 	if size < min(hintsMinSize, uint64(h.a.BlockSize())) || f.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		return // the hand-out would cost what reading the file from the server does
+	}
+	h.mu.Lock()
+	ready := h.hc != nil
+	still := h.last[ino] == v
+	h.mu.Unlock()
+	if !ready {
+		return
+	}
+	if still {
+		h.stats.localOpens.Add(1)
+		return
 	}
 	r, err := f.call(ctx, func(hd uint64) wire.Msg { return &wire.HintsOpen{Handle: hd, File: ino, Version: v} }, true)
 	hr, ok := r.(*wire.HintsReply)
@@ -181,6 +211,10 @@ func (h *hintsClient) opened(ctx context.Context, f *file) {
 	for _, d := range hr.Digests {
 		h.digests[digestKey{ino, hr.Version, d.Index}] = d.Digest
 	}
+	if len(h.last) >= maxDigests {
+		clear(h.last)
+	}
+	h.last[ino] = hr.Version
 	h.mu.Unlock()
 }
 
@@ -609,6 +643,7 @@ func (h *hintsClient) serveServer(_ context.Context, m wire.Msg) (wire.Msg, erro
 	case *wire.HintsExport:
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		delete(h.last, m.File) // another client opened it after us
 		r := &wire.HintsReply{From: h.me, FromBoot: h.boot}
 		if h.hc != nil {
 			for _, x := range h.hc.ExportHints(m.File, nil) {
@@ -627,5 +662,5 @@ type hintsStats struct {
 	imported, lookupsServed, served                                 atomic.Uint64
 	forwards, forwardFailures, forwardsSkipped                      atomic.Uint64
 	forwardsReceived, discards                                      atomic.Uint64
-	lost                                                            atomic.Uint64
+	lost, localOpens                                                atomic.Uint64
 }

@@ -27,6 +27,7 @@ var hintsClientMetrics = []struct {
 	{"coopfs_hints_holder_failures_total", "Hinted holders that did not answer (marked failed until heard from).", func(s *hintsStats) *atomic.Uint64 { return &s.holderFailures }},
 	{"coopfs_hints_bad_blocks_total", "Blocks peers sent that failed the version or SHA-256 check (read from the server).", func(s *hintsStats) *atomic.Uint64 { return &s.badBlocks }},
 	{"coopfs_hints_digest_requests_total", "Digests asked of the server to check a peer's block.", func(s *hintsStats) *atomic.Uint64 { return &s.digestRequests }},
+	{"coopfs_hints_local_opens_total", "Opens without a hand-out: this client was still the file's last opener.", func(s *hintsStats) *atomic.Uint64 { return &s.localOpens }},
 	{"coopfs_hints_imported_total", "Hints taken from the last opener's hand-out on open.", func(s *hintsStats) *atomic.Uint64 { return &s.imported }},
 	{"coopfs_hints_lookups_served_total", "Lookups peers sent this client.", func(s *hintsStats) *atomic.Uint64 { return &s.lookupsServed }},
 	{"coopfs_hints_served_total", "Blocks this client served to peers.", func(s *hintsStats) *atomic.Uint64 { return &s.served }},

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -167,7 +168,7 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	if as, ok := m.(*wire.As); ok && as.Msg != nil {
 		inner = as.Msg
 	}
-	if cl.p.cfg.WritePolicy == ReadOnly && wire.Mutates(inner) {
+	if cl.p.cfg.WritePolicy == cache.ReadOnly && wire.Mutates(inner) {
 		return nil, fmt.Errorf("%v: the proxy is read-only (--write-policy read-only): %w", inner.Type(), syscall.EROFS)
 	}
 	if wire.OneWay(ctx) {
@@ -195,12 +196,11 @@ func (cl *client) call(ctx context.Context, m wire.Msg) (wire.Msg, error) {
 	if as, ok := m.(*wire.As); ok && as.Msg != nil {
 		inner = as.Msg
 	}
-	if _, blocking := inner.(*wire.LockSet); !blocking {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cl.p.cfg.RequestTimeout)
-		defer cancel()
+	timeout := cl.p.cfg.RequestTimeout
+	if _, blocking := inner.(*wire.LockSet); blocking {
+		timeout = 0
 	}
-	return cl.up.Call(ctx, m)
+	return cl.up.CallTimeout(ctx, m, timeout)
 }
 
 // sentOneWay notes what a one-way message changes: released handles.
@@ -222,7 +222,7 @@ func (cl *client) observe(req, rep wire.Msg) {
 		c.noteAttr(&r.Attr)
 	case *wire.AttrReply:
 		c.noteAttr(&r.Attr)
-		if cl.p.cfg.WritePolicy == WriteThrough {
+		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
 	case *wire.ReadDirPlusReply:

@@ -5,31 +5,21 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
-// WritePolicy says what the proxy does with its clients' writes (seed 003).
-type WritePolicy string
-
-// The write policies the proxy offers.
-const (
-	ReadOnly     WritePolicy = "read-only"     // every change fails with EROFS
-	WriteThrough WritePolicy = "write-through" // relayed; whole written blocks are kept
-	WriteBack    WritePolicy = "write-back"    // not offered by the proxy yet
-)
-
-// ParseWritePolicy checks a --write-policy value: read-only or
-// write-through.
-func ParseWritePolicy(s string) (WritePolicy, error) {
-	switch p := WritePolicy(s); p {
-	case ReadOnly, WriteThrough:
-		return p, nil
-	case WriteBack:
-		return "", fmt.Errorf("--write-policy write-back is not available on the proxy yet: use write-through (or write-back on the mounts)")
+// CheckWritePolicy refuses the write policies the proxy does not offer.
+func CheckWritePolicy(p cache.WritePolicy) error {
+	switch p {
+	case cache.ReadOnly, cache.WriteThrough:
+		return nil
+	case cache.WriteBack:
+		return fmt.Errorf("--write-policy write-back is not available on the proxy yet: use write-through (or write-back on the mounts behind it)")
 	}
-	return "", fmt.Errorf("unknown --write-policy %q: use read-only or write-through", s)
+	return fmt.Errorf("unknown write policy %v: use read-only or write-through", p)
 }
 
 // DiskConfig configures the proxy's persistent disk tier (cache/disk).
@@ -48,7 +38,10 @@ type Config struct {
 	Name          string         // this proxy's name in the upstream's logs; default "proxy"
 	CacheSize     int64          // memory block cache; default mem.DefaultCapacity
 	Disk          DiskConfig
-	WritePolicy   WritePolicy // default write-through
+	// WritePolicy: cache.ReadOnly refuses every change with EROFS;
+	// cache.WriteThrough (the zero value) relays writes and keeps the whole
+	// blocks written; cache.WriteBack is not offered by the proxy yet.
+	WritePolicy cache.WritePolicy
 	// ConnectTimeout bounds how long New retries an unreachable upstream.
 	// Default 10s.
 	ConnectTimeout time.Duration
@@ -67,9 +60,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = mem.DefaultCapacity
-	}
-	if c.WritePolicy == "" {
-		c.WritePolicy = WriteThrough
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 10 * time.Second
@@ -93,7 +83,7 @@ func (c *Config) validate() error {
 	if c.Upstream == "" {
 		return fmt.Errorf("no upstream: give --upstream HOST:PORT (a coopfs server or another proxy)")
 	}
-	if _, err := ParseWritePolicy(string(c.WritePolicy)); err != nil {
+	if err := CheckWritePolicy(c.WritePolicy); err != nil {
 		return err
 	}
 	if c.CacheSize < 0 || c.Disk.Size < 0 {

@@ -35,6 +35,10 @@
 // lookups or opens, only blocks keyed by version, which a change can
 // never make wrong — a changed file has a new version.
 //
+// Write delegations of write-back mounts (DelegateWrite, DelegateReturn)
+// travel the same way, and so does their recall, a break of kind write:
+// the client writes the file back through the proxy, then acks.
+//
 // # The block cache
 //
 // Blocks are cached in memory and, with a disk cache directory, in the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/proxy"
 	"github.com/coopfs/coopfs/internal/server"
@@ -209,7 +210,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	srvAddr, _ := serve(t, export)
-	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: proxy.ReadOnly})
+	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: cache.ReadOnly})
 	a := newAgent(t, p)
 	if err := write(t, a, "g", []byte("x")); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("create through a read-only proxy: %v; want EROFS", err)
@@ -316,7 +317,7 @@ func TestCoopUpstream(t *testing.T) {
 // by another client from the proxy, without the server sending them.
 func TestWriteThroughKeepsBlocks(t *testing.T) {
 	srvAddr, srvM := serve(t, t.TempDir())
-	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: proxy.WriteThrough})
+	p, _ := startProxy(t, srvAddr, proxy.Config{WritePolicy: cache.WriteThrough})
 	a, b := newAgent(t, p), newAgent(t, p)
 	data := pattern(5*bs+99, 7)
 	if err := write(t, a, "g", data); err != nil {

@@ -6,6 +6,13 @@
 // with that version. It keeps a memory block cache of its own (the
 // "server memory" layer in front of the export's disk).
 //
+// The coordination policy (Config.Policy) sits behind one seam (policy.go):
+// the server reports clients joining and leaving, files changing, its
+// memory's evictions, misses and the policy's own messages, and the
+// policy's adapter decides (pdirectory.go with coop.go around
+// internal/coord/directory; phints.go around internal/coord/hints, with the
+// discard cache).
+//
 // File system access goes through os.Root, so no path a client sends can
 // leave the export, whatever symlinks the tree holds.
 package server

@@ -29,11 +29,14 @@ type hintsPolicy struct {
 	s       *Server
 	timeout time.Duration // how long the last opener has to hand its hints over
 
+	bcastMu sync.Mutex // orders the client-list messages (broadcast)
+
 	mu      sync.Mutex
 	hs      *hints.Server
 	discard map[block.ID]discarded  // the discard cache's bytes (hs holds the order)
 	members map[uint32]*hintsMember // connected clients, by hints id
 	ids     map[string]uint32       // hints id of every peer listener address seen
+	nextID  uint32                  // the last hints id given
 	byConn  map[uint32]uint32       // connection's client id → hints id
 
 	opens, handouts, hinted, exportFails       atomic.Uint64
@@ -95,10 +98,8 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 		if len(p.ids) >= maxHintsIDs {
 			p.forgetIDs()
 		}
-		id = uint32(len(p.ids) + 1)
-		for p.taken(id) {
-			id++
-		}
+		p.nextID++
+		id = p.nextID
 		p.ids[cl.listen] = id
 	}
 	p.byConn[cl.id] = id
@@ -114,16 +115,7 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 	mb.conns++
 	p.hs.ClientSeen(hints.ClientID(id), hints.BootID(cl.bootID))
 	p.mu.Unlock()
-	p.broadcast()
-}
-
-func (p *hintsPolicy) taken(id uint32) bool {
-	for _, v := range p.ids {
-		if v == id {
-			return true
-		}
-	}
-	return false
+	p.broadcast(c, id, &wire.HintsPeers{Delta: true, Members: []wire.HintsMember{{ID: id, Boot: mb.boot, Listen: mb.listen}}})
 }
 
 // forgetIDs drops the ids of addresses no connected client uses (p.mu held).
@@ -144,12 +136,15 @@ func (p *hintsPolicy) left(cl *client) {
 		p.mu.Unlock()
 		return
 	}
-	if mb.conns--; mb.conns <= 0 {
-		delete(p.members, id)
-		p.hs.ClientFailed(hints.ClientID(id))
+	mb.conns--
+	if mb.conns > 0 {
+		p.mu.Unlock()
+		return
 	}
+	delete(p.members, id)
+	p.hs.ClientFailed(hints.ClientID(id))
 	p.mu.Unlock()
-	p.broadcast()
+	p.broadcast(nil, 0, &wire.HintsPeers{Delta: true, Gone: []uint32{id}})
 }
 
 // hid is the hints id of a connection's client (p.mu held); 0: none.
@@ -170,24 +165,37 @@ func (p *hintsPolicy) peerList() *wire.HintsPeers {
 	return m
 }
 
-// broadcast sends every client the client list (a join or a leave), each
-// with its own id.
-func (p *hintsPolicy) broadcast() {
+// broadcast tells the clients of a join or a leave: the joiner (conn
+// joiner, id joinerID) gets the whole list, the others the delta. The
+// messages of successive broadcasts leave in order (bcastMu).
+func (p *hintsPolicy) broadcast(joiner *wire.Conn, joinerID uint32, delta *wire.HintsPeers) {
+	p.bcastMu.Lock()
+	defer p.bcastMu.Unlock()
 	p.mu.Lock()
-	list := p.peerList()
+	var full *wire.HintsPeers
+	if joiner != nil {
+		full = p.peerList()
+		full.You = joinerID
+	}
 	type to struct {
 		c  *wire.Conn
 		id uint32
 	}
-	var tos []to
+	tos := make([]to, 0, len(p.members))
 	for id, mb := range p.members {
-		tos = append(tos, to{mb.conn, id})
+		if mb.conn != joiner {
+			tos = append(tos, to{mb.conn, id})
+		}
 	}
 	p.mu.Unlock()
+	// A client gone meanwhile: its connection's end is handled by left.
+	if joiner != nil {
+		joiner.Send(full)
+	}
 	for _, t := range tos {
-		m := *list
+		m := *delta
 		m.You = t.id
-		t.c.Send(&m) // a client gone meanwhile: its connection's end is handled by left
+		t.c.Send(&m)
 	}
 }
 

@@ -358,7 +358,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),
-		Value:            &cl, // before the first request: CallbackRegister needs it
+		Value:            &cl, // before the first request is read: it names the client
 	})
 	s.mu.Lock()
 	if s.closed {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -227,14 +228,53 @@ type csvReader struct {
 }
 
 func (c *csvReader) NextBatch(dst []Access) (int, error) {
-	for i := range dst {
+	i := 0
+	for i < len(dst) {
+		if i += c.fast(dst[i:]); i == len(dst) {
+			break
+		}
 		a, err := c.Next()
 		if err != nil {
 			return i, err
 		}
 		dst[i] = a
+		i++
 	}
-	return len(dst), nil
+	return i, nil
+}
+
+// fast parses the data lines already in the read buffer straight from it
+// and returns how many it filled; it stops at the header, a blank or
+// comment line, a line not wholly buffered or one that does not parse,
+// which Next handles.
+func (c *csvReader) fast(dst []Access) int {
+	br := c.lr.br
+	if c.header || br.Buffered() == 0 {
+		return 0
+	}
+	buf, _ := br.Peek(br.Buffered())
+	n, pos := 0, 0
+	for n < len(dst) {
+		j := bytes.IndexByte(buf[pos:], '\n')
+		if j < 0 || j > maxLine {
+			break
+		}
+		s := trimSpace(buf[pos : pos+j])
+		if len(s) == 0 || s[0] == '#' {
+			break
+		}
+		a, err := c.parse(s)
+		if err != nil {
+			break
+		}
+		dst[n] = a
+		c.n++
+		n++
+		pos += j + 1
+	}
+	br.Discard(pos)
+	c.lr.line += n
+	return n
 }
 
 func (c *csvReader) Next() (Access, error) {
@@ -266,7 +306,10 @@ func (c *csvReader) split(s []byte) [][]byte {
 		for i < len(s) && s[i] != c.spec.Delim {
 			i++
 		}
-		v := trimSpace(s[:i])
+		v := s[:i]
+		if len(v) > 0 && (isSpace(v[0]) || isSpace(v[len(v)-1])) {
+			v = trimSpace(v)
+		}
 		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 			v = v[1 : len(v)-1]
 		}
@@ -349,6 +392,12 @@ func (c *csvReader) parse(s []byte) (Access, error) {
 // (read, get, gets), writes (write, set, add, replace, cas, append,
 // prepend, incr, decr) and deletes (delete, del), with coopfs's own names.
 func parseObjectOp(b []byte) (Op, error) {
+	switch string(b) { // the usual spellings, without a copy
+	case "read", "get":
+		return OpRead, nil
+	case "write", "set":
+		return OpWrite, nil
+	}
 	switch strings.ToLower(string(b)) {
 	case "read", "r", "get", "gets":
 		return OpRead, nil

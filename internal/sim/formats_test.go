@@ -273,7 +273,7 @@ func FuzzCSVReader(f *testing.F) {
 func BenchmarkReaders(b *testing.B) {
 	w, _ := Generate(GenConfig{Pattern: GenZipf, Clients: 42, Accesses: 500000, Files: 20000, Seed: 1})
 	acc, _ := Collect(w)
-	for _, f := range []Format{FormatCoopfs, FormatTxt, FormatOracle} {
+	for _, f := range []Format{FormatCoopfs, FormatTxt, FormatCSV, FormatOracle} {
 		var buf bytes.Buffer
 		if err := Convert(&buf, &Slice{Accesses: acc}, f, 4096); err != nil {
 			b.Fatal(err)
@@ -343,6 +343,19 @@ func TestBatchFastPaths(t *testing.T) {
 			fmt.Fprintf(&txt, "%d\n", rng.Uint64N(1<<50))
 		}
 	}
+	var csv bytes.Buffer
+	csv.WriteString("time,obj_id,obj_size,op,client\n")
+	for i := range 60000 {
+		switch rng.IntN(30) {
+		case 0:
+			csv.WriteString("# comment\n\n")
+		case 1:
+			fmt.Fprintf(&csv, " %d , \"%d\" ,%d, GET ,%d\r\n", i, rng.Uint64N(1000), rng.IntN(9000), rng.IntN(42))
+		default:
+			fmt.Fprintf(&csv, "%d.%03d,%d,%d,%s,%d\n", i/1000, i%1000, rng.Uint64N(1<<40), rng.IntN(1<<20), []string{"read", "set", "delete", "get"}[rng.IntN(4)], rng.IntN(42))
+		}
+	}
+	csv.WriteString("1,2,3,bogus,4\n")
 	var oracle bytes.Buffer // many buffers of records, then a bad one, then a truncated one
 	for i := range 30000 {
 		oracle.Write(oracleRec(uint32(i), rng.Uint64(), uint32(rng.IntN(1<<20)), int64(rng.IntN(100000))-1))
@@ -353,7 +366,7 @@ func TestBatchFastPaths(t *testing.T) {
 		f    Format
 		data []byte
 	}{{FormatCoopfs, coopfs.Bytes()}, {FormatTxt, txt.Bytes()}, {FormatLIRS, append(txt.Bytes(), "12x\n"...)},
-		{FormatOracle, oracle.Bytes()}} {
+		{FormatOracle, oracle.Bytes()}, {FormatCSV, csv.Bytes()}} {
 		read := func(batch bool) ([]Access, error) {
 			src, err := NewReader(bytes.NewReader(tc.data), tc.f)
 			if err != nil {

@@ -75,8 +75,8 @@ type ConnConfig struct {
 	// that long and can never stop the connection from reading.
 	Inline func(m Msg) bool
 	Name   string // the peer, for errors and logs
-	// Value, if not nil, is stored in Conn.Value before the connection
-	// reads its first request, so that every handler sees it.
+	// Value, when not nil, is stored in Conn.Value before the connection
+	// reads its first request, so that no handler can see it unset.
 	Value any
 }
 

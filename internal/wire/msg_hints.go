@@ -26,12 +26,15 @@ type HintsMember struct {
 	Listen string // its peer listener
 }
 
-// HintsPeers is the server's list of connected clients, sent to every
-// client when a client joins or leaves (the seed's "list of clients in the
-// distributed file system" that a (re)started client gets from the manager).
+// HintsPeers is the server's list of connected clients (the seed's "list
+// of clients in the distributed file system" that a (re)started client gets
+// from the manager): the whole list to a client that joins or asks, and a
+// Delta to the others when a client joins (Members) or leaves (Gone).
 type HintsPeers struct {
 	Members []HintsMember
-	You     uint32 // the receiver's own id among them (0: not a member yet)
+	You     uint32 // the receiver's own id (0: not a member yet)
+	Delta   bool
+	Gone    []uint32
 }
 
 // HintsOpen asks the server, right after an open, for the hints of the last
@@ -184,6 +187,11 @@ func (m *HintsPeers) encode(e *encoder) {
 		e.str(p.Listen)
 	}
 	e.u32(m.You)
+	e.boolean(m.Delta)
+	e.u64(uint64(len(m.Gone)))
+	for _, id := range m.Gone {
+		e.u32(id)
+	}
 }
 func (m *HintsPeers) decode(d *decoder) {
 	n := d.count(3)
@@ -192,6 +200,13 @@ func (m *HintsPeers) decode(d *decoder) {
 		m.Members[i] = HintsMember{ID: d.u32(), Boot: d.u64(), Listen: d.str()}
 	}
 	m.You = d.u32()
+	m.Delta = d.boolean()
+	if n := d.count(1); n > 0 {
+		m.Gone = make([]uint32, n)
+		for i := range m.Gone {
+			m.Gone[i] = d.u32()
+		}
+	}
 }
 
 func (*HintsOpen) Type() Type { return THintsOpen }

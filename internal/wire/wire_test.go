@@ -55,6 +55,7 @@ func sampleMsgs() []Msg {
 		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
 		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
 		&HintsPeers{Members: []HintsMember{{ID: 1, Boot: 2, Listen: "h:1"}, {ID: 3, Boot: 4}}, You: 3},
+		&HintsPeers{Members: []HintsMember{{ID: 5, Boot: 6, Listen: "h:5"}}, You: 1, Delta: true, Gone: []uint32{2, 4}},
 		&HintsOpen{Handle: 1, File: 2, Version: 3}, &HintsExport{File: 9},
 		&HintsReply{From: 2, FromBoot: 5, Version: 3, Hints: []BlockHintMsg{{Index: 1, Holder: 2, Boot: 3, Since: -4}},
 			Digests: []BlockDigestMsg{{Index: 1, Digest: bytes.Repeat([]byte{7}, 32)}}},

@@ -249,7 +249,7 @@ func TestDemoHostsCancel(t *testing.T) {
 	before := demoDirs(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := Config{Binary: bin, Clients: 2, Files: 1, FileSize: 64 << 20, Policies: []string{"none"}, ServerLink: "50mbit"}
+	cfg := Config{Binary: bin, Clients: 2, Files: 1, FileSize: 16 << 20, Policies: []string{"none"}, ServerLink: "50mbit"}
 	cfg.onReading = func() { time.AfterFunc(300*time.Millisecond, cancel) }
 	done := make(chan error, 1)
 	go func() {
@@ -260,6 +260,8 @@ func TestDemoHostsCancel(t *testing.T) {
 	case err := <-done:
 		if err == nil {
 			t.Log("the demo finished before it was interrupted")
+		} else if !errors.Is(err, context.Canceled) {
+			t.Errorf("interrupted demo: %v, want context.Canceled", err)
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatal("demo did not return 90s after cancel")

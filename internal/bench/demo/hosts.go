@@ -250,15 +250,15 @@ func subtract(a, b obs.Samples) obs.Samples {
 func readOnHosts(ctx context.Context, cfg Config, pr *PolicyRun, cl *nscluster.Cluster, files []dataFile) error {
 	pr.PerClient = make([]ClientResult, len(cl.Mounts))
 	size := cfg.FileSize * int64(cfg.Files)
+	if cfg.onReading != nil {
+		cfg.onReading()
+	}
 	start := time.Now()
 	p := newProgress(cfg.Progress, fmt.Sprintf("%s: client1 reading the data set alone", pr.Policy), size)
 	err := readMounts(ctx, cfg, pr, cl.Mounts[:1], 0, files, p)
 	p.done()
 	pr.First = time.Since(start)
 	if err == nil && len(cl.Mounts) > 1 {
-		if cfg.onReading != nil {
-			cfg.onReading()
-		}
 		rest := time.Now()
 		p = newProgress(cfg.Progress, fmt.Sprintf("%s: the other %d clients reading it at once", pr.Policy, len(cl.Mounts)-1),
 			size*int64(len(cl.Mounts)-1))
@@ -301,6 +301,9 @@ func readMounts(ctx context.Context, cfg Config, pr *PolicyRun, mounts []*nsclus
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // the testbed went down with the context
+		}
 		return fmt.Errorf("demo: %w", err)
 	}
 	return nil

@@ -132,6 +132,9 @@ func (p *player) playSeq(ctx context.Context, as []sim.Access, first int, res *l
 		}
 		d, err := p.access(a, p.buf, res)
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // the testbed went down with the context
+			}
 			return fmt.Errorf("replay: access %d (%s): %w", first+i+1, sim.FormatAccess(a), err)
 		}
 		res.count(a, d)
@@ -164,6 +167,10 @@ func (p *player) playParallel(ctx context.Context, as []sim.Access, first int, r
 					prog.set(first + int(done.Load()))
 				}
 				d, err := p.access(as[i], buf, mine)
+				if err != nil && ctx.Err() != nil {
+					errs[c] = ctx.Err() // the testbed went down with the context
+					return
+				}
 				if err != nil {
 					errs[c] = fmt.Errorf("replay: access %d (%s): %w", first+i+1, sim.FormatAccess(as[i]), err)
 					return

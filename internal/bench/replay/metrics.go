@@ -72,6 +72,7 @@ func fromSim(m sim.Metrics) Side {
 var (
 	consistencyTypes = map[string]bool{"Open": true, "OpenReply": true, "Release": true, "ReleaseBatch": true,
 		"GetAttr": true, "AttrReply": true, "CallbackRegister": true, "CallbackBreak": true,
+		"DelegateWrite": true, "DelegateReturn": true,
 		// hints: the hand-out on open, the peer list, the digest check of
 		// peer-served blocks.
 		"HintsOpen": true, "HintsReply": true, "HintsExport": true, "HintsPeers": true,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/bench/cluster"
 	"github.com/coopfs/coopfs/internal/bench/nscluster"
 	"github.com/coopfs/coopfs/internal/bench/testbed"
 	"github.com/coopfs/coopfs/internal/sim"
@@ -136,7 +137,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Keep {
 		rep.Notes = append(rep.Notes, "run directory kept: "+dir)
 	} else {
-		defer os.RemoveAll(dir)
+		defer func() {
+			// Never remove a tree with a live mount in it (it would
+			// delete through the mount): the clusters are closed by now.
+			if live, _ := cluster.MountsUnder(dir); len(live) > 0 {
+				fmt.Fprintf(cfg.Progress, "replay: mounts left under %s, not removing it: %v\n", dir, live)
+				return
+			}
+			os.RemoveAll(dir)
+		}()
 	}
 	// The simulator sees the accesses one at a time, as the live replay
 	// plays them: spaced so that nothing queues (directory's simulation

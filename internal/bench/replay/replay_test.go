@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/bench/cluster/clustertest"
 	"github.com/coopfs/coopfs/internal/sim"
@@ -142,4 +146,70 @@ func TestBlockPattern(t *testing.T) {
 	if !checkBlock(buf, 42, 3) || checkBlock(buf, 42, 4) || checkBlock(buf, 41, 3) {
 		t.Error("block headers do not identify blocks")
 	}
+}
+
+// TestReplayCancel interrupts a replay while it plays (Ctrl-C): nothing it
+// started may be left (namespaces, mounts, the run directory).
+func TestReplayCancel(t *testing.T) {
+	if err := Unavailable(); err != nil {
+		t.Skipf("the namespace testbed cannot run here: %v", err)
+	}
+	bin := clustertest.Binary(t)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "coopfs-replay-*"))
+	w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenOffice, Clients: 2, Accesses: 200000, Files: 50, MaxFile: 16, Private: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Config{Workload: w, MaxAccesses: -1, Binary: bin, Policies: []string{"none"}, Progress: &progress})
+		done <- err
+	}()
+	for !strings.Contains(progress.String(), "live:") {
+		select {
+		case err := <-done:
+			t.Fatalf("the replay ended before it was interrupted: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("interrupted replay: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the replay did not return 60s after cancel")
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "coopfs-replay-*"))
+	if len(after) > len(before) {
+		t.Errorf("run directories left: %v (before: %v)", after, before)
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cfs"+strconv.Itoa(os.Getpid())+"-") {
+			t.Errorf("network namespace left: %s", e.Name())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

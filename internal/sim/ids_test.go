@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestIDs checks the numbering: 1, 2, 3, ... in order of first appearance,
+// reads and writes only, the same number for the same block, and lookups
+// from another goroutine while Number runs (go test -race).
+func TestIDs(t *testing.T) {
+	var d IDs
+	var batch []Access
+	for i := range 5000 {
+		op := []Op{OpRead, OpWrite, OpOpen, OpClose, OpDelete}[i%5]
+		batch = append(batch, Access{File: uint64(i % 7), Block: uint64(i % 300), Op: op})
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			if id := d.Lookup(Key{File: 0, Block: 0}); id > 1 {
+				t.Errorf("block (0, 0) numbered %d, want 1", id)
+			}
+		}
+	}()
+	d.Number(batch)
+	wg.Wait()
+	next := uint32(1)
+	seen := map[Key]uint32{}
+	for _, a := range batch {
+		if a.Op != OpRead && a.Op != OpWrite {
+			if a.ID != 0 {
+				t.Fatalf("%v numbered %d", a.Op, a.ID)
+			}
+			continue
+		}
+		want, ok := seen[a.Key()]
+		if !ok {
+			want = next
+			seen[a.Key()] = want
+			next++
+		}
+		if a.ID != want || d.Key(a.ID) != a.Key() || d.Lookup(a.Key()) != want {
+			t.Fatalf("%v: number %d, want %d", a.Key(), a.ID, want)
+		}
+	}
+	if d.Len() != len(seen) || d.ID(Key{File: 99}) != uint32(len(seen)+1) || d.Lookup(Key{File: 98}) != 0 {
+		t.Fatalf("len %d, want %d; a new block is not numbered next", d.Len(), len(seen))
+	}
+}
