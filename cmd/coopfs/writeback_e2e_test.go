@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,8 +213,10 @@ func TestE2EWriteBackFull(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("after %d dirty 64 KiB blocks in a 1 MiB cache: %v; want ENOSPC", written, err)
 	}
-	if written < 9 {
-		t.Errorf("only %d blocks fitted before ENOSPC; the 8 clean frames should have been reused", written)
+	// A set of 4 ways holds at least 4 dirty blocks (its clean frames are
+	// reused); how many fit in all depends on where the blocks hash to.
+	if written < 4 {
+		t.Errorf("only %d blocks fitted before ENOSPC; a set holds 4", written)
 	}
 	if err := fh.Close(); err != nil {
 		t.Fatal(err)
@@ -321,6 +324,7 @@ func TestE2EWriteBackRecall(t *testing.T) {
 			// A stops answering while it holds g dirty.
 			mustWrite(t, a.path("g"), []byte("unflushed"))
 			a.signal(syscall.SIGSTOP)
+			waitStopped(t, a.cmd.Process.Pid)
 			_, err = os.ReadFile(b.path("g"))
 			if policy == "eio" {
 				if !errors.Is(err, syscall.EIO) {
@@ -343,5 +347,30 @@ func TestE2EWriteBackRecall(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (a
+// SIGSTOP takes effect asynchronously).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			// The state follows the parenthesised command name.
+			if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && b[i+2] != 'T' {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped within 10s of SIGSTOP", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -127,7 +127,10 @@ func TestE2EWriteBackModel(t *testing.T) {
 		case k < 82: // fstat
 			st, err := handle(name).Stat()
 			if err != nil || st.Size() != int64(len(model[name])) {
-				t.Fatalf("op %d: fstat %s: %v, %v; the model has %d bytes", op, name, st, err, len(model[name]))
+				pst, perr := os.Stat(m.path(name))
+				est, eerr := os.Stat(filepath.Join(srv.export, name))
+				t.Fatalf("op %d: fstat %s: %v, %v; the model has %d bytes (stat by path: %v %v; in the export: %v %v)",
+					op, name, st, err, len(model[name]), pst, perr, est, eerr)
 			}
 		case k < 85: // truncate
 			n := r.IntN(5 * bs)

@@ -424,7 +424,9 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+	at, err := a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+	a.wb.overlay(&at)
+	return at, err
 }
 
 // Symlink implements fusefs.Backend.

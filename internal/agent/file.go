@@ -369,15 +369,18 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements vfs.File. Writes are already on the server
-// (write-through) or durable in the disk tier (write-back).
+// Flush implements vfs.File (close). Writes are already on the server
+// (write-through), or in the disk tier's bank files (write-back): they
+// survive the death of the mount process from then on (the kernel keeps
+// the files' pages), and a machine crash after the next fsync or the
+// background flusher's sync, at most a second later (writeback.go).
 func (f *file) Flush(ctx context.Context) error { return nil }
 
-// Fsync implements vfs.File. Under write-back the data is already durable
-// on the local disk: it reaches the server on a flush (writeback.go).
+// Fsync implements vfs.File. Under write-back it makes the data durable
+// on the local disk: it reaches the server later (writeback.go).
 func (f *file) Fsync(ctx context.Context) error {
 	if f.a.writePolicy() == cache.WriteBack {
-		return nil
+		return f.a.wb.sync()
 	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err

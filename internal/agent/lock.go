@@ -132,6 +132,7 @@ func (f *file) Revalidate(ctx context.Context) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("getattr: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	f.a.wb.overlay(&ar.Attr) // a file with dirty data here keeps its version (writeback.go)
 	f.mu.Lock()
 	changed := ar.Attr.Version != f.attr.Version
 	if changed {
@@ -151,5 +152,7 @@ func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, 
 
 // LookupPinned implements fusefs.PinnedOpener.
 func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	at, err := a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	a.wb.overlay(&at) // a file with dirty data here (writeback.go)
+	return at, err
 }

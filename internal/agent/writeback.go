@@ -212,7 +212,10 @@ func (df *dirtyFile) register(f *file) {
 
 // write is WriteAt under the write-back policy: every block the write
 // touches is completed from its current content and stored as a dirty disk
-// frame (synced) and in the memory tier. A write past the end of the file
+// frame and in the memory tier. Once written there the data survives the
+// mount process's death (SIGKILL: the kernel keeps the bank files' pages);
+// fsync syncs the frames, and so does the background flusher every second,
+// which bounds what a machine crash can take. A write past the end of the file
 // fills the gap with zeros.
 func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (int, error) {
 	df, err := w.acquire(ctx, f)
@@ -258,7 +261,7 @@ func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (in
 func (w *writeBack) putDirty(df *dirtyFile, idx uint64, data []byte) error {
 	id := block.ID{File: df.ino, Index: idx}
 	v := block.Version(df.version)
-	if err := w.a.disk.c.PutDirty(id, v, data); err != nil {
+	if err := w.a.disk.c.PutDirtyLazy(id, v, data); err != nil {
 		var full *disk.FullError
 		if errors.As(err, &full) {
 			w.nudge()
@@ -316,6 +319,15 @@ func (w *writeBack) base(ctx context.Context, f *file, df *dirtyFile, idx uint64
 func (w *writeBack) overLocked() bool {
 	frames := w.a.disk.c.Capacity() / int64(w.a.disk.c.BlockSize())
 	return float64(w.frames) > w.cfg.HighWater*float64(frames)
+}
+
+// sync makes the dirty frames written so far durable: fsync and close of
+// a file under write-back.
+func (w *writeBack) sync() error {
+	if err := w.a.disk.c.Sync(); err != nil {
+		return fmt.Errorf("write-back: sync the disk cache: %v: %w", err, syscall.EIO)
+	}
+	return nil
 }
 
 // nudge wakes the background flusher.

@@ -455,6 +455,9 @@ func (w *writeBack) loop() {
 		case <-t.C:
 		case <-w.kick:
 		}
+		if err := w.sync(); err != nil {
+			w.a.log.Warn("write-back: syncing the disk cache", "err", err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			select {
@@ -495,6 +498,9 @@ func (w *writeBack) background(ctx context.Context) {
 func (w *writeBack) close(timeout time.Duration) error {
 	close(w.stop)
 	<-w.done
+	if err := w.sync(); err != nil {
+		w.a.log.Warn("write-back: syncing the disk cache at unmount", "err", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	p, err := w.flushAll(ctx, nil, nil)

@@ -70,6 +70,10 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		if !r.delegate(cl, m.Ino) {
 			return nil, true, fmt.Errorf("write delegations need callbacks: register first: %w", syscall.EOPNOTSUPP)
 		}
+		// What other clients hold of the file is about to go stale: a
+		// client that answers opens from its callbacks must ask again
+		// (and so be recalled).
+		r.cb.Break(ctx, []wire.BreakItem{{Ino: m.Ino}}, cl.id)
 		return &wire.OK{}, true, nil
 	case *wire.DelegateReturn:
 		if cl == nil {
@@ -83,6 +87,10 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		path = m.Path
 	case *wire.Create:
 		path = m.Path
+	case *wire.Rename:
+		// The holder writes back by path: it must do so before the
+		// file moves under it.
+		path = m.Old
 	default:
 		return nil, false, nil
 	}

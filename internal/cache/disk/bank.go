@@ -30,6 +30,10 @@ type bank struct {
 	// held counts the bank's valid frames and their bytes (read by Stats
 	// through the Cache's atomics, maintained by setTag).
 	acct *accounting
+	// unsynced are the dirty frames written by PutDirtyLazy since the
+	// bank's last fdatasync: overwritten in place by the next lazy write
+	// of their block (their data was never acknowledged).
+	unsynced map[int]struct{}
 }
 
 func (b *bank) lookup(id block.ID) (int, bool) {
@@ -137,6 +141,7 @@ func (b *bank) sync() error {
 	if err := unix.Fdatasync(int(b.f.Fd())); err != nil {
 		return fmt.Errorf("disk cache: sync bank %d: %w", b.num, err)
 	}
+	clear(b.unsynced)
 	return nil
 }
 

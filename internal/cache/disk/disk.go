@@ -209,6 +209,29 @@ func (c *Cache) Fill(id block.ID, v block.Version, data []byte) {
 	}
 }
 
+// PutDirtyLazy is PutDirty without the sync: the block is durable after the
+// next Sync. Until then a lazy write of the same block overwrites it in
+// place; a dirty copy that is already durable is never overwritten before
+// its successor is (PutDirtyLazy then syncs like PutDirty).
+func (c *Cache) PutDirtyLazy(id block.ID, v block.Version, data []byte) error {
+	return c.put(id, v, data, stateDirtyLazy)
+}
+
+// Sync makes every dirty block stored so far durable (fdatasync of the
+// banks that PutDirtyLazy wrote to since their last sync).
+func (c *Cache) Sync() error {
+	var errs []error
+	for i := range c.banks {
+		lb := &c.banks[i]
+		lb.mu.Lock()
+		if len(lb.b.unsynced) > 0 {
+			errs = append(errs, lb.b.sync())
+		}
+		lb.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
 // PutDirty stores data as a dirty copy of block id at version v: a block
 // that must be written back. It is durable when PutDirty returns nil.
 // A set full of dirty frames that cannot be written back gives *FullError.
@@ -253,11 +276,20 @@ func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data [
 	if oldDirty && state == stateFill {
 		return nil, nil
 	}
+	lazy := state == stateDirtyLazy
+	if lazy {
+		state = stateDirty
+	}
+	_, oldUnsynced := b.unsynced[old]
+	inPlace := lazy && oldDirty && oldUnsynced
+	if oldDirty && !inPlace {
+		lazy = false // the old copy is durable: the new one must be before it goes
+	}
 	fr, skip := old, -1
 	if hasOld {
 		skip = old
 	}
-	if !hasOld || oldDirty {
+	if !inPlace && (!hasOld || oldDirty) {
 		var err error
 		if fr, err = c.makeRoom(b, id, set, skip); err != nil {
 			if state == stateDirty || !hasOld {
@@ -276,8 +308,11 @@ func (c *Cache) putLocked(b *bank, set int, id block.ID, v block.Version, data [
 	if t.state == stateFill {
 		t.state = stateClean
 	}
-	if err := c.writeFrame(b, fr, t, data, state == stateDirty || oldDirty); err != nil {
+	if err := c.writeFrame(b, fr, t, data, !lazy && (state == stateDirty || oldDirty)); err != nil {
 		return ev, err
+	}
+	if lazy {
+		b.unsynced[fr] = struct{}{}
 	}
 	if hasOld && old != fr {
 		// The new copy is durable if the old one was dirty: dropping the old

@@ -453,3 +453,41 @@ func TestFillKeepsDirtyAndRetag(t *testing.T) {
 		t.Fatalf("Fill over a clean copy: %q, %v", got, ok)
 	}
 }
+
+func TestPutDirtyLazy(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(Config{Dir: dir, Size: 64 << 10, BlockSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := block.ID{File: 3, Index: 0}
+	for _, s := range []string{"a", "ab", "abc"} {
+		if err := c.PutDirtyLazy(id, 1, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Over a durable dirty copy: written elsewhere and synced first.
+	if err := c.PutDirtyLazy(id, 1, []byte("abcd")); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Dirty(); len(d) != 1 {
+		t.Fatalf("Dirty() = %v; want one block", d)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Open(Config{Dir: dir, Size: 64 << 10, BlockSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, ok := c.Get(id, 1); !ok || string(got) != "abcd" {
+		t.Fatalf("after reopening: %q, %v; want the last lazy write", got, ok)
+	}
+	if d := c.Dirty(); len(d) != 1 {
+		t.Fatalf("Dirty() after reopening = %v; want one block", d)
+	}
+}

@@ -23,6 +23,11 @@
 // frame or one of a stale file, else a random clean frame, else a random
 // dirty frame after writing it back through Config.WriteBack.
 //
+// Fill is Put for a block fetched from the origin: it never replaces a
+// dirty copy (a fetch that raced a write-back write). Retag moves a file's
+// clean frames to a new version once the agent wrote them back and the
+// server named the version of the result.
+//
 // # Crash safety
 //
 // Every tag carries a CRC32C of itself and of the frame's data; a frame

@@ -207,7 +207,7 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
-	b := &bank{num: i, f: f, g: c.g, tags: make([]tag, c.g.framesPerBank()), files: map[uint64]map[uint64]int32{}, acct: &c.acct, rng: rng}
+	b := &bank{num: i, f: f, g: c.g, tags: make([]tag, c.g.framesPerBank()), files: map[uint64]map[uint64]int32{}, acct: &c.acct, rng: rng, unsynced: map[int]struct{}{}}
 	if fi, err := f.Stat(); err != nil {
 		return b, fmt.Errorf("disk cache: %w", err)
 	} else if fi.Size() < c.g.bankSize() {

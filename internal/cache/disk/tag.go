@@ -16,6 +16,8 @@ const (
 	// stateFill is never stored: it asks put for a clean frame that
 	// must not replace a dirty copy (Fill).
 	stateFill uint8 = 0xff
+	// stateDirtyLazy asks put for a dirty frame it need not sync (PutDirtyLazy).
+	stateDirtyLazy uint8 = 0xfe
 )
 
 const (
