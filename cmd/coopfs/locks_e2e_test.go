@@ -203,8 +203,18 @@ func TestE2EFlockAcrossClients(t *testing.T) {
 	if err := waiter.cmd.Wait(); err != nil {
 		t.Fatalf("waiting flock: %v", err)
 	}
-	if code, out := runExit(t, 20*time.Second, nil, "flock", "-n", a.path("f"), "true"); code != 0 {
-		t.Fatalf("flock through A after everything was released: exit %d (%s)", code, out)
+	// The waiter's lock goes with its file's FUSE RELEASE, which the kernel
+	// sends after close(2) has returned: give it a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, out := runExit(t, 20*time.Second, nil, "flock", "-n", a.path("f"), "true")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flock through A after everything was released: exit %d (%s)", code, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
