@@ -97,8 +97,10 @@ func TestCapsReadOncePerWriter(t *testing.T) {
 	for range 20 {
 		f.Write(make([]byte, 1000))
 	}
-	if n := b.capsReads.Load(); n != 1 {
-		t.Errorf("20 writes after an open for writing read security.capability %d times, want 1", n)
+	// At most once: the kernel may skip the read altogether while it
+	// still knows the inode has no security attributes (S_NOSEC).
+	if n := b.capsReads.Load(); n > 1 {
+		t.Errorf("20 writes after an open for writing read security.capability %d times, want at most 1", n)
 	}
 	// A capability set through the mount is seen by the next write: the
 	// kernel then drops it (removexattr), as on a local file system.
