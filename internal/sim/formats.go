@@ -25,21 +25,7 @@ type oracleReader struct {
 	n   int64
 }
 
-func (o *oracleReader) NextBatch(dst []Access) (int, error) {
-	i := 0
-	for i < len(dst) {
-		if i += o.fast(dst[i:]); i == len(dst) {
-			break
-		}
-		a, err := o.Next() // refills the buffer, or reports the end
-		if err != nil {
-			return i, err
-		}
-		dst[i] = a
-		i++
-	}
-	return i, nil
-}
+func (o *oracleReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, o.fast, o.Next) }
 
 // fast decodes the whole records already in the read buffer and returns
 // how many it filled; it stops before a bad next-access field, which Next
@@ -227,21 +213,7 @@ type csvReader struct {
 	f      [64][]byte
 }
 
-func (c *csvReader) NextBatch(dst []Access) (int, error) {
-	i := 0
-	for i < len(dst) {
-		if i += c.fast(dst[i:]); i == len(dst) {
-			break
-		}
-		a, err := c.Next()
-		if err != nil {
-			return i, err
-		}
-		dst[i] = a
-		i++
-	}
-	return i, nil
-}
+func (c *csvReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, c.fast, c.Next) }
 
 // fast parses the data lines already in the read buffer straight from it
 // and returns how many it filled; it stops at the header, a blank or

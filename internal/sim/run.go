@@ -62,6 +62,26 @@ func FillBatch(src Source, dst []Access) (int, error) {
 	return len(dst), nil
 }
 
+// fastBatch fills dst for a reader with a fast path: fast takes what it
+// can straight from the read buffer, and next reads one access the slow way
+// (refilling the buffer, or reporting an error or the end) whenever fast
+// stops short.
+func fastBatch(dst []Access, fast func([]Access) int, next func() (Access, error)) (int, error) {
+	i := 0
+	for i < len(dst) {
+		if i += fast(dst[i:]); i == len(dst) {
+			break
+		}
+		a, err := next()
+		if err != nil {
+			return i, err
+		}
+		dst[i] = a
+		i++
+	}
+	return i, nil
+}
+
 func canReadAhead(src Source) bool {
 	r, ok := src.(ReadAheader)
 	return ok && r.ReadAhead()

@@ -220,21 +220,7 @@ type lirsReader struct {
 	n  int64
 }
 
-func (l *lirsReader) NextBatch(dst []Access) (int, error) {
-	i := 0
-	for i < len(dst) {
-		if i += l.fast(dst[i:]); i == len(dst) {
-			break
-		}
-		a, err := l.Next()
-		if err != nil {
-			return i, err
-		}
-		dst[i] = a
-		i++
-	}
-	return i, nil
-}
+func (l *lirsReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, l.fast, l.Next) }
 
 // fast parses the lines of plain digits (at most 18, then \n) already in
 // the read buffer, in one pass over the bytes, and returns how many it
@@ -295,21 +281,7 @@ type coopfsReader struct {
 	f  [5][]byte
 }
 
-func (c *coopfsReader) NextBatch(dst []Access) (int, error) {
-	i := 0
-	for i < len(dst) {
-		if i += c.fast(dst[i:]); i == len(dst) {
-			break
-		}
-		a, err := c.Next()
-		if err != nil {
-			return i, err
-		}
-		dst[i] = a
-		i++
-	}
-	return i, nil
-}
+func (c *coopfsReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, c.fast, c.Next) }
 
 // fast parses the lines already in the read buffer that parseCoopfsFast
 // takes (no blanks around them, no comments) straight from the buffer, and
