@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/server"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -75,6 +76,37 @@ func (f *securityFlags) load() (*wire.Security, error) {
 		return nil, err
 	}
 	return sec, nil
+}
+
+// connFlags are the connection caps of a listener that clients dial
+// (serve and proxy).
+type connFlags struct {
+	maxConns, maxPerAddr, maxHandshakes *int
+}
+
+// addConnFlags defines --max-conns, --max-conns-per-addr and
+// --max-handshakes; who names the connections in their help ("client
+// connections").
+func addConnFlags(fs *flag.FlagSet, who string) connFlags {
+	return connFlags{
+		maxConns:      fs.Int("max-conns", wire.DefaultMaxConns, who+" accepted at once"),
+		maxPerAddr:    fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, who+" accepted at once from one IP address"),
+		maxHandshakes: fs.Int("max-handshakes", wire.DefaultMaxUnauth, who+" still in their handshake (not yet authenticated) at once"),
+	}
+}
+
+func (c connFlags) limits() wire.ConnLimits {
+	return wire.ConnLimits{MaxConns: *c.maxConns, MaxPerAddr: *c.maxPerAddr, MaxUnauth: *c.maxHandshakes}
+}
+
+// checkListenSecurity refuses to listen beyond loopback without a secret,
+// then warns loudly when the connections will not be encrypted.
+func checkListenSecurity(sec *wire.Security, listen string, log *slog.Logger, stderr io.Writer) error {
+	if !sec.Authenticates() && !server.IsLoopback(listen) {
+		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", listen)
+	}
+	warnInsecure(sec, log, stderr)
+	return nil
 }
 
 func warnInsecure(sec *wire.Security, log *slog.Logger, stderr io.Writer) {

@@ -13,7 +13,6 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/proxy"
 	"github.com/coopfs/coopfs/internal/server"
-	"github.com/coopfs/coopfs/internal/wire"
 )
 
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -29,9 +28,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the upstream's certificate must carry (default: the host of --upstream)")
 	reconnect := fs.Duration("reconnect-timeout", 10*time.Second, "how long to retry an unreachable upstream at start before failing")
 	requestTimeout := fs.Duration("request-timeout", 2*time.Minute, "how long a relayed request waits for the upstream's reply; the client then gets ETIMEDOUT")
-	maxConns := fs.Int("max-conns", wire.DefaultMaxConns, "client connections accepted at once")
-	maxConnsPerAddr := fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, "client connections accepted at once from one IP address")
-	maxHandshakes := fs.Int("max-handshakes", wire.DefaultMaxUnauth, "client connections still in their handshake at once")
+	connF := addConnFlags(fs, "client connections")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "proxy", "name of this proxy in the upstream's logs")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -54,17 +51,16 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if !sec.Authenticates() && !server.IsLoopback(*listen) {
-		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", *listen)
+	if err := checkListenSecurity(sec, *listen, log, stderr); err != nil {
+		return err
 	}
-	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	log.Info("connecting", "upstream", *upstream)
 	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
 		CacheSize: int64(cacheSize), WritePolicy: writePolicy,
 		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
-		Conns:  wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
+		Conns:  connF.limits(),
 		Logger: log, Metrics: m})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

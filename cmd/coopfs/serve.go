@@ -9,7 +9,6 @@ import (
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
-	"github.com/coopfs/coopfs/internal/wire"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -17,9 +16,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	export := fs.String("export", "", "directory to export (required)")
 	listen := fs.String("listen", "127.0.0.1:7070", "address to accept clients on (HOST:PORT)")
 	secFlags := addSecurityFlags(fs)
-	maxConns := fs.Int("max-conns", wire.DefaultMaxConns, "connections accepted at once")
-	maxConnsPerAddr := fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, "connections accepted at once from one IP address")
-	maxHandshakes := fs.Int("max-handshakes", wire.DefaultMaxUnauth, "connections still in their handshake (not yet authenticated) at once")
+	connF := addConnFlags(fs, "connections")
 	blockSize := block.Size(server.DefaultBlockSize)
 	fs.Var(&blockSize, "block-size", "block size, a power of two from 4KiB to 8MiB")
 	cacheSize := block.Size(server.DefaultCacheSize)
@@ -66,16 +63,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if !sec.Authenticates() && !server.IsLoopback(*listen) {
-		return fmt.Errorf("--insecure without a secret: refusing to listen on %s, which is not a loopback address; give --secret-file FILE (see `coopfs secret`) or listen on 127.0.0.1", *listen)
+	if err := checkListenSecurity(sec, *listen, log, stderr); err != nil {
+		return err
 	}
-	warnInsecure(sec, log, stderr)
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
-		Conns:         wire.ConnLimits{MaxConns: *maxConns, MaxPerAddr: *maxConnsPerAddr, MaxUnauth: *maxHandshakes},
+		Conns:         connF.limits(),
 		Limits:        server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout},
 		RecallTimeout: *recallTimeout, RecallTimeoutPolicy: *recallPolicy})
 	if err != nil {
