@@ -112,59 +112,32 @@ func (d *dirCursors) closeAll() {
 
 // readDir serves one page of a directory listing.
 func (s *Server) readDir(c *wire.Conn, m *wire.ReadDir) (*wire.ReadDirReply, error) {
-	cur, ents, err := s.readDirPage(c, m.Path, m.Offset)
-	if err != nil {
-		return nil, err
-	}
-	if cur == nil {
-		return &wire.ReadDirReply{}, nil
-	}
-	r := &wire.ReadDirReply{Entries: make([]wire.DirEntry, 0, len(ents)), More: len(ents) == readDirPage}
-	rc, err := cur.f.SyscallConn()
-	if err != nil {
-		cur.f.Close()
-		return nil, err
-	}
-	cerr := rc.Control(func(fd uintptr) {
+	r := &wire.ReadDirReply{}
+	more, err := s.statPage(c, m.Path, m.Offset, func(fd int, ents []os.DirEntry) {
+		r.Entries = make([]wire.DirEntry, 0, len(ents))
 		for _, e := range ents {
-			// Relative to the open directory: never a path walk.
 			var st unix.Stat_t
-			if unix.Fstatat(int(fd), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			if unix.Fstatat(fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 				continue // removed since the listing
 			}
 			r.Entries = append(r.Entries, wire.DirEntry{Name: e.Name(), Ino: st.Ino, Mode: st.Mode})
 		}
 	})
-	if cerr != nil {
-		cur.f.Close()
-		return nil, cerr
-	}
-	s.donePage(c, cur, r.More)
-	return r, nil
+	r.More = more
+	return r, err
 }
 
 // readDirPlus serves one page of a directory listing with every entry's
 // attributes: one statx per entry relative to the open directory (as the
 // caller, like the Lookup it replaces), none by path.
 func (s *Server) readDirPlus(c *wire.Conn, m *wire.ReadDirPlus) (*wire.ReadDirPlusReply, error) {
-	cur, ents, err := s.readDirPage(c, m.Path, m.Offset)
-	if err != nil {
-		return nil, err
-	}
-	if cur == nil {
-		return &wire.ReadDirPlusReply{}, nil
-	}
-	r := &wire.ReadDirPlusReply{Entries: make([]wire.DirEntryPlus, 0, len(ents)), More: len(ents) == readDirPage}
-	rc, err := cur.f.SyscallConn()
-	if err != nil {
-		cur.f.Close()
-		return nil, err
-	}
-	cerr := rc.Control(func(fd uintptr) {
+	r := &wire.ReadDirPlusReply{}
+	more, err := s.statPage(c, m.Path, m.Offset, func(fd int, ents []os.DirEntry) {
+		r.Entries = make([]wire.DirEntryPlus, 0, len(ents))
 		for _, e := range ents {
 			de := wire.DirEntryPlus{DirEntry: wire.DirEntry{Name: e.Name(), Mode: uint32(direntType(e.Type()))}}
 			var stx unix.Statx_t
-			err := unix.Statx(int(fd), e.Name(), unix.AT_SYMLINK_NOFOLLOW,
+			err := unix.Statx(fd, e.Name(), unix.AT_SYMLINK_NOFOLLOW,
 				unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
 			switch {
 			case errors.Is(err, syscall.ENOENT):
@@ -181,12 +154,32 @@ func (s *Server) readDirPlus(c *wire.Conn, m *wire.ReadDirPlus) (*wire.ReadDirPl
 			r.Entries = append(r.Entries, de)
 		}
 	})
-	if cerr != nil {
-		cur.f.Close()
-		return nil, cerr
+	r.More = more
+	return r, err
+}
+
+// statPage reads the page of directory path at offset and calls stat with
+// the open directory's descriptor and the page's entries, so that each
+// entry is looked at relative to it (never by a path walk); it returns
+// whether more pages follow. Past the end it calls nothing and returns
+// false.
+func (s *Server) statPage(c *wire.Conn, path string, offset uint64, stat func(fd int, ents []os.DirEntry)) (bool, error) {
+	cur, ents, err := s.readDirPage(c, path, offset)
+	if err != nil || cur == nil {
+		return false, err
 	}
-	s.donePage(c, cur, r.More)
-	return r, nil
+	rc, err := cur.f.SyscallConn()
+	if err != nil {
+		cur.f.Close()
+		return false, err
+	}
+	if err := rc.Control(func(fd uintptr) { stat(int(fd), ents) }); err != nil {
+		cur.f.Close()
+		return false, err
+	}
+	more := len(ents) == readDirPage
+	s.donePage(c, cur, more)
+	return more, nil
 }
 
 // readDirPage reads the page of directory path at offset from c's cursor
