@@ -218,17 +218,25 @@ func TestE2EFlockAcrossClients(t *testing.T) {
 	}
 }
 
-func TestE2EFcntlLocksAcrossClients(t *testing.T) {
-	needFUSE(t)
-	_, a, b := twoClients(t)
+// lockHelperCmd returns this test binary and the environment that runs it as
+// the fcntl lock helper (TestMain's COOPFS_E2E_LOCK_HELPER) in a mode on a
+// file.
+func lockHelperCmd(t *testing.T) (string, func(mode, path string) []string) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustWrite(t, a.path("db"), make([]byte, 200))
-	env := func(mode, path string) []string {
+	return self, func(mode, path string) []string {
 		return []string{"COOPFS_E2E_LOCK_HELPER=" + mode, "COOPFS_E2E_LOCK_FILE=" + path}
 	}
+}
+
+func TestE2EFcntlLocksAcrossClients(t *testing.T) {
+	needFUSE(t)
+	_, a, b := twoClients(t)
+	self, env := lockHelperCmd(t)
+	mustWrite(t, a.path("db"), make([]byte, 200))
 	holder := startLockProc(t, env("hold", a.path("db")), self)
 	holder.waitLine(t, "locked")
 	code, out := runExit(t, 20*time.Second, env("try", b.path("db")), self)
@@ -313,14 +321,8 @@ func TestE2ESQLiteTwoClients(t *testing.T) {
 func TestE2EFcntlWaitInterrupted(t *testing.T) {
 	needFUSE(t)
 	_, a, b := twoClients(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self, env := lockHelperCmd(t)
 	mustWrite(t, a.path("db"), make([]byte, 200))
-	env := func(mode, path string) []string {
-		return []string{"COOPFS_E2E_LOCK_HELPER=" + mode, "COOPFS_E2E_LOCK_FILE=" + path}
-	}
 	holder := startLockProc(t, env("hold", a.path("db")), self)
 	holder.waitLine(t, "locked")
 	waiter := startLockProc(t, env("wait-once", b.path("db")), self)
