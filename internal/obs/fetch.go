@@ -77,6 +77,12 @@ func (s Sample) matches(match map[string]string) bool {
 // Fetch scrapes http://addr/metrics (addr is HOST:PORT, or a full URL) and
 // parses the text exposition format.
 func Fetch(ctx context.Context, addr string) (Samples, error) {
+	return FetchWith(ctx, http.DefaultClient, addr)
+}
+
+// FetchWith is Fetch through client (e.g. one that dials inside a network
+// namespace).
+func FetchWith(ctx context.Context, client *http.Client, addr string) (Samples, error) {
 	url := addr
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
@@ -89,7 +95,7 @@ func Fetch(ctx context.Context, addr string) (Samples, error) {
 		return nil, fmt.Errorf("metrics address %q: %w", addr, err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *neturl.Error
 		if errors.As(err, &ue) {

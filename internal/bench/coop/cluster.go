@@ -275,19 +275,7 @@ type Counters struct {
 }
 
 func (c *cluster) fetch(ctx context.Context, addr string) (obs.Samples, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", addr, resp.Status)
-	}
-	return obs.Parse(resp.Body)
+	return obs.FetchWith(ctx, c.http, addr)
 }
 
 // scrape collects the server's and every live mount's counters; a mount

@@ -271,19 +271,11 @@ func (c *Cluster) Scrape(ctx context.Context) (Counters, error) {
 }
 
 func (c *Cluster) fetch(ctx context.Context, addr string) (obs.Samples, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	ss, err := obs.FetchWith(ctx, c.http, addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("nscluster: scrape: %w", err)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("nscluster: scrape %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("nscluster: scrape %s: %s", addr, resp.Status)
-	}
-	return obs.Parse(resp.Body)
+	return ss, nil
 }
 
 // Close stops every process, detaches the mounts, deletes the namespaces

@@ -186,12 +186,7 @@ func (b *bench) mount(ctx context.Context, h *testbed.Host, name, upstream strin
 
 // serverBytes is the file data the server has sent (its read layers).
 func (b *bench) serverBytes(ctx context.Context) (float64, error) {
-	resp, err := b.http.Get("http://" + b.tb.Server().AddrPort(portMetrics).String() + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	ss, err := obs.Parse(resp.Body)
+	ss, err := obs.FetchWith(ctx, b.http, b.tb.Server().AddrPort(portMetrics).String())
 	if err != nil {
 		return 0, err
 	}
