@@ -1,7 +1,6 @@
 package coop
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	bcluster "github.com/coopfs/coopfs/internal/bench/cluster"
 	"github.com/coopfs/coopfs/internal/bench/testbed"
 	"github.com/coopfs/coopfs/internal/obs"
 )
@@ -200,7 +200,7 @@ func (c *cluster) startMount(ctx context.Context, h *testbed.Host, name string, 
 // waitMounted polls the mount table (shared by every host) for m.dir.
 func waitMounted(ctx context.Context, m *mount) error {
 	for {
-		if isMounted(m.dir) {
+		if ok, _ := bcluster.IsMounted(m.dir); ok {
 			return nil
 		}
 		select {
@@ -211,22 +211,6 @@ func waitMounted(ctx context.Context, m *mount) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-func isMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && fields[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // warm reads the given files once through a throw-away mount in the server
