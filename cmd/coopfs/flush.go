@@ -11,24 +11,21 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/block"
 )
 
-// A write-back mount listens on a unix socket named after its mountpoint
-// (controlSocket) for `coopfs flush`. The protocol is lines of text: the
-// client sends "flush"; the mount answers with "progress FILES TOTALFILES
-// BYTES TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
+// `coopfs flush` asks a mount on its control socket (control.go): it sends
+// "flush"; the mount answers with "progress FILES TOTALFILES BYTES
+// TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
 
-// controlSocket is the flush socket of the mount at dir (an absolute,
+// controlSocket is the control socket of the mount at dir (an absolute,
 // symlink-free path): in $XDG_RUNTIME_DIR/coopfs, else in a directory of
 // the user's own under the temporary directory.
 func controlSocket(dir string) string {
@@ -54,60 +51,6 @@ func canonical(dir string) (string, error) {
 	return abs, nil
 }
 
-// serveFlushControl serves `coopfs flush` on the mount's control socket and
-// flushes on SIGUSR1, logging progress. It returns the function that stops
-// both.
-func serveFlushControl(ctx context.Context, a *agent.Agent, mountDir string, log *slog.Logger) (func(), error) {
-	dir, err := canonical(mountDir)
-	if err != nil {
-		return nil, err
-	}
-	path := controlSocket(dir)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("flush control socket: %w", err)
-	}
-	os.Remove(path) // a previous mount's, left by a crash
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("flush control socket: %w", err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); serveFlushConn(ctx, a, c) }()
-		}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGUSR1)
-	done := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-sig:
-				flushOnSignal(ctx, a, log)
-			}
-		}
-	}()
-	log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
-	return func() {
-		signal.Stop(sig)
-		close(done)
-		ln.Close()
-		wg.Wait()
-		os.Remove(path)
-	}, nil
-}
-
 func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
 	log.Info("write-back: SIGUSR1: writing back dirty data")
 	var last time.Time
@@ -125,15 +68,12 @@ func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
 	log.Info("write-back: flushed", "files", p.Files, "bytes", block.Size(p.Bytes).String())
 }
 
-func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn) {
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "flush" {
-		fmt.Fprintf(c, "error unknown request %q: send \"flush\"\n", strings.TrimSpace(line))
+// serveFlushConn answers a "flush" request on the control socket.
+func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn, writeBack bool) {
+	if !writeBack {
+		fmt.Fprintf(c, "error this mount does not use write-back (it was mounted without --write-policy write-back): it holds no dirty data to flush\n")
 		return
 	}
-	c.SetReadDeadline(time.Time{})
 	var mu sync.Mutex
 	var last time.Time
 	p, err := a.Flush(ctx, func(p agent.Progress) {
@@ -172,7 +112,7 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return fmt.Errorf("no write-back mount answers at %s (%v): is %s mounted by `coopfs mount --write-policy write-back` as this user?", path, err, dir)
+		return fmt.Errorf("no mount answers at %s (%v): is %s mounted by `coopfs mount --write-policy write-back` as this user?", path, err, dir)
 	}
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
