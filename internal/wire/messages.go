@@ -159,6 +159,9 @@ func newMsg(t Type) Msg {
 	if m := newWriteBackMsg(t); m != nil {
 		return m // msg_writeback.go: types 150-159
 	}
+	if m := newWarmupMsg(t); m != nil {
+		return m // msg_warmup.go: types 180-189
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 
