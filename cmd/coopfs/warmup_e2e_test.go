@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
-	"net/http"
 	"crypto/rand"
 	"net"
 	"os"
@@ -165,18 +163,6 @@ func TestE2EWarmupCluster(t *testing.T) {
 		t.Errorf("output:\n%s\nwant the summary of 4 files", out)
 	}
 	warmed := serverBytes(scrapeReadBytes(t, srvMetrics))
-	if os.Getenv("WARM_DEBUG") != "" {
-		for _, a := range append([]string{srvMetrics}, addrs...) {
-			resp, _ := http.Get("http://" + a + "/metrics")
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "coopfs_") && !strings.Contains(l, "wire") && !strings.Contains(l, "bucket") {
-					t.Logf("%s %s", a, l)
-				}
-			}
-		}
-	}
 	t.Logf("server sent %.0f bytes for a %d-byte tree warmed on 3 clients (%.2f×)", warmed, total, warmed/float64(total))
 	if warmed > 1.1*float64(total) {
 		t.Errorf("the server sent %.0f bytes for a %d-byte tree on 3 clients; want ≤ 1.1× the tree", warmed, total)

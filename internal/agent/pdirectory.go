@@ -19,7 +19,15 @@ func (c *coop) opened(context.Context, *file) {}
 // the request to a holder (fetchCoop).
 func (c *coop) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire.BlockReply, error) {
 	defer c.startFetch(id, v)()
-	return f.fetchCoop(ctx, c, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	br, err := f.fetchCoop(ctx, c, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	if err == nil && br.Version == v && !c.a.wb.holds(id.File) {
+		// In memory before the block stops being "on its way" (the deferred
+		// end of the pending fetch): a forward that waited for it must find
+		// it, not answer negatively in the moment before file.fetch stores
+		// it (the requester would then take it from the server).
+		c.a.cache.Put(id, block.Version(v), br.Data)
+	}
+	return br, err
 }
 
 func (c *coop) hit(block.ID, uint64)      {}

@@ -178,7 +178,7 @@ type Server struct {
 	recalls     *recalls     // write delegations of write-back clients (recall.go)
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
-	warm        warmJobs // cluster warm-ups under way (warmup.go)
+	warm        warmJobs     // cluster warm-ups under way (warmup.go)
 	pins        *pins        // recently looked-up files (pins.go)
 	dirs        *dirCursors  // directories being listed (readdir.go)
 	pinnedOpens atomic.Int64 // opens served from a pin (pins.go)
