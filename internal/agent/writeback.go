@@ -99,6 +99,11 @@ type writeBack struct {
 	frames int64              // dirty blocks (frames) in all files
 	open   map[*file]struct{} // the open files, whose paths follow renames
 
+	// Under mu: which files left the dirty set when (writeback_attr.go).
+	epoch uint64            // counts files leaving the dirty set
+	left  map[uint64]uint64 // file → the epoch it last left at
+	floor uint64            // marks below it may have lost their entries in left
+
 	flushMu sync.Mutex // one flush of everything at a time
 	noDeleg sync.Once  // the warning that the server grants no delegations
 	recalls atomic.Int64
@@ -127,35 +132,6 @@ func (w *writeBack) holds(ino uint64) bool {
 	defer w.mu.Unlock()
 	_, ok := w.files[ino]
 	return ok
-}
-
-// overlay replaces the server's size and mtime of a file with dirty data
-// by what the writer sees here.
-func (w *writeBack) overlay(at *wire.Attr) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	df, ok := w.files[at.Ino]
-	if ok {
-		// While dirty, only this writer changes the file: its size is at
-		// least the server's (a truncation is written back first).
-		at.Size, at.Version = max(at.Size, uint64(df.size)), df.version
-		at.Blocks = (at.Size + 511) / 512
-		switch {
-		case df.times != nil && df.times.Valid&(wire.SetMtime|wire.SetMtimeNow) != 0:
-			at.Mtime = df.times.Mtime // set explicitly (touch, tar): it stands
-		case df.mtime > at.Mtime:
-			at.Mtime = df.mtime
-		}
-		if df.times != nil && df.times.Valid&(wire.SetAtime|wire.SetAtimeNow) != 0 {
-			at.Atime = df.times.Atime
-		}
-		if df.mtime > at.Ctime {
-			at.Ctime = df.mtime
-		}
-	}
-	w.mu.Unlock()
 }
 
 // acquire returns f's dirty-file record, locked, creating (and journaling)
@@ -472,6 +448,7 @@ func (w *writeBack) forget(df *dirtyFile) {
 	if w.files[df.ino] == df {
 		delete(w.files, df.ino)
 	}
+	w.leftLocked(df.ino)
 	w.dirty -= df.bytes
 	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()

@@ -263,10 +263,11 @@ func (w *writeBack) settle(df *dirtyFile, last wire.Attr) {
 	for _, f := range df.files {
 		f.mu.Lock()
 		if f.attr.Version == old {
-			f.attr.Version = last.Version
+			f.attr.Version, f.attr.Size = last.Version, last.Size
 		}
 		f.mu.Unlock()
 	}
+	w.sized(last, old)
 }
 
 // dropGone drops the dirty data of a file the server no longer has at its
@@ -381,7 +382,7 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 		return fmt.Errorf("open the write-back journal: %w", err)
 	}
 	cfg := a.cfg.WriteBack
-	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{},
+	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{}, left: map[uint64]uint64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	a.wbMu.Lock()
 	a.wb = w
