@@ -424,6 +424,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)

@@ -104,6 +104,12 @@ type writeBack struct {
 	left  map[uint64]uint64 // file → the epoch it last left at
 	floor uint64            // marks below it may have lost their entries in left
 
+	// renaming is held shared by each rename through this agent from its
+	// message until the dirty files follow it (afterRename), and taken
+	// exclusively to tell a file renamed under its write-back from one
+	// removed (renamedAway). Taken before a dirtyFile's mu.
+	renaming sync.RWMutex
+
 	flushMu sync.Mutex // one flush of everything at a time
 	noDeleg sync.Once  // the warning that the server grants no delegations
 	recalls atomic.Int64
@@ -583,6 +589,16 @@ func (a *Agent) beforeSetAttr(ctx context.Context, path string, of *file, in vfs
 		return errReadOnly
 	}
 	return a.wb.beforeSetAttr(ctx, path, of, in)
+}
+
+// renameLock is held by a rename through this agent while the server
+// renames and the dirty files follow (afterRename); it returns the unlock.
+func (w *writeBack) renameLock() func() {
+	if w == nil {
+		return func() {}
+	}
+	w.renaming.RLock()
+	return w.renaming.RUnlock
 }
 
 // afterRename updates the dirty files after a rename: one renamed over is

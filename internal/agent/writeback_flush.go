@@ -141,13 +141,40 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 // Writers of the file wait only for the bookkeeping of each block, not for
 // the network: a block rewritten while it was on its way stays dirty. It
 // returns the bytes written; progress (may be nil) gets the running count.
+// A file renamed while its write-back opened it is written back under its
+// new name; one removed from the server loses its dirty data.
 func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, error) {
 	df.flushing.Lock()
 	defer df.flushing.Unlock()
+	var done int64
+	for try := 0; ; try++ {
+		base := done
+		n, path, err := w.flushPass(ctx, df, func(b int64) {
+			if progress != nil {
+				progress(base + b)
+			}
+		})
+		done += n
+		if !errors.Is(err, errGoneFile) {
+			return done, err
+		}
+		if !w.renamedAway(df, path, err) || try >= goneRetries {
+			return done, nil // dropped, or left dirty for the next flush
+		}
+	}
+}
+
+// goneRetries bounds the write-backs of one flushFile that find the file
+// renamed away under them.
+const goneRetries = 3
+
+// flushPass is one write-back of df under its current path, which it
+// returns; errGoneFile: the path no longer names the file on the server.
+func (w *writeBack) flushPass(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, string, error) {
 	df.mu.Lock()
 	if df.gone {
 		df.mu.Unlock()
-		return 0, nil
+		return 0, "", nil
 	}
 	w.mu.Lock()
 	path := df.path
@@ -165,18 +192,16 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 	for _, idx := range idxs {
 		n, attr, err := w.flushBlock(ctx, df, h, idx)
 		if errors.Is(err, errGoneFile) {
-			w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
-			w.dropGone(df)
-			return done, nil
+			return done, path, err
 		}
 		if err != nil {
-			return done, fmt.Errorf("write back %s: %w", path, err)
+			return done, path, fmt.Errorf("write back %s: %w", path, err)
 		}
 		if n > 0 {
 			last = attr
 		}
 		done += int64(n)
-		if progress != nil && n > 0 {
+		if n > 0 {
 			progress(done)
 		}
 	}
@@ -196,7 +221,31 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 		}
 		w.settle(df, last)
 	}
-	return done, nil
+	return done, path, nil
+}
+
+// renamedAway tells why df's write-back under path found the file gone
+// from the server: renamed through this agent (its path has moved on since:
+// true, write it back again) or removed (its dirty data is dropped). A
+// rename in flight is waited for: between the server's reply and the dirty
+// files following it (afterRename), the old path is already gone.
+func (w *writeBack) renamedAway(df *dirtyFile, path string, err error) bool {
+	w.renaming.Lock()
+	defer w.renaming.Unlock()
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.gone {
+		return false
+	}
+	w.mu.Lock()
+	now := df.path
+	w.mu.Unlock()
+	if now != path {
+		return true
+	}
+	w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
+	w.dropGone(df)
+	return false
 }
 
 // flushBlock writes one dirty block back and marks it clean unless it was

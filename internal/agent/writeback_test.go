@@ -1,8 +1,10 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -87,6 +89,46 @@ func TestWriteBackAttrsDuringFlush(t *testing.T) {
 		}
 		for msg := range bad {
 			t.Fatalf("round %d: %s", round, msg)
+		}
+	}
+}
+
+// TestWriteBackRenameDuringFlush: a dirty file renamed while its
+// write-back is opening it on the server is written back under its new
+// name, not dropped as removed.
+func TestWriteBackRenameDuringFlush(t *testing.T) {
+	const bs, rounds = 4096, 40
+	c := startServer(t, t.TempDir(), "127.0.0.1:0", nil, bs)
+	a, err := agent.New(context.Background(), agent.Config{Server: c.addr, CacheSize: 16 << 20,
+		ReconnectTimeout: 3 * time.Second, WritePolicy: cache.WriteBack,
+		Disk:      agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "cache"), Size: 16 << 20, Banks: 2, Assoc: 4},
+		WriteBack: agent.WriteBackConfig{Delay: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	ctx := asRoot()
+	for round := range rounds {
+		from, to := fmt.Sprintf("r%d", round), fmt.Sprintf("r%d-moved", round)
+		data := pattern(3*bs+round, byte(round))
+		writeFile(t, a, from, data)
+		flushed := make(chan error, 1)
+		go func() {
+			_, err := a.Flush(ctx, nil)
+			flushed <- err
+		}()
+		if err := a.Rename(ctx, from, to, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-flushed; err != nil {
+			t.Fatalf("round %d: flush: %v", round, err)
+		}
+		if _, err := a.Flush(ctx, nil); err != nil {
+			t.Fatalf("round %d: flush: %v", round, err)
+		}
+		got, err := os.ReadFile(filepath.Join(c.export, to))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("round %d: the export's %s has %d bytes (%v), want %d", round, to, len(got), err, len(data))
 		}
 	}
 }
