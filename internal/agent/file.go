@@ -375,18 +375,29 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
-	r, err := f.call(ctx, func(h uint64) wire.Msg {
-		return &wire.WriteSeq{Seq: seq, Handle: h, Offset: uint64(off), Data: p}
-	}, true)
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	base := f.a.writeBase(ino) // rewrite.go: the writer keeps its cached blocks
+	build := func(h uint64) wire.Msg { return f.a.writeMsg(seq, h, uint64(off), base, p) }
+	r, err := f.call(ctx, build, true)
+	if err != nil && base != 0 && f.a.writeUnknown(err) {
+		r, err = f.call(ctx, build, true) // as WriteSeq now
+	}
 	if err != nil {
 		return 0, err
 	}
-	ar, ok := r.(*wire.AttrReply)
-	if !ok {
+	var attr wire.Attr
+	var prev uint64
+	switch r := r.(type) {
+	case *wire.AttrReply:
+		attr = r.Attr
+	case *wire.WriteReply:
+		attr, prev = r.Attr, r.Prev
+	default:
 		return 0, fmt.Errorf("write: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	attr := ar.Attr
-	f.a.noteVersion(attr.Ino, attr.Version)
+	f.a.wrote(attr.Ino, base, prev, &attr, uint64(off), p)
 	f.setAttr(attr)
 	return len(p), nil
 }
