@@ -33,6 +33,12 @@ type file struct {
 	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
 	nextOff int64       // where a sequential reader reads next
 	ahead   uint64      // blocks below this index were already read ahead
+
+	// wholefile policy (pwholefile.go): the commit counter the open was
+	// handed (0: none), and whether the file was written since (a close
+	// commits).
+	wholeOpened atomic.Uint64
+	wrote       atomic.Bool
 }
 
 var (
@@ -370,8 +376,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	case cache.ReadOnly:
 		return 0, errReadOnly
 	case cache.WriteBack:
+		f.wrote.Store(true)
 		return f.a.wb.write(ctx, f, p, off)
 	}
+	f.wrote.Store(true)
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
@@ -407,7 +415,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // survive the death of the mount process from then on (the kernel keeps
 // the files' pages), and a machine crash after the next fsync or the
 // background flusher's sync, at most a second later (writeback.go).
-func (f *file) Flush(ctx context.Context) error { return nil }
+func (f *file) Flush(ctx context.Context) error {
+	f.a.policy().closing(ctx, f)
+	return nil
+}
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).
