@@ -104,6 +104,15 @@ func TestE2EProxyWriteBack(t *testing.T) {
 	}
 	readWant(t, direct.path("f"), want)
 	readWant(t, a.path("g"), more)
+
+	// A write-back mount behind the write-back proxy: its write-back lands
+	// dirty at the proxy; a recall passes through both.
+	b := startMount(t, px.addr, "--name", "B", "--write-policy", "write-back", "--write-back-delay", "1h",
+		"--disk-cache", filepath.Join(t.TempDir(), "bcache"), "--disk-cache-size", "64MiB", "--disk-banks", "4", "--disk-assoc", "4")
+	two := patterned(1<<20+5, 5)
+	writeFile(t, b.path("h"), two)
+	readWant(t, direct.path("h"), two)
+	wantExport(t, srv, "h", two)
 }
 
 // TestE2EProxyWriteBackCrash: a write-back proxy is SIGKILLed while it

@@ -150,7 +150,18 @@ func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.M
 	if wire.OneWay(ctx) {
 		return nil, down.Send(m)
 	}
-	return relayReply(down.Call(ctx, m))
+	rep, err := relayReply(down.Call(ctx, m))
+	if br, ok := m.(*wire.CallbackBreak); ok && err == nil && br.Kind == wire.CallbackWrite && cl.p.wb != nil {
+		// The client wrote the recalled files back — to this proxy, which
+		// holds them dirty: they go upstream before the ack does, so that
+		// the open that recalled them sees the data.
+		for _, it := range br.Items {
+			if ferr := cl.p.wb.flushBefore(ctx, it.Ino); ferr != nil {
+				cl.p.log.Warn("write-back: a file a client wrote back on recall could not be written upstream", "file", it.Ino, "err", ferr)
+			}
+		}
+	}
+	return rep, err
 }
 
 // relayReply turns a relayed call's outcome into the reply to pass on: an
