@@ -82,15 +82,14 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	// The flush socket is up before the mount appears, so that whoever
-	// waits for the mount can flush at once.
-	if writePolicy == cache.WriteBack {
-		stopCtl, err := serveFlushControl(ctx, a, mountpoint, log)
-		if err != nil {
-			return err
-		}
-		defer stopCtl()
+	// The control socket (`coopfs flush`, `coopfs warmup`) is up before
+	// the mount appears, so that whoever waits for the mount can use it at
+	// once.
+	stopCtl, err := serveControl(ctx, a, mountpoint, writePolicy == cache.WriteBack, log)
+	if err != nil {
+		return err
 	}
+	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
 		ReadOnly: writePolicy == cache.ReadOnly}, log)
 	if err != nil {

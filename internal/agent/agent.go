@@ -129,6 +129,7 @@ type Agent struct {
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
@@ -299,16 +300,14 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.Lookup{Path: path}, true)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) {
+		return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+	}, a.getAttr(ctx, path))
 }
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(a.getAttr(ctx, path), nil)
 }
 
 // SetAttr implements fusefs.Backend.
@@ -322,28 +321,34 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
 	}
-	var attr wire.Attr
-	var err error
+	ask, again := func() (wire.Attr, error) { return a.attrCall(ctx, m, true) }, a.getAttr(ctx, path)
 	if of != nil {
-		var r wire.Msg
-		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
-		if ar, ok := r.(*wire.AttrReply); ok {
-			attr = ar.Attr
+		ask = func() (wire.Attr, error) {
+			r, err := of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
+			if ar, ok := r.(*wire.AttrReply); ok {
+				return ar.Attr, err
+			}
+			return wire.Attr{}, err
 		}
-	} else {
-		attr, err = a.attrCall(ctx, m, true)
+		again = func() (wire.Attr, error) { return of.serverAttr(ctx) }
 	}
+	// A file with dirty data keeps its size here (writeback_attr.go).
+	attr, err := a.settledAttr(ask, again)
 	if err != nil {
 		return attr, err
 	}
-	if in.Valid&wire.SetSize != 0 {
-		a.noteVersion(attr.Ino, attr.Version)
+	if in.Valid&wire.SetSize != 0 && !a.wb.holds(attr.Ino) {
+		old := uint64(0)
 		if of != nil {
+			of.mu.Lock()
+			old = of.attr.Version
+			of.mu.Unlock()
 			of.setAttr(attr)
 			of.wrote.Store(true) // a truncation through the open file: a change it commits
 		}
+		a.noteVersion(attr.Ino, attr.Version)
+		a.wb.sized(attr, old)
 	}
-	a.wb.overlay(&attr) // a file with dirty data keeps its size here
 	return attr, nil
 }
 
@@ -372,6 +377,7 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
 	var all []wire.DirEntryPlus
 	for {
+		mark := a.wb.mark()
 		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
 		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
 			return a.readDirNoAttrs(ctx, path)
@@ -384,7 +390,11 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
 		}
 		for i := range page.Entries {
-			a.wb.overlay(&page.Entries[i].Attr)
+			// An entry whose attributes may be from the middle of a
+			// write-back here goes without them (writeback_attr.go).
+			if e := &page.Entries[i]; e.HasAttr && !a.wb.overlaySince(&e.Attr, mark) {
+				e.HasAttr, e.Attr = false, wire.Attr{}
+			}
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
@@ -431,6 +441,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
@@ -440,9 +451,9 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) {
+		return a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+	}, a.getAttr(ctx, newPath))
 }
 
 // Symlink implements fusefs.Backend.
@@ -502,6 +513,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		return nil, wire.Attr{}, errReadOnly
 	}
 	idempotent := !create && flags&syscall.O_TRUNC == 0
+	mark := a.wb.mark()
 	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
@@ -523,7 +535,20 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
 	}
-	a.wb.overlay(&or.Attr)
+	if !a.wb.overlaySince(&or.Attr, mark) {
+		// The answer may be from the middle of a write-back here that has
+		// finished since (writeback_attr.go): ask again through the handle.
+		h := or.Handle
+		or.Attr, err = a.settledAttr(func() (wire.Attr, error) {
+			return a.attrCall(ctx, &wire.GetAttr{Path: path, Handle: h}, true)
+		}, nil)
+		if err != nil {
+			if !a.releases.add(gen, h) {
+				a.sess.call(ctx, &wire.Release{Handle: h}, false)
+			}
+			return nil, wire.Attr{}, err
+		}
+	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}

@@ -193,6 +193,9 @@ type Server struct {
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
 
+	// fileLocks: changes through the server to one file, one at a time (ops.go mutate).
+	fileLocks [fileLockStripes]sync.Mutex
+
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}
 	nextID   uint32
