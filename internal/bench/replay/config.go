@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/coopfs/coopfs/internal/sim"
+	"github.com/coopfs/coopfs/internal/sim/dirsim"
 )
 
 // Policies a replay can run, in report order.
@@ -138,5 +139,7 @@ func (c *Config) params(clients int) sim.Params {
 	p.ServerCacheBlocks = int(c.ServerCache / c.BlockSize)
 	p.WarmUp = c.WarmUp
 	p.Seed = c.Seed
-	return p
+	// The live agent keeps a writer's copies across its own writes
+	// (WriteBase): so do nfs and directory here (hints always does).
+	return p.WithOption(dirsim.OptKeepOwn, "on")
 }
