@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/sim"
 	"github.com/coopfs/coopfs/internal/sim/dirsim"
@@ -49,6 +50,11 @@ type Config struct {
 	Seed int64
 	// ServerLink and ClientLink are the testbed's tc rates.
 	ServerLink, ClientLink string
+	// DiskLatency, when positive, puts the live server's export on a
+	// slow disk: a slowfs mount (internal/bench/slowfs) whose every read
+	// costs DiskLatency and bypasses the page cache. 0: the export is a
+	// plain directory (its "disk" is the page cache).
+	DiskLatency time.Duration
 	// Binary is the coopfs executable ("" = this program).
 	Binary string
 	// Keep leaves the run directory (export, logs).
@@ -106,6 +112,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("replay: cache sizes must hold at least one block (%d bytes)", c.BlockSize)
 	case c.WarmUp < 0:
 		return fmt.Errorf("replay: --warmup %d: want >= 0", c.WarmUp)
+	case c.DiskLatency < 0:
+		return fmt.Errorf("replay: --disk-latency %v: want >= 0", c.DiskLatency)
 	}
 	return nil
 }

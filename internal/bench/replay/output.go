@@ -94,6 +94,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		"client cache %.1f MiB, server memory %.1f MiB, links: server %s, clients %s\n\n",
 		r.Accesses, r.Reads, r.WarmUp, r.Clients, r.Files, float64(r.DataBytes)/(1<<20), r.BlockSize>>10,
 		float64(r.ClientCache)/(1<<20), float64(r.ServerCache)/(1<<20), r.ServerLink, r.ClientLink)
+	if r.DiskLatency > 0 {
+		fmt.Fprintf(&b, "live server disk: every read of the export costs %v (slowfs, no page cache)\n\n", r.DiskLatency)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head, sub := "\t", "\t"
 	for _, row := range r.Rows {

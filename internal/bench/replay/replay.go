@@ -33,12 +33,14 @@ type Report struct {
 	// Mode is how the live replay played the counted accesses:
 	// "sequential" (one at a time in trace order) or "parallel" (one
 	// closed-loop player per client).
-	Mode       string    `json:"mode"`
-	ServerLink string    `json:"server_link"`
-	ClientLink string    `json:"client_link"`
-	Started    time.Time `json:"started"`
-	Rows       []*Row    `json:"rows"`
-	Notes      []string  `json:"notes,omitempty"`
+	Mode       string `json:"mode"`
+	ServerLink string `json:"server_link"`
+	ClientLink string `json:"client_link"`
+	// DiskLatency is the live export's read latency (0: page cache).
+	DiskLatency time.Duration `json:"disk_latency_ns,omitempty"`
+	Started     time.Time     `json:"started"`
+	Rows        []*Row        `json:"rows"`
+	Notes       []string      `json:"notes,omitempty"`
 }
 
 // Row is one policy, simulated and live.
@@ -121,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Workload: t.name, Accesses: len(t.accesses), Reads: t.reads, Clients: t.clients,
 		Files: len(t.blocks), DataBytes: t.bytes(cfg.BlockSize), BlockSize: cfg.BlockSize,
 		ClientCache: cfg.ClientCache, ServerCache: cfg.ServerCache, ServerLink: cfg.ServerLink,
-		ClientLink: cfg.ClientLink, Started: time.Now(), Mode: "sequential"}
+		ClientLink: cfg.ClientLink, DiskLatency: cfg.DiskLatency, Started: time.Now(), Mode: "sequential"}
 	if cfg.Parallel {
 		rep.Mode = "parallel"
 	}

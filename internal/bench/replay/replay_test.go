@@ -120,8 +120,37 @@ func TestReplayE2E(t *testing.T) {
 	t.Logf("\n%s", text.String())
 }
 
+// TestReplayDiskLatencyE2E: with --disk-latency the live server reads its
+// export through slowfs; the reads counted at the server's disk each took
+// at least the latency (a lower bound of a sleep: no flake), and every
+// block read is still the right one.
+func TestReplayDiskLatencyE2E(t *testing.T) {
+	if err := Unavailable(); err != nil {
+		t.Skipf("the namespace testbed cannot run here: %v", err)
+	}
+	const lat = 40 * time.Millisecond
+	var progress bytes.Buffer
+	r, err := Run(context.Background(), Config{Workload: tinyTrace(), Binary: clustertest.Binary(t), Progress: &progress,
+		Policies: []string{"none"}, DiskLatency: lat})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	l := r.Rows[0].Live
+	if l == nil || r.Rows[0].BadReads != 0 {
+		t.Fatalf("live %+v, bad reads %d", l, r.Rows[0].BadReads)
+	}
+	if min := l.ServerDisk * float64(lat) / float64(time.Millisecond); l.ServerDisk == 0 || l.AvgReadMs < min {
+		t.Errorf("server disk %.3f of the reads, average read %.2f ms: want at least %.2f ms", l.ServerDisk, l.AvgReadMs, min)
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if !strings.Contains(text.String(), "every read of the export costs 40ms") {
+		t.Errorf("the table does not say the disk is slow:\n%s", text.String())
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{}, {Workload: tinyTrace(), Policies: []string{"nope"}},
+	for _, c := range []Config{{}, {Workload: tinyTrace(), Policies: []string{"nope"}}, {Workload: tinyTrace(), DiskLatency: -1},
 		{Workload: tinyTrace(), BlockSize: 5000}, {Workload: tinyTrace(), ClientCache: 10}} {
 		c.setDefaults()
 		if err := c.validate(); err == nil {
