@@ -65,6 +65,18 @@ var lines = []line{
 		}
 		return s.ReplacementPct, true
 	}, "%.3f"},
+	{"coop control % (trace time)", func(_ *Report, row *Row, s *Side) (float64, bool) {
+		if s == row.Sim || s.CoopTracePct == 0 {
+			return 0, false
+		}
+		return s.CoopTracePct, true
+	}, "%.3f"},
+	{"replacement % (trace time)", func(_ *Report, row *Row, s *Side) (float64, bool) {
+		if s == row.Sim || s.ReplacementTracePct == 0 {
+			return 0, false
+		}
+		return s.ReplacementTracePct, true
+	}, "%.3f"},
 	{"server sent MiB", func(_ *Report, row *Row, s *Side) (float64, bool) {
 		if s == row.Sim {
 			return 0, false

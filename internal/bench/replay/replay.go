@@ -84,6 +84,9 @@ func runPolicy(ctx context.Context, cfg *Config, t *trace, slice *sim.Slice, pol
 	ls := fromLive(policy, live)
 	ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
 	ls.ReplacementPct = overheadPct(ls.ReplacementBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
+	span := t.span(cfg.WarmUp)
+	ls.CoopTracePct = overheadPct(ls.CoopBytes, span, cfg.ServerLink, cfg.ClientLink, t.clients)
+	ls.ReplacementTracePct = overheadPct(ls.ReplacementBytes, span, cfg.ServerLink, cfg.ClientLink, t.clients)
 	row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
 	return row, nil
 }

@@ -242,3 +242,18 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The overhead over the trace's own time: the counted accesses' span.
+func TestTraceSpanOverhead(t *testing.T) {
+	tr := &trace{accesses: []sim.Access{{Time: time.Second}, {Time: 3 * time.Second}, {Time: 11 * time.Second}}}
+	if got := tr.span(1); got != 8*time.Second {
+		t.Errorf("span after 1 warm-up access = %v, want 8s", got)
+	}
+	if got := tr.span(5); got != 10*time.Second {
+		t.Errorf("span with a warm-up longer than the trace = %v, want the whole trace, 10s", got)
+	}
+	// 1 MB over 8 s on a 100 Mbit server link and one 100 Mbit client: 0.5 %.
+	if got := overheadPct(1e6, 8*time.Second, "100mbit", "100mbit", 1); got < 0.499 || got > 0.501 {
+		t.Errorf("overheadPct = %v, want 0.5", got)
+	}
+}
