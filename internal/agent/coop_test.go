@@ -44,7 +44,7 @@ func readAll(ctx context.Context, a *agent.Agent, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Release(ctx)
+	defer func() { f.Flush(ctx); f.Release(ctx) }() // as the kernel does on close
 	buf := make([]byte, attr.Size)
 	n, err := f.ReadAt(ctx, buf, 0)
 	return buf[:n], err

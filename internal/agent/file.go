@@ -33,6 +33,12 @@ type file struct {
 	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
 	nextOff int64       // where a sequential reader reads next
 	ahead   uint64      // blocks below this index were already read ahead
+
+	// wholefile policy (pwholefile.go): the commit counter the open was
+	// handed (0: none), and whether the file was written since (a close
+	// commits).
+	wholeOpened atomic.Uint64
+	wrote       atomic.Bool
 }
 
 var (
@@ -48,6 +54,12 @@ func (f *file) KeepCache() bool { return f.keep }
 // an open file unlinked or changed elsewhere shows its link count and size
 // as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
+	ask := func() (wire.Attr, error) { return f.serverAttr(ctx) }
+	return f.a.settledAttr(ask, nil) // a file with dirty data here (writeback_attr.go)
+}
+
+// serverAttr asks the server for the open file's attributes.
+func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
 	path := f.path
 	f.mu.Unlock()
@@ -59,9 +71,7 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	if !ok {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	at := ar.Attr
-	f.a.wb.overlay(&at)
-	return at, nil
+	return ar.Attr, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -219,6 +229,18 @@ func (f *file) readAhead(off int64, n, bs int) {
 // block counts as local memory unless read-ahead fetched it for this very
 // read (it was counted at the fetch).
 func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, error) {
+	for try := 1; ; try++ {
+		data, err := f.blockOnce(ctx, idx, demand, try < settleTries)
+		if !errors.Is(err, errUnsettled) {
+			return data, err
+		}
+	}
+}
+
+// blockOnce is block; strict makes it fail with errUnsettled when the
+// block came from the server while the file was being written back here,
+// and the write-back finished since (writeback_attr.go).
+func (f *file) blockOnce(ctx context.Context, idx uint64, demand, strict bool) ([]byte, error) {
 	f.mu.Lock()
 	ino, v := f.attr.Ino, f.attr.Version
 	f.mu.Unlock()
@@ -233,7 +255,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 	if !demand {
 		defer f.a.fresh.Store(id, struct{}{})
 	}
-	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10)
+	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatBool(strict)
 	ch := f.a.flights.DoChan(key, func() (any, error) {
 		if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
 			return data, nil
@@ -242,7 +264,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 			f.a.policy().promoted(id, v)
 			return data, nil
 		}
-		return f.fetch(context.WithoutCancel(ctx), id, v)
+		return f.fetch(context.WithoutCancel(ctx), id, v, strict)
 	})
 	select {
 	case r := <-ch:
@@ -257,7 +279,8 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 
 // fetch reads one block after a local miss, from a peer or the server as
 // the policy decides (policy.go), and stores it in both tiers.
-func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error) {
+func (f *file) fetch(ctx context.Context, id block.ID, v uint64, strict bool) ([]byte, error) {
+	mark := f.a.wb.mark()
 	br, err := f.a.policy().fetch(ctx, f, id, v)
 	if err != nil {
 		return nil, err
@@ -271,6 +294,11 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 			return data, nil
 		}
 		br.Version = v
+	}
+	if strict && !f.a.wb.steady(id.File, mark) {
+		// The server's copy may be from the middle of a write-back that
+		// has finished since: read again, at the version it gave.
+		return nil, errUnsettled
 	}
 	if br.Version != v {
 		// The file changed since it was opened: the block belongs to the
@@ -348,8 +376,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	case cache.ReadOnly:
 		return 0, errReadOnly
 	case cache.WriteBack:
+		f.wrote.Store(true)
 		return f.a.wb.write(ctx, f, p, off)
 	}
+	f.wrote.Store(true)
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
@@ -385,7 +415,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // survive the death of the mount process from then on (the kernel keeps
 // the files' pages), and a machine crash after the next fsync or the
 // background flusher's sync, at most a second later (writeback.go).
-func (f *file) Flush(ctx context.Context) error { return nil }
+func (f *file) Flush(ctx context.Context) error {
+	f.a.policy().closing(ctx, f)
+	return nil
+}
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).

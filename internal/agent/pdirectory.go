@@ -30,9 +30,10 @@ func (c *coop) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire
 	return br, err
 }
 
-func (c *coop) hit(block.ID, uint64)      {}
-func (c *coop) promoted(block.ID, uint64) {}
-func (c *coop) fileDropped(uint64)        {}
+func (c *coop) hit(block.ID, uint64)           {}
+func (c *coop) promoted(block.ID, uint64)      {}
+func (c *coop) fileDropped(uint64)             {}
+func (c *coop) closing(context.Context, *file) {}
 
 // memEvicted: the block joins the discard queue unless the disk tier still
 // holds it: the server keeps forwarding to us what our disk can serve; it

@@ -162,6 +162,9 @@ func newMsg(t Type) Msg {
 	if m := newWriteBackMsg(t); m != nil {
 		return m // msg_writeback.go: types 150-159
 	}
+	if m := newWholeFileMsg(t); m != nil {
+		return m // msg_wholefile.go: types 170-179
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 
