@@ -27,6 +27,10 @@ type WriteBackConfig struct {
 	// blocks may fill before the background flusher writes back the oldest
 	// dirty files at once; default 0.5.
 	HighWater float64
+	// NoCloseSync leaves the sync of dirty frames to fsync and the
+	// background flusher (every second): a close then costs no disk sync,
+	// but a machine crash may take writes closed in the last second.
+	NoCloseSync bool
 }
 
 func (c *WriteBackConfig) setDefaults() {
