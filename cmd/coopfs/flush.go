@@ -23,12 +23,11 @@ import (
 	"github.com/coopfs/coopfs/internal/block"
 )
 
-// A write-back mount listens on a unix socket named after its mountpoint
-// (controlSocket) for `coopfs flush`. The protocol is lines of text: the
-// client sends "flush"; the mount answers with "progress FILES TOTALFILES
-// BYTES TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
+// `coopfs flush` asks a mount on its control socket (control.go): it sends
+// "flush"; the mount answers with "progress FILES TOTALFILES BYTES
+// TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
 
-// controlSocket is the flush socket of the mount at dir (an absolute,
+// controlSocket is the control socket of the mount at dir (an absolute,
 // symlink-free path): in $XDG_RUNTIME_DIR/coopfs, else in a directory of
 // the user's own under the temporary directory.
 func controlSocket(dir string) string {
@@ -65,17 +64,6 @@ type flusher interface {
 // two never meet.
 func proxyControlKey(addr string) string { return "proxy " + addr }
 
-// serveFlushControl serves `coopfs flush` on the mount's control socket and
-// flushes on SIGUSR1, logging progress. It returns the function that stops
-// both.
-func serveFlushControl(ctx context.Context, a flusher, mountDir string, log *slog.Logger) (func(), error) {
-	dir, err := canonical(mountDir)
-	if err != nil {
-		return nil, err
-	}
-	return serveFlushSocket(ctx, a, controlSocket(dir), log)
-}
-
 // serveFlushSocket serves `coopfs flush` on the unix socket path and
 // flushes on SIGUSR1.
 func serveFlushSocket(ctx context.Context, a flusher, path string, log *slog.Logger) (func(), error) {
@@ -97,7 +85,7 @@ func serveFlushSocket(ctx context.Context, a flusher, path string, log *slog.Log
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serveFlushConn(ctx, a, c) }()
+			go func() { defer wg.Done(); serveFlushRequest(ctx, a, c) }()
 		}
 	}()
 	sig := make(chan os.Signal, 1)
@@ -141,7 +129,9 @@ func flushOnSignal(ctx context.Context, a flusher, log *slog.Logger) {
 	log.Info("write-back: flushed", "files", p.Files, "bytes", block.Size(p.Bytes).String())
 }
 
-func serveFlushConn(ctx context.Context, a flusher, c net.Conn) {
+// serveFlushRequest reads a connection's request line, which must be
+// "flush", and serves it (a proxy's socket knows no other request).
+func serveFlushRequest(ctx context.Context, a flusher, c net.Conn) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -150,6 +140,15 @@ func serveFlushConn(ctx context.Context, a flusher, c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	serveFlushConn(ctx, a, c, true)
+}
+
+// serveFlushConn answers a "flush" request (its line already read).
+func serveFlushConn(ctx context.Context, a flusher, c net.Conn, writeBack bool) {
+	if !writeBack {
+		fmt.Fprintf(c, "error this mount does not use write-back (it was mounted without --write-policy write-back): it holds no dirty data to flush\n")
+		return
+	}
 	var mu sync.Mutex
 	var last time.Time
 	p, err := a.Flush(ctx, func(p agent.Progress) {

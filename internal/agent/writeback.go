@@ -104,6 +104,17 @@ type writeBack struct {
 	frames int64              // dirty blocks (frames) in all files
 	open   map[*file]struct{} // the open files, whose paths follow renames
 
+	// Under mu: which files left the dirty set when (writeback_attr.go).
+	epoch uint64            // counts files leaving the dirty set
+	left  map[uint64]uint64 // file → the epoch it last left at
+	floor uint64            // marks below it may have lost their entries in left
+
+	// renaming is held shared by each rename through this agent from its
+	// message until the dirty files follow it (afterRename), and taken
+	// exclusively to tell a file renamed under its write-back from one
+	// removed (renamedAway). Taken before a dirtyFile's mu.
+	renaming sync.RWMutex
+
 	flushMu sync.Mutex // one flush of everything at a time
 	noDeleg sync.Once  // the warning that the server grants no delegations
 	recalls atomic.Int64
@@ -132,35 +143,6 @@ func (w *writeBack) holds(ino uint64) bool {
 	defer w.mu.Unlock()
 	_, ok := w.files[ino]
 	return ok
-}
-
-// overlay replaces the server's size and mtime of a file with dirty data
-// by what the writer sees here.
-func (w *writeBack) overlay(at *wire.Attr) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	df, ok := w.files[at.Ino]
-	if ok {
-		// While dirty, only this writer changes the file: its size is at
-		// least the server's (a truncation is written back first).
-		at.Size, at.Version = max(at.Size, uint64(df.size)), df.version
-		at.Blocks = (at.Size + 511) / 512
-		switch {
-		case df.times != nil && df.times.Valid&(wire.SetMtime|wire.SetMtimeNow) != 0:
-			at.Mtime = df.times.Mtime // set explicitly (touch, tar): it stands
-		case df.mtime > at.Mtime:
-			at.Mtime = df.mtime
-		}
-		if df.times != nil && df.times.Valid&(wire.SetAtime|wire.SetAtimeNow) != 0 {
-			at.Atime = df.times.Atime
-		}
-		if df.mtime > at.Ctime {
-			at.Ctime = df.mtime
-		}
-	}
-	w.mu.Unlock()
 }
 
 // acquire returns f's dirty-file record, locked, creating (and journaling)
@@ -525,6 +507,7 @@ func (w *writeBack) forget(df *dirtyFile) {
 	if w.files[df.ino] == df {
 		delete(w.files, df.ino)
 	}
+	w.leftLocked(df.ino)
 	w.dirty -= df.bytes
 	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()
@@ -659,6 +642,16 @@ func (a *Agent) beforeSetAttr(ctx context.Context, path string, of *file, in vfs
 		return errReadOnly
 	}
 	return a.wb.beforeSetAttr(ctx, path, of, in)
+}
+
+// renameLock is held by a rename through this agent while the server
+// renames and the dirty files follow (afterRename); it returns the unlock.
+func (w *writeBack) renameLock() func() {
+	if w == nil {
+		return func() {}
+	}
+	w.renaming.RLock()
+	return w.renaming.RUnlock
 }
 
 // afterRename updates the dirty files after a rename: one renamed over is

@@ -92,20 +92,47 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 // Writers of the file wait only for the bookkeeping of each block, not for
 // the network: a block rewritten while it was on its way stays dirty. It
 // returns the bytes written; progress (may be nil) gets the running count.
+// A file renamed while its write-back opened it is written back under its
+// new name; one removed from the server loses its dirty data.
 func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, error) {
 	df.flushing.Lock()
 	defer df.flushing.Unlock()
+	var done int64
+	for try := 0; ; try++ {
+		base := done
+		n, path, err := w.flushPass(ctx, df, func(b int64) {
+			if progress != nil {
+				progress(base + b)
+			}
+		})
+		done += n
+		if !errors.Is(err, errGoneFile) {
+			return done, err
+		}
+		if !w.renamedAway(df, path, err) || try >= goneRetries {
+			return done, nil // dropped, or left dirty for the next flush
+		}
+	}
+}
+
+// goneRetries bounds the write-backs of one flushFile that find the file
+// renamed away under them.
+const goneRetries = 3
+
+// flushPass is one write-back of df under its current path, which it
+// returns; errGoneFile: the path no longer names the file on the server.
+func (w *writeBack) flushPass(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, string, error) {
 	df.mu.Lock()
 	if df.gone {
 		df.mu.Unlock()
-		return 0, nil
+		return 0, "", nil
 	}
 	w.mu.Lock()
 	path := df.path
 	w.mu.Unlock()
 	if path == "" {
 		df.mu.Unlock()
-		return 0, nil // an orphan: never written back
+		return 0, "", nil // an orphan: never written back
 	}
 	idxs := make([]uint64, 0, len(df.blocks))
 	for idx := range df.blocks {
@@ -120,18 +147,16 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 	for _, idx := range idxs {
 		n, attr, err := w.flushBlock(ctx, df, h, idx)
 		if errors.Is(err, errGoneFile) {
-			w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
-			w.dropGone(df)
-			return done, nil
+			return done, path, err
 		}
 		if err != nil {
-			return done, fmt.Errorf("write back %s: %w", path, err)
+			return done, path, fmt.Errorf("write back %s: %w", path, err)
 		}
 		if n > 0 {
 			last = attr
 		}
 		done += int64(n)
-		if progress != nil && n > 0 {
+		if n > 0 {
 			progress(done)
 		}
 	}
@@ -151,7 +176,31 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 		}
 		w.settle(df, last)
 	}
-	return done, nil
+	return done, path, nil
+}
+
+// renamedAway tells why df's write-back under path found the file gone
+// from the server: renamed through this agent (its path has moved on since:
+// true, write it back again) or removed (its dirty data is dropped). A
+// rename in flight is waited for: between the server's reply and the dirty
+// files following it (afterRename), the old path is already gone.
+func (w *writeBack) renamedAway(df *dirtyFile, path string, err error) bool {
+	w.renaming.Lock()
+	defer w.renaming.Unlock()
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.gone {
+		return false
+	}
+	w.mu.Lock()
+	now := df.path
+	w.mu.Unlock()
+	if now != path {
+		return true
+	}
+	w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
+	w.dropGone(df)
+	return false
 }
 
 // flushBlock writes one dirty block back and marks it clean unless it was
@@ -218,10 +267,11 @@ func (w *writeBack) settle(df *dirtyFile, last wire.Attr) {
 	for _, f := range df.files {
 		f.mu.Lock()
 		if f.attr.Version == old {
-			f.attr.Version = last.Version
+			f.attr.Version, f.attr.Size = last.Version, last.Size
 		}
 		f.mu.Unlock()
 	}
+	w.sized(last, old)
 }
 
 // dropGone drops the dirty data of a file the server no longer has at its
@@ -336,7 +386,7 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 		return err
 	}
 	cfg := a.cfg.WriteBack
-	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{},
+	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{}, left: map[uint64]uint64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	a.wbMu.Lock()
 	a.wb = w

@@ -252,6 +252,11 @@ func (cl *client) observe(orig, req, rep wire.Msg) {
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
+	case *wire.WriteReply:
+		c.noteAttr(&r.Attr)
+		if cl.p.cfg.WritePolicy == cache.WriteThrough {
+			cl.keepWritten(req, &r.Attr)
+		}
 	case *wire.ReadDirPlusReply:
 		for i := range r.Entries {
 			if r.Entries[i].HasAttr {

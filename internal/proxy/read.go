@@ -115,6 +115,8 @@ func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
 		h, off, data = m.Handle, m.Offset, m.Data
 	case *wire.WriteSeq:
 		h, off, data = m.Handle, m.Offset, m.Data
+	case *wire.WriteBase:
+		h, off, data = m.Handle, m.Offset, m.Data
 	default:
 		return
 	}
