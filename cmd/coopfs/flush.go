@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
@@ -51,7 +53,66 @@ func canonical(dir string) (string, error) {
 	return abs, nil
 }
 
-func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
+// flusher writes back dirty data: a write-back mount's agent or a
+// write-back proxy.
+type flusher interface {
+	Flush(ctx context.Context, progress func(agent.Progress)) (agent.Progress, error)
+}
+
+// proxyControlKey names the flush socket of the proxy listening on addr
+// (`coopfs flush --proxy ADDR`); a mountpoint is an absolute path, so the
+// two never meet.
+func proxyControlKey(addr string) string { return "proxy " + addr }
+
+// serveFlushSocket serves `coopfs flush` on the unix socket path and
+// flushes on SIGUSR1.
+func serveFlushSocket(ctx context.Context, a flusher, path string, log *slog.Logger) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("flush control socket: %w", err)
+	}
+	os.Remove(path) // a previous mount's, left by a crash
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("flush control socket: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); serveFlushRequest(ctx, a, c) }()
+		}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+				flushOnSignal(ctx, a, log)
+			}
+		}
+	}()
+	log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
+	return func() {
+		signal.Stop(sig)
+		close(done)
+		ln.Close()
+		wg.Wait()
+		os.Remove(path)
+	}, nil
+}
+
+func flushOnSignal(ctx context.Context, a flusher, log *slog.Logger) {
 	log.Info("write-back: SIGUSR1: writing back dirty data")
 	var last time.Time
 	p, err := a.Flush(ctx, func(p agent.Progress) {
@@ -68,8 +129,22 @@ func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
 	log.Info("write-back: flushed", "files", p.Files, "bytes", block.Size(p.Bytes).String())
 }
 
-// serveFlushConn answers a "flush" request on the control socket.
-func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn, writeBack bool) {
+// serveFlushRequest reads a connection's request line, which must be
+// "flush", and serves it (a proxy's socket knows no other request).
+func serveFlushRequest(ctx context.Context, a flusher, c net.Conn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "flush" {
+		fmt.Fprintf(c, "error unknown request %q: send \"flush\"\n", strings.TrimSpace(line))
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	serveFlushConn(ctx, a, c, true)
+}
+
+// serveFlushConn answers a "flush" request (its line already read).
+func serveFlushConn(ctx context.Context, a flusher, c net.Conn, writeBack bool) {
 	if !writeBack {
 		fmt.Fprintf(c, "error this mount does not use write-back (it was mounted without --write-policy write-back): it holds no dirty data to flush\n")
 		return
@@ -92,34 +167,46 @@ func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn, writeBack b
 	fmt.Fprintf(c, "done %d %d\n", p.Files, p.Bytes)
 }
 
-// runFlush implements `coopfs flush MOUNTPOINT`.
+// runFlush implements `coopfs flush MOUNTPOINT` and `coopfs flush --proxy ADDR`.
 func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("flush", "[--quiet] MOUNTPOINT\n\nWrites back the dirty data of a mount made with --write-policy write-back, printing progress.\nSending SIGUSR1 to the mount process does the same (progress goes to its log).", stderr)
+	fs := newFlagSet("flush", "[--quiet] MOUNTPOINT | [--quiet] --proxy HOST:PORT\n\nWrites back the dirty data of a mount made with --write-policy write-back (or of a proxy started with it, named by its --listen address), printing progress.\nSending SIGUSR1 to the mount or proxy process does the same (progress goes to its log).", stderr)
 	quiet := fs.Bool("quiet", false, "print only the result")
+	proxyAddr := fs.String("proxy", "", "flush the write-back proxy listening on HOST:PORT (its --listen) instead of a mount")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "coopfs flush: want exactly one MOUNTPOINT, got %d arguments\n", fs.NArg())
+	want := 1
+	if *proxyAddr != "" {
+		want = 0
+	}
+	if fs.NArg() != want {
+		fmt.Fprintf(stderr, "coopfs flush: want exactly one MOUNTPOINT or --proxy HOST:PORT, got %d arguments\n", fs.NArg())
 		fs.Usage()
 		return errUsage
 	}
-	dir, err := canonical(fs.Arg(0))
-	if err != nil {
-		return err
+	var what, path, hint string
+	if *proxyAddr != "" {
+		what, path = "proxy "+*proxyAddr, controlSocket(proxyControlKey(*proxyAddr))
+		hint = fmt.Sprintf("is `coopfs proxy --write-policy write-back --listen %s` running as this user?", *proxyAddr)
+	} else {
+		dir, err := canonical(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		what, path = dir, controlSocket(dir)
+		hint = fmt.Sprintf("is %s mounted by `coopfs mount --write-policy write-back` as this user?", dir)
 	}
-	path := controlSocket(dir)
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return fmt.Errorf("no mount answers at %s (%v): is %s mounted by `coopfs mount --write-policy write-back` as this user?", path, err, dir)
+		return fmt.Errorf("no write-back mount or proxy answers at %s (%v): %s", path, err, hint)
 	}
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 	if _, err := io.WriteString(c, "flush\n"); err != nil {
-		return fmt.Errorf("flush %s: %w", dir, err)
+		return fmt.Errorf("flush %s: %w", what, err)
 	}
-	return readFlushReplies(c, dir, stdout, *quiet)
+	return readFlushReplies(c, what, stdout, *quiet)
 }
 
 func readFlushReplies(r io.Reader, dir string, stdout io.Writer, quiet bool) error {

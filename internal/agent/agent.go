@@ -39,13 +39,18 @@ type Config struct {
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none", "directory" or "hints" must match it.
 	Policy         string
-	Listen         string            // cooperative policies: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration     // cooperative policies: how long to wait for a peer's block or answer; default 5s
-	DiscardQueue   int               // directory policy: discard notification batch; default 400
-	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
-	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
-	WriteBack      WriteBackConfig   // tuning of the write-back policy
+	Listen         string        // cooperative policies: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration // cooperative policies: how long to wait for a peer's block or answer; default 5s
+	DiscardQueue   int           // directory policy: discard notification batch; default 400
+	// WholeFileMinSize: wholefile policy: files smaller than this are read
+	// from the server block by block, without the counter and map (the
+	// coordination would cost more than the data); default
+	// DefaultWholeFileMinSize, negative: every file.
+	WholeFileMinSize int64
+	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
+	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack        WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
@@ -75,6 +80,11 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 2 * time.Minute
 	}
+	if c.WholeFileMinSize == 0 {
+		c.WholeFileMinSize = DefaultWholeFileMinSize
+	} else if c.WholeFileMinSize < 0 {
+		c.WholeFileMinSize = 0
+	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
 	}
@@ -96,7 +106,7 @@ func (c *Config) validate() error {
 	case c.ReadAhead < 0:
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
 	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
-		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+		return fmt.Errorf("unknown policy %q: use none, directory, hints or wholefile", c.Policy)
 	case c.WritePolicy == cache.WriteBack && c.Disk.Dir == "":
 		return fmt.Errorf("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
@@ -119,6 +129,7 @@ type Agent struct {
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
 
@@ -190,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			ln.Close()
 		}
 		return nil, fmt.Errorf("the server runs policy %q but --policy %s was asked: mount with --policy %s (or leave --policy out to follow the server)", policy, cfg.Policy, policy)
-	case policy == "directory" || policy == "hints":
+	case policy == "directory" || policy == "hints" || policy == "wholefile":
 		p, err := a.newPolicy(ctx, policy, ln)
 		if err != nil {
 			a.sess.close()
@@ -208,6 +219,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 // newPolicy builds a cooperative policy's client side on the peer
 // listener ln and registers its metrics.
 func (a *Agent) newPolicy(ctx context.Context, name string, ln net.Listener) (policy, error) {
+	if name == "wholefile" {
+		w := newWholeClient(a, ln)
+		a.metrics.Register(wholeCollector{w})
+		return w, nil
+	}
 	if name == "hints" {
 		h, err := newHintsClient(ctx, a, ln)
 		if err != nil {
@@ -289,16 +305,14 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.Lookup{Path: path}, true)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) {
+		return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+	}, a.getAttr(ctx, path))
 }
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(a.getAttr(ctx, path), nil)
 }
 
 // SetAttr implements fusefs.Backend.
@@ -312,27 +326,34 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
 	}
-	var attr wire.Attr
-	var err error
+	ask, again := func() (wire.Attr, error) { return a.attrCall(ctx, m, true) }, a.getAttr(ctx, path)
 	if of != nil {
-		var r wire.Msg
-		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
-		if ar, ok := r.(*wire.AttrReply); ok {
-			attr = ar.Attr
+		ask = func() (wire.Attr, error) {
+			r, err := of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
+			if ar, ok := r.(*wire.AttrReply); ok {
+				return ar.Attr, err
+			}
+			return wire.Attr{}, err
 		}
-	} else {
-		attr, err = a.attrCall(ctx, m, true)
+		again = func() (wire.Attr, error) { return of.serverAttr(ctx) }
 	}
+	// A file with dirty data keeps its size here (writeback_attr.go).
+	attr, err := a.settledAttr(ask, again)
 	if err != nil {
 		return attr, err
 	}
-	if in.Valid&wire.SetSize != 0 {
-		a.noteVersion(attr.Ino, attr.Version)
+	if in.Valid&wire.SetSize != 0 && !a.wb.holds(attr.Ino) {
+		old := uint64(0)
 		if of != nil {
+			of.mu.Lock()
+			old = of.attr.Version
+			of.mu.Unlock()
 			of.setAttr(attr)
+			of.wrote.Store(true) // a truncation through the open file: a change it commits
 		}
+		a.noteVersion(attr.Ino, attr.Version)
+		a.wb.sized(attr, old)
 	}
-	a.wb.overlay(&attr) // a file with dirty data keeps its size here
 	return attr, nil
 }
 
@@ -361,6 +382,7 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
 	var all []wire.DirEntryPlus
 	for {
+		mark := a.wb.mark()
 		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
 		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
 			return a.readDirNoAttrs(ctx, path)
@@ -373,7 +395,11 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
 		}
 		for i := range page.Entries {
-			a.wb.overlay(&page.Entries[i].Attr)
+			// An entry whose attributes may be from the middle of a
+			// write-back here goes without them (writeback_attr.go).
+			if e := &page.Entries[i]; e.HasAttr && !a.wb.overlaySince(&e.Attr, mark) {
+				e.HasAttr, e.Attr = false, wire.Attr{}
+			}
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
@@ -420,6 +446,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
@@ -429,9 +456,9 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) {
+		return a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+	}, a.getAttr(ctx, newPath))
 }
 
 // Symlink implements fusefs.Backend.
@@ -491,6 +518,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		return nil, wire.Attr{}, errReadOnly
 	}
 	idempotent := !create && flags&syscall.O_TRUNC == 0
+	mark := a.wb.mark()
 	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
@@ -512,10 +540,26 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
 	}
-	a.wb.overlay(&or.Attr)
+	if !a.wb.overlaySince(&or.Attr, mark) {
+		// The answer may be from the middle of a write-back here that has
+		// finished since (writeback_attr.go): ask again through the handle.
+		h := or.Handle
+		or.Attr, err = a.settledAttr(func() (wire.Attr, error) {
+			return a.attrCall(ctx, &wire.GetAttr{Path: path, Handle: h}, true)
+		}, nil)
+		if err != nil {
+			if !a.releases.add(gen, h) {
+				a.sess.call(ctx, &wire.Release{Handle: h}, false)
+			}
+			return nil, wire.Attr{}, err
+		}
+	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
+	if flags&syscall.O_TRUNC != 0 {
+		f.wrote.Store(true) // the open emptied the file: a change its close commits
+	}
 	if or.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		a.policy().opened(ctx, f)
 	}
