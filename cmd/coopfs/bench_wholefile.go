@@ -43,6 +43,8 @@ func runBenchWholefile(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.StringVar(&cfg.ServerLink, "server-link", "100mbit", "server link rate (tc units)")
 	fs.StringVar(&cfg.ClientLink, "client-link", "100mbit", "client link rate (tc units)")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the web workload")
+	serveArgs := fs.String("serve-flags", "", "extra flags of serve, space-separated (e.g. \"--server-rotation=false\")")
+	mountArgs := fs.String("mount-flags", "", "extra flags of every mount, space-separated (e.g. \"--wholefile-min-size 0\")")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directories (logs)")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
 	fs.StringVar(&cfg.Binary, "binary", "", "")
@@ -58,6 +60,7 @@ func runBenchWholefile(ctx context.Context, args []string, stdout, stderr io.Wri
 		return errUsage
 	}
 	cfg.Policies, cfg.Experiments = splitList(*policies), splitList(*exps)
+	cfg.ServeArgs, cfg.MountArgs = strings.Fields(*serveArgs), strings.Fields(*mountArgs)
 	cfg.StaggerSize, cfg.WebMean, cfg.OverloadSize, cfg.WarmSize = int64(stagger), int64(webMean), int64(overload), int64(warm)
 	for _, s := range splitList(*overhead) {
 		var sz block.Size

@@ -72,7 +72,7 @@ func (b *bench) export(name string) (string, error) {
 // the server does not know the policy.
 func (b *bench) start(ctx context.Context, policy string, n int, export string) (*nscluster.Cluster, error) {
 	cl, err := nscluster.Start(ctx, nscluster.Config{Binary: b.cfg.Binary, Clients: n, ServerLink: b.cfg.ServerLink,
-		ClientLink: b.cfg.ClientLink, Export: export, Keep: b.cfg.Keep, ServerArgs: []string{"--policy", policy},
+		ClientLink: b.cfg.ClientLink, Export: export, Keep: b.cfg.Keep, ServerArgs: append([]string{"--policy", policy}, b.cfg.ServeArgs...), MountArgs: b.cfg.MountArgs,
 		Logger: b.cfg.Logger})
 	if errors.Is(err, nscluster.ErrServerStart) && strings.Contains(err.Error(), "policy") {
 		b.rep.skip(policy, err)

@@ -33,8 +33,9 @@ type Config struct {
 	WarmFiles   int
 	WarmClients int
 
-	ServerLink, ClientLink string // tc rates; "" unshaped
-	Binary                 string // the coopfs executable ("" = this program)
+	ServerLink, ClientLink string   // tc rates; "" unshaped
+	ServeArgs, MountArgs   []string // extra flags of serve and of every mount
+	Binary                 string   // the coopfs executable ("" = this program)
 	Seed                   int64
 	Keep                   bool
 	Progress               io.Writer // one line per step; nil: none

@@ -6,8 +6,8 @@
 //   - stagger: clients read one large file in turn (each starts when the
 //     previous one finished); the server's bytes for each client;
 //   - web: the web-server workload (files of Zipf popularity, a log append
-//     every 10 reads), clients in turn; the server's bytes for clients
-//     2..n against client 1's;
+//     every 10 reads), every client playing the same request stream in
+//     turn; the server's bytes for clients 2..n against client 1's;
 //   - overload: two large files, two clients each; the second pair starts
 //     while the first reads; the second pair's time against `none`;
 //   - overhead: one client reads files of several sizes cold; the time

@@ -106,7 +106,9 @@ func (b *bench) web(ctx context.Context) error {
 	return b.each(ctx, "web", b.cfg.WebClients, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
 		row := PerClient{Policy: p}
 		for i, m := range cl.Mounts {
-			z := newZipf(b.cfg.WebFiles, uint64(b.cfg.Seed)+uint64(i)*1000)
+			// Every client plays the same request stream (the seed's web
+			// server: one site's workload on each machine in turn).
+			z := newZipf(b.cfg.WebFiles, uint64(b.cfg.Seed))
 			before, err := serverBytes(ctx, cl)
 			if err != nil {
 				return err
