@@ -39,13 +39,18 @@ type Config struct {
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none", "directory" or "hints" must match it.
 	Policy         string
-	Listen         string            // cooperative policies: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration     // cooperative policies: how long to wait for a peer's block or answer; default 5s
-	DiscardQueue   int               // directory policy: discard notification batch; default 400
-	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
-	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
-	WriteBack      WriteBackConfig   // tuning of the write-back policy
+	Listen         string        // cooperative policies: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration // cooperative policies: how long to wait for a peer's block or answer; default 5s
+	DiscardQueue   int           // directory policy: discard notification batch; default 400
+	// WholeFileMinSize: wholefile policy: files smaller than this are read
+	// from the server block by block, without the counter and map (the
+	// coordination would cost more than the data); default
+	// DefaultWholeFileMinSize, negative: every file.
+	WholeFileMinSize int64
+	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
+	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack        WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
@@ -75,6 +80,11 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 2 * time.Minute
 	}
+	if c.WholeFileMinSize == 0 {
+		c.WholeFileMinSize = DefaultWholeFileMinSize
+	} else if c.WholeFileMinSize < 0 {
+		c.WholeFileMinSize = 0
+	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
 	}
@@ -96,7 +106,7 @@ func (c *Config) validate() error {
 	case c.ReadAhead < 0:
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
 	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
-		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+		return fmt.Errorf("unknown policy %q: use none, directory, hints or wholefile", c.Policy)
 	case c.WritePolicy == cache.WriteBack && c.Disk.Dir == "":
 		return fmt.Errorf("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
@@ -119,6 +129,7 @@ type Agent struct {
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
@@ -189,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			ln.Close()
 		}
 		return nil, fmt.Errorf("the server runs policy %q but --policy %s was asked: mount with --policy %s (or leave --policy out to follow the server)", policy, cfg.Policy, policy)
-	case policy == "directory" || policy == "hints":
+	case policy == "directory" || policy == "hints" || policy == "wholefile":
 		p, err := a.newPolicy(ctx, policy, ln)
 		if err != nil {
 			a.sess.close()
@@ -207,6 +218,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 // newPolicy builds a cooperative policy's client side on the peer
 // listener ln and registers its metrics.
 func (a *Agent) newPolicy(ctx context.Context, name string, ln net.Listener) (policy, error) {
+	if name == "wholefile" {
+		w := newWholeClient(a, ln)
+		a.metrics.Register(wholeCollector{w})
+		return w, nil
+	}
 	if name == "hints" {
 		h, err := newHintsClient(ctx, a, ln)
 		if err != nil {
@@ -328,6 +344,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 			old = of.attr.Version
 			of.mu.Unlock()
 			of.setAttr(attr)
+			of.wrote.Store(true) // a truncation through the open file: a change it commits
 		}
 		a.noteVersion(attr.Ino, attr.Version)
 		a.wb.sized(attr, old)
@@ -535,6 +552,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
+	if flags&syscall.O_TRUNC != 0 {
+		f.wrote.Store(true) // the open emptied the file: a change its close commits
+	}
 	if or.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		a.policy().opened(ctx, f)
 	}

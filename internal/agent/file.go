@@ -33,6 +33,12 @@ type file struct {
 	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
 	nextOff int64       // where a sequential reader reads next
 	ahead   uint64      // blocks below this index were already read ahead
+
+	// wholefile policy (pwholefile.go): the commit counter the open was
+	// handed (0: none), and whether the file was written since (a close
+	// commits).
+	wholeOpened atomic.Uint64
+	wrote       atomic.Bool
 }
 
 var (
@@ -370,23 +376,36 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	case cache.ReadOnly:
 		return 0, errReadOnly
 	case cache.WriteBack:
+		f.wrote.Store(true)
 		return f.a.wb.write(ctx, f, p, off)
 	}
+	f.wrote.Store(true)
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
-	r, err := f.call(ctx, func(h uint64) wire.Msg {
-		return &wire.WriteSeq{Seq: seq, Handle: h, Offset: uint64(off), Data: p}
-	}, true)
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	base := f.a.writeBase(ino) // rewrite.go: the writer keeps its cached blocks
+	build := func(h uint64) wire.Msg { return f.a.writeMsg(seq, h, uint64(off), base, p) }
+	r, err := f.call(ctx, build, true)
+	if err != nil && base != 0 && f.a.writeUnknown(err) {
+		r, err = f.call(ctx, build, true) // as WriteSeq now
+	}
 	if err != nil {
 		return 0, err
 	}
-	ar, ok := r.(*wire.AttrReply)
-	if !ok {
+	var attr wire.Attr
+	var prev uint64
+	switch r := r.(type) {
+	case *wire.AttrReply:
+		attr = r.Attr
+	case *wire.WriteReply:
+		attr, prev = r.Attr, r.Prev
+	default:
 		return 0, fmt.Errorf("write: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	attr := ar.Attr
-	f.a.noteVersion(attr.Ino, attr.Version)
+	f.a.wrote(attr.Ino, base, prev, &attr, uint64(off), p)
 	f.setAttr(attr)
 	return len(p), nil
 }
@@ -396,7 +415,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // survive the death of the mount process from then on (the kernel keeps
 // the files' pages), and a machine crash after the next fsync or the
 // background flusher's sync, at most a second later (writeback.go).
-func (f *file) Flush(ctx context.Context) error { return nil }
+func (f *file) Flush(ctx context.Context) error {
+	f.a.policy().closing(ctx, f)
+	return nil
+}
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).

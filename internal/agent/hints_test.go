@@ -43,6 +43,7 @@ type hintsAgent struct {
 	*agent.Agent
 	m      *obs.Metrics
 	listen string
+	closed bool // close ran (wholefile_test.go restarts agents)
 }
 
 // freeAddr returns a loopback address nobody listens on (a client's fixed
@@ -62,8 +63,13 @@ func newHintsAgent(t *testing.T, addr, policy string, cacheBlocks int, listen st
 		listen = freeAddr(t)
 	}
 	m := obs.NewMetrics()
-	a, err := agent.New(asRoot(), agent.Config{Server: addr, Policy: policy, Metrics: m, CacheSize: int64(cacheBlocks * hbs),
-		Listen: listen, ReadAhead: 1, ForwardTimeout: 2 * time.Second, ReconnectTimeout: time.Second})
+	cfg := agent.Config{Server: addr, Policy: policy, Metrics: m, CacheSize: int64(cacheBlocks * hbs),
+		Listen: listen, ReadAhead: 1, ForwardTimeout: 2 * time.Second, ReconnectTimeout: time.Second}
+	if policy == "wholefile" {
+		// Whole files live in the disk tier; the tests' files are small.
+		cfg.Disk, cfg.WholeFileMinSize = agent.DiskConfig{Dir: t.TempDir(), Size: 1 << 20}, -1
+	}
+	a, err := agent.New(asRoot(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

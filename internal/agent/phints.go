@@ -625,6 +625,8 @@ func (h *hintsClient) memEvicted(id block.ID) {
 
 func (h *hintsClient) diskEvicted(block.ID) {}
 
+func (h *hintsClient) closing(context.Context, *file) {}
+
 func (h *hintsClient) fileDropped(ino uint64) {
 	h.mu.Lock()
 	if h.hc != nil {

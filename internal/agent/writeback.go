@@ -13,6 +13,7 @@ import (
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/disk"
+	"github.com/coopfs/coopfs/internal/cache/wbjournal"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -91,7 +92,7 @@ type dirtyBlock struct {
 type writeBack struct {
 	a       *Agent
 	cfg     WriteBackConfig
-	journal *disk.MetaStore // file id → where to write it back (wbRecord)
+	journal *wbjournal.Journal // file id → where to write it back
 
 	mu     sync.Mutex
 	files  map[uint64]*dirtyFile
@@ -458,7 +459,7 @@ func (w *writeBack) forget(df *dirtyFile) {
 	w.dirty -= df.bytes
 	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()
-	if err := w.journal.DeleteAttr(df.ino); err != nil {
+	if err := w.journal.Delete(df.ino); err != nil {
 		w.a.log.Warn("write-back: journal", "err", err)
 	}
 	w.giveBack(df.ino)

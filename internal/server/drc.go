@@ -52,7 +52,7 @@ type writeID struct{ boot, seq uint64 }
 // drcEntry is a write in the cache: done is closed when its outcome is in.
 type drcEntry struct {
 	done  chan struct{}
-	reply *wire.AttrReply
+	reply *wire.WriteReply
 	err   error
 }
 
@@ -100,7 +100,7 @@ func (rc *replyCache) begin(id writeID) (*drcEntry, bool) {
 	return e, false
 }
 
-func (rc *replyCache) finish(e *drcEntry, r *wire.AttrReply, err error) {
+func (rc *replyCache) finish(e *drcEntry, r *wire.WriteReply, err error) {
 	e.reply, e.err = r, err
 	close(e.done)
 }
@@ -123,6 +123,21 @@ func (rc *replyCache) abort(id writeID, e *drcEntry) {
 
 // writeSeq applies a write once per (client boot id, sequence).
 func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, error) {
+	r, err := s.writeExactlyOnce(c, &wire.WriteBase{Seq: m.Seq, Handle: m.Handle, Offset: m.Offset, Data: m.Data})
+	if err != nil {
+		return nil, err
+	}
+	return &wire.AttrReply{Attr: r.Attr}, nil
+}
+
+// writeBase is writeSeq, answered with the version before the write too:
+// the writer keeps its cached blocks when it is its Base.
+func (s *Server) writeBase(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, error) {
+	return s.writeExactlyOnce(c, m)
+}
+
+// writeExactlyOnce applies a write once per (client boot id, sequence).
+func (s *Server) writeExactlyOnce(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, error) {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return nil, syscall.EPROTO
@@ -132,7 +147,7 @@ func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, erro
 	if dup {
 		<-e.done
 		if errors.Is(e.err, syscall.EBADF) {
-			return s.writeSeq(c, m) // the first try never ran
+			return s.writeExactlyOnce(c, m) // the first try never ran
 		}
 		s.drcHits.Add(1)
 		return e.reply, e.err
@@ -149,22 +164,35 @@ func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, erro
 
 // writeOnce applies a write that the reply cache did not know; an append
 // is first looked up in (and then recorded in) the file's own record.
-func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteSeq) (*wire.AttrReply, error) {
+func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteBase) (*wire.WriteReply, error) {
 	appending := of.appending
 	var ids []byte
 	if appending {
 		ids = s.appendIDs(of.f)
 		if hasAppendID(ids, id) {
 			s.drcHits.Add(1)
-			return s.fstat(of.f)
+			r, err := s.fstat(of.f)
+			if err != nil {
+				return nil, err
+			}
+			return &wire.WriteReply{Attr: r.Attr}, nil // Prev unknown: 0
 		}
 	}
-	r, err := s.writeTo(of, &wire.Write{Data: m.Data, Offset: m.Offset})
-	if err != nil || !appending {
-		return r, err
+	// The append's record is written within the change (it moves the
+	// file's ctime): the version after the write covers it.
+	r, prev, err := s.mutate(of.f, of.ino, func() error {
+		if err := s.pwrite(of.f, m.Data, m.Offset); err != nil {
+			return err
+		}
+		if appending {
+			s.recordAppend(of.f, ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	s.recordAppend(of.f, ids, id)
-	return r, nil
+	return &wire.WriteReply{Attr: r.Attr, Prev: prev}, nil
 }
 
 // appendIDs reads a file's record of its last appends.

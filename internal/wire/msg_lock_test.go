@@ -12,5 +12,7 @@ func lockSampleMsgs() []Msg {
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
 		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
 		&LookupPinned{Path: "a/f"},
+		&WriteBase{Seq: 10, Handle: 1, Offset: 8192, Base: 77, Data: []byte("kept")},
+		&WriteReply{Attr: Attr{Ino: 5, Size: 8196, Version: 78}, Prev: 77},
 	}
 }

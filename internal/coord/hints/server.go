@@ -287,18 +287,18 @@ func (s *Server) Fetch(now Time, b block.ID) FetchResult {
 		return FetchResult{Master: true}
 	}
 	e := s.mem.get(b)
-	if e != nil && e.ver < v { // stale
+	if e != 0 && s.mem.at(e).ver < v { // stale
 		s.mem.remove(e)
-		e = nil
+		e = 0
 	}
 	if s.cfg.Memory == MemoryDiscard {
-		if e == nil {
+		if e == 0 {
 			return FetchResult{Master: true}
 		}
 		s.mem.remove(e) // the master copy moves back to a client
 		return FetchResult{Memory: true, Discard: true, Master: true}
 	}
-	if e != nil {
+	if e != 0 {
 		s.mem.touch(e, now)
 		return FetchResult{Memory: true, Master: true}
 	}
@@ -347,8 +347,8 @@ func (s *Server) AcceptDiscard(b block.ID, v block.Version, stamp Time) bool {
 	if s.cfg.Memory != MemoryDiscard || s.mem == nil || s.cfg.MemoryBlocks == 0 || v < s.Version(b.File) {
 		return false
 	}
-	if e := s.mem.get(b); e != nil {
-		if stamp > e.stamp {
+	if e := s.mem.get(b); e != 0 {
+		if stamp > s.mem.at(e).stamp {
 			s.mem.setAge(e, stamp)
 		}
 		return true
@@ -372,14 +372,14 @@ func (s *Server) WriteThrough(now Time, b block.ID) {
 		s.coop.Drop(b)
 	case s.mem == nil || s.cfg.MemoryBlocks == 0:
 	case s.cfg.Memory == MemoryDiskCache:
-		if e := s.mem.get(b); e != nil {
+		if e := s.mem.get(b); e != 0 {
 			s.mem.touch(e, now)
-			e.ver = s.Version(b.File)
+			s.mem.at(e).ver = s.Version(b.File)
 		} else {
 			s.diskCacheInsert(b, s.Version(b.File), now)
 		}
 	default:
-		if e := s.mem.get(b); e != nil {
+		if e := s.mem.get(b); e != 0 {
 			s.mem.remove(e)
 		}
 	}
@@ -391,7 +391,7 @@ func (s *Server) InMemory(b block.ID) bool {
 		ok, _ := s.coop.Has(b)
 		return ok
 	}
-	return s.mem != nil && s.mem.get(b) != nil
+	return s.mem != nil && s.mem.get(b) != 0
 }
 
 // ClientSeen records that client c is alive in life boot. A new boot id
