@@ -175,3 +175,15 @@ func (h *hintsClient) written(id block.ID, v uint64) {
 	h.mu.Unlock()
 	h.carryOut(ev)
 }
+
+// Under wholefile the writer's relabelled copy is still the whole file, at
+// the new version; its close commits it (wholeClient.closing).
+func (w *wholeClient) relabelled(ino, from, to uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if held, ok := w.holding[ino]; ok && held == from {
+		w.holding[ino] = to
+	}
+}
+
+func (w *wholeClient) written(block.ID, uint64) {}
