@@ -31,6 +31,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
+	noCallbacks := fs.Bool("no-callbacks", false, "ask the server for no callbacks: every open, lookup and listing is a message (close-to-open by revalidation, attributes cached for --attr-timeout)")
+	coveredTimeout := fs.Duration("covered-timeout", fusefs.DefaultCoveredTimeout, "how long the kernel caches attributes and names that a server callback covers (a break invalidates them at once)")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
 	diskDir := fs.String("disk-cache", "", "persistent disk cache directory under the memory cache (seed 003); none if empty")
 	diskSize := block.Size(disk.DefaultSize)
@@ -76,7 +78,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("connecting", "server", *serverAddr)
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
-		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
+		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
 		Disk: agent.DiskConfig{Dir: *diskDir, Size: int64(diskSize), Banks: *diskBanks, Assoc: *diskAssoc}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -85,7 +87,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout}, log)
+	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks}, log)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -27,15 +28,8 @@ import (
 // state machine keyed by path (the protocol names files by path), indexed
 // by inode (breaks name inodes).
 
-// Invalidator is the kernel's cache of the mount (fusefs), told when
-// callbacks break.
-type Invalidator interface {
-	// Invalidate drops the kernel's attributes of inode ino and, for a
-	// directory, its entries (the dentries below it).
-	Invalidate(ino uint64, dir bool)
-	// InvalidateAll drops everything the kernel cached of the mount.
-	InvalidateAll()
-}
+// Invalidator is the kernel's cache of the mount (vfs.Invalidator).
+type Invalidator = vfs.Invalidator
 
 // maxCachedPaths bounds the paths the agent caches; past it the cache is
 // emptied (the server's callbacks then only cost breaks nobody needs).
@@ -69,6 +63,9 @@ type cbCache struct {
 	kids  map[string]map[string]struct{}
 	byIno map[uint64]map[string]struct{}
 	lists map[string][]wire.DirEntryPlus
+	// overflowed is set when install emptied the cache (maxCachedPaths):
+	// the kernel must forget everything too.
+	overflowed bool
 }
 
 func newCBCache() *cbCache {
@@ -121,6 +118,7 @@ func (c *cbCache) install(tok cbToken, p string, a wire.Attr) bool {
 	}
 	if len(c.paths) >= maxCachedPaths {
 		c.reset(c.gen)
+		c.overflowed = true
 		return false
 	}
 	h := c.paths[p]
@@ -209,26 +207,42 @@ func (c *cbCache) drop(p string) {
 	}
 }
 
-// brokenObj is an object whose callback broke, for the kernel.
+// brokenObj is what a break tells the kernel to forget: the attributes of
+// the object at path and, for a directory, its entry name
+// (wire.BreakEntries: all of them; wire.BreakAttr: none).
 type brokenObj struct {
-	ino uint64
-	dir bool
+	path string
+	name string
 }
 
 // breakItems applies a server's break and returns what the kernel must
-// forget. A broken directory loses its whole subtree (its entries'
-// callback is gone with it).
+// forget. A file's attributes go (its callback is revoked); a directory
+// keeps its callback and its name, and loses its attributes, its listing
+// and the subtree of the entry that changed.
 func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 	c.seq++
 	var out []brokenObj
 	for _, it := range items {
 		c.broke[it.Ino] = c.seq
-		dir := false
 		for p := range c.byIno[it.Ino] {
-			dir = dir || c.paths[p].dir
-			c.drop(p)
+			h := c.paths[p]
+			if h == nil {
+				continue // dropped with an entry broken above
+			}
+			out = append(out, brokenObj{path: p, name: it.Name})
+			h.hasAttr = false
+			if !h.dir || it.Name == wire.BreakAttr {
+				continue
+			}
+			delete(c.lists, p)
+			if it.Name != wire.BreakEntries {
+				c.drop(join(p, it.Name))
+				continue
+			}
+			for k := range c.kids[p] {
+				c.drop(join(p, k))
+			}
 		}
-		out = append(out, brokenObj{ino: it.Ino, dir: dir || it.Name != wire.BreakAttr})
 	}
 	if len(c.broke) > 4*maxCachedPaths {
 		c.broke = make(map[uint64]uint64)
@@ -330,7 +344,7 @@ func (cb *callbacks) serveBreak(m *wire.CallbackBreak) wire.Msg {
 			b.InvalidateAll()
 		}
 		for _, o := range objs {
-			b.Invalidate(o.ino, o.dir)
+			b.Invalidate(o.path, o.name)
 		}
 	}
 	return &wire.OK{}

@@ -48,8 +48,11 @@ func (f *file) KeepCache() bool { return f.keep }
 // as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
-	path := f.path
+	path, h := f.path, f.h
 	f.mu.Unlock()
+	if h == 0 {
+		return f.lazyAttr(ctx, path)
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
 	if err != nil {
 		return wire.Attr{}, err
@@ -59,6 +62,24 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
 	return ar.Attr, nil
+}
+
+// lazyAttr is Attr of a file opened from the cache (cached.go): the
+// attributes while the callback holds, else the server's fstat of the file
+// reopened by name; when the name no longer leads to it (replaced), the
+// attributes it was opened with.
+func (f *file) lazyAttr(ctx context.Context, path string) (wire.Attr, error) {
+	f.mu.Lock()
+	opened := f.attr
+	f.mu.Unlock()
+	if attr, ok := f.a.cachedAttr(path); ok && attr.Ino == opened.Ino {
+		return attr, nil
+	}
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
+	if ar, ok := r.(*wire.AttrReply); ok && err == nil {
+		return ar.Attr, nil
+	}
+	return opened, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -367,6 +388,9 @@ func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()
+	if h == 0 {
+		return nil // opened from the cache (cached.go), never on the server
+	}
 	if !f.locked.Load() && f.a.releases.add(gen, h) {
 		return nil
 	}

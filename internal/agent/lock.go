@@ -151,5 +151,10 @@ func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, 
 
 // LookupPinned implements fusefs.PinnedOpener.
 func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	tok := a.cbs.token()
+	attr, err := a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	if err == nil {
+		a.cbs.install(tok, path, attr)
+	}
+	return attr, err
 }

@@ -59,6 +59,13 @@ type Config struct {
 	UnmountGrace time.Duration
 	// Debug logs every FUSE request (go-fuse debug output).
 	Debug bool
+	// CoveredTimeout is how long the kernel caches attributes and entries
+	// that a server callback covers (the backend invalidates them when
+	// the callback breaks). Zero means DefaultCoveredTimeout (1h).
+	CoveredTimeout time.Duration
+	// NoCallbacks ignores the backend's callbacks: every answer gets the
+	// attribute and entry timeouts.
+	NoCallbacks bool
 }
 
 // withDefaults returns c with zero fields replaced by their defaults and
@@ -67,6 +74,7 @@ func (c Config) withDefaults() Config {
 	c.AttrTimeout = durationDefault(c.AttrTimeout, DefaultAttrTimeout)
 	c.EntryTimeout = durationDefault(c.EntryTimeout, DefaultEntryTimeout)
 	c.NegativeTimeout = durationDefault(c.NegativeTimeout, 0)
+	c.CoveredTimeout = durationDefault(c.CoveredTimeout, DefaultCoveredTimeout)
 	if c.MaxWrite == 0 {
 		c.MaxWrite = DefaultMaxWrite
 	}

@@ -28,7 +28,8 @@ type adapter struct {
 	stale  staleNames  // paths just answered ESTALE (stale.go)
 	// listingTTL is how long a listing's attributes answer READDIRPLUS
 	// lookups (readdir.go): the shorter of the attribute and entry timeouts.
-	listingTTL time.Duration
+	listingTTL  time.Duration
+	kernelCache // callbacks.go
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
@@ -148,6 +149,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, n.a.errno("lookup", p, err)
 	}
 	in := n.newChild(ctx, attr, out)
+	n.a.coveredEntry(p, out)
 	lookedUpNow(in)
 	return in, 0
 }
@@ -174,6 +176,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return n.a.errno("getattr", p, err)
 	}
 	fillAttr(&out.Attr, attr)
+	n.a.coveredAttr(p, out)
 	return 0
 }
 
@@ -361,6 +364,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(n.childInos(name))
 	return n.a.errno("unlink", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Unlink(ctx, p) }))
 }
 
@@ -369,6 +373,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(n.childInos(name))
 	return n.a.errno("rmdir", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Rmdir(ctx, p) }))
 }
 
@@ -382,6 +387,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok1 || !ok2 {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(append(n.childInos(name), np.childInos(newName)...))
 	return n.a.errno("rename", oldPath, n.a.run(ctx, func(ctx context.Context) error {
 		return n.a.b.Rename(ctx, oldPath, newPath, flags)
 	}))

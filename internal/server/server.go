@@ -145,6 +145,7 @@ type Server struct {
 	handles     *handles
 	coop        *coop        // the directory policy; nil under "none"
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
+	watch       *watcher     // inotify on the directories handed out (watch.go); nil: no callbacks
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
 	pins        *pins        // recently looked-up files (pins.go)
@@ -209,6 +210,9 @@ func New(cfg Config) (*Server, error) {
 			root.Close()
 			return nil, fmt.Errorf("register directory metrics: %w", err)
 		}
+	}
+	if s.watch, err = newWatcher(s); err != nil {
+		s.log.Warn("cannot watch the export for direct changes: clients get no callbacks and revalidate every open", "err", err)
 	}
 	s.versions = newVersions(s.bootID, onChange)
 	s.versions.max = cfg.Limits.MaxFiles
@@ -285,6 +289,7 @@ func (s *Server) Close() error {
 	for c := range conns {
 		c.Close()
 	}
+	s.watch.close()
 	s.handles.closeAll()
 	s.pins.closeAll()
 	s.dirs.closeAll()
