@@ -140,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
+	cfg.Metrics.Register(a.cbs.metrics()...)
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()

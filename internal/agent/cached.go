@@ -5,6 +5,8 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
@@ -93,6 +95,18 @@ func (cb *callbacks) installList(tok cbToken, p string, ents []wire.DirEntryPlus
 }
 
 var _ vfs.Callbacks = (*Agent)(nil)
+
+// metrics are the counters of the agent's callbacks.
+func (cb *callbacks) metrics() []prometheus.Collector {
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		counter("coopfs_callback_cache_hits_total", "Lookups, getattrs, listings and opens answered from the cache under a callback.", func() float64 { return float64(cb.hits.Load()) }),
+		counter("coopfs_callback_cache_misses_total", "Lookups, getattrs and listings that went to the server.", func() float64 { return float64(cb.misses.Load()) }),
+		counter("coopfs_callback_breaks_received_total", "CallbackBreak messages received from the server.", func() float64 { return float64(cb.breaks.Load()) }),
+	}
+}
 
 // Covered implements vfs.Callbacks: whether a callback covers what the
 // agent just answered for p (the kernel may then cache it long).

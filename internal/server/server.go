@@ -221,7 +221,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.cfg.Metrics.Register(obs.NewTierCollector("server_memory", s.cache.Stats))
-	if err := s.cfg.Metrics.Register(s.limitMetrics()...); err != nil {
+	if err := s.cfg.Metrics.Register(append(s.limitMetrics(), s.callbackMetrics()...)...); err != nil {
 		root.Close()
 		return nil, fmt.Errorf("register server metrics: %w", err)
 	}
