@@ -102,7 +102,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 		f.mu.Unlock()
 		return h, nil
 	}
-	ino := f.attr.Ino
+	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
 	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
@@ -120,7 +120,9 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	f.mu.Lock()
 	f.h, f.gen = or.Handle, gen
 	f.mu.Unlock()
-	f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	if reopen {
+		f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	}
 	return or.Handle, nil
 }
 

@@ -41,8 +41,9 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 	if hands, dir := handsOut(inner); hands {
 		since := s.cbs.begin()
 		watched, dirIno := s.watchFor(inner, dir)
-		pre := s.breakBefore(inner)
-		if ino := s.writtenIno(c, inner); ino != 0 {
+		ino := s.writtenIno(c, inner)
+		pre := s.breakBefore(inner, ino != 0)
+		if ino != 0 {
 			s.watch.busy(ino)
 			defer s.watch.idle(ino)
 		}
@@ -58,16 +59,41 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 	if !changes(inner) {
 		return serve()
 	}
-	pre := s.breakBefore(inner)
-	if ino := s.writtenIno(c, inner); ino != 0 {
+	ino := s.writtenIno(c, inner)
+	pre := s.breakBefore(inner, ino != 0)
+	if ino != 0 {
 		s.watch.busy(ino)
 		defer s.watch.idle(ino)
 	}
 	r, err := serve()
 	if err == nil {
+		if ino != 0 {
+			s.recordXattrChange(inner)
+		}
 		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 	}
 	return r, err
+}
+
+// recordXattrChange records the new state (ctime) of a regular file whose
+// extended attributes m changed, so that the watcher takes the event for
+// the server's own (the other requests that change a file record its
+// state themselves).
+func (s *Server) recordXattrChange(m wire.Msg) {
+	var p string
+	switch m := m.(type) {
+	case *wire.SetXattr:
+		p = m.Path
+	case *wire.RemoveXattr:
+		p = m.Path
+	default:
+		return
+	}
+	if c, err := clean(p); err == nil {
+		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+			s.versions.observe(fi.Sys().(*syscall.Stat_t))
+		}
+	}
 }
 
 // clientOf waits for the handshake to record the client of c: a client
@@ -119,13 +145,17 @@ func (s *Server) writtenIno(c *wire.Conn, m wire.Msg) uint64 {
 		h = m.Handle
 	case *wire.SetAttr:
 		if h = m.Handle; h == 0 {
-			return s.inoOf(m.Path)
+			return s.regularIno(m.Path)
 		}
+	case *wire.SetXattr:
+		return s.regularIno(m.Path)
+	case *wire.RemoveXattr:
+		return s.regularIno(m.Path)
 	case *wire.Open:
-		return s.inoOf(m.Path) // O_TRUNC
+		return s.regularIno(m.Path) // O_TRUNC
 	case *wire.Create:
 		if m.Flags&syscall.O_TRUNC != 0 {
-			return s.inoOf(m.Path)
+			return s.regularIno(m.Path)
 		}
 		return 0
 	default:
@@ -231,6 +261,19 @@ func (s *Server) inoOf(p string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
+// regularIno is the inode number of p if it is a regular file, else 0.
+func (s *Server) regularIno(p string) uint64 {
+	c, err := clean(p)
+	if err != nil {
+		return 0
+	}
+	fi, err := s.root.Lstat(c)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
 // entryItem is the break of entry name p in its directory.
 func (s *Server) entryItem(p string) wire.BreakItem {
 	c, err := clean(p)
@@ -246,7 +289,10 @@ func (s *Server) entryItem(p string) wire.BreakItem {
 // names, and the entries it changes (whose directories do not change).
 // The entries' inotify events are announced to the watcher: they are the
 // server's own.
-func (s *Server) breakBefore(m wire.Msg) []wire.BreakItem {
+//
+// regular says that m changes a regular file in place (writtenIno): its
+// inotify events are told apart by the file's stat, not announced.
+func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 	var items []wire.BreakItem
 	obj := func(p string) {
 		if ino := s.inoOf(p); ino != 0 {
@@ -290,6 +336,9 @@ func (s *Server) breakBefore(m wire.Msg) []wire.BreakItem {
 	}
 	switch m.(type) {
 	case *wire.SetAttr, *wire.SetXattr, *wire.RemoveXattr:
+		if regular {
+			break
+		}
 		// The IN_ATTRIB events of a directory's or a symlink's attributes
 		// (a regular file's are told apart by its stat, versions.go).
 		it := s.entryItem(pathOf2(m))
