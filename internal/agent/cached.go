@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"syscall"
 
@@ -46,17 +48,40 @@ func (a *Agent) cachedAttr(p string) (wire.Attr, bool) {
 // attrOf answers a lookup or getattr of p from the cache, or sends m and
 // caches its reply.
 func (a *Agent) attrOf(ctx context.Context, p string, m wire.Msg) (wire.Attr, error) {
-	if attr, ok := a.cachedAttr(p); ok {
+	attr, ok, missing := a.cachedAttrOrMissing(p)
+	switch {
+	case ok:
 		a.cbs.hits.Add(1)
 		return attr, nil
+	case missing:
+		a.cbs.hits.Add(1)
+		return wire.Attr{}, fmt.Errorf("%s: %w", p, syscall.ENOENT)
 	}
 	a.cbs.misses.Add(1)
 	tok := a.cbs.token()
 	attr, err := a.attrCall(ctx, m, true)
-	if err == nil {
+	switch {
+	case err == nil:
 		a.cbs.install(tok, p, attr)
+	case errors.Is(err, syscall.ENOENT):
+		a.cbs.mu.Lock()
+		a.cbs.c.installMissing(tok, p)
+		a.cbs.mu.Unlock()
 	}
 	return attr, err
+}
+
+// cachedAttrOrMissing is cachedAttr that also reports a name known missing.
+func (a *Agent) cachedAttrOrMissing(p string) (attr wire.Attr, ok, missing bool) {
+	gen := a.liveGen()
+	cb := a.cbs
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if gen == 0 || cb.c.gen != gen {
+		return wire.Attr{}, false, false
+	}
+	attr, ok = cb.c.attr(p)
+	return attr, ok, !ok && cb.c.missing(p)
 }
 
 func (cb *callbacks) install(tok cbToken, p string, attr wire.Attr) {

@@ -63,6 +63,11 @@ type cbCache struct {
 	kids  map[string]map[string]struct{}
 	byIno map[uint64]map[string]struct{}
 	lists map[string][]wire.DirEntryPlus
+	// neg is the names known missing, by directory: a directory's
+	// callback covers its entries, so an entry break (or a create by this
+	// agent) is heard of before the name could appear.
+	neg    map[string]map[string]struct{}
+	negLen int
 	// overflowed is set when install emptied the cache (maxCachedPaths):
 	// the kernel must forget everything too.
 	overflowed bool
@@ -80,6 +85,8 @@ func (c *cbCache) clear() {
 	c.kids = make(map[string]map[string]struct{})
 	c.byIno = make(map[uint64]map[string]struct{})
 	c.lists = make(map[string][]wire.DirEntryPlus)
+	c.neg = make(map[string]map[string]struct{})
+	c.negLen = 0
 }
 
 // reset starts over for session generation gen (0: not registered).
@@ -121,6 +128,7 @@ func (c *cbCache) install(tok cbToken, p string, a wire.Attr) bool {
 		c.overflowed = true
 		return false
 	}
+	c.unmiss(p)
 	h := c.paths[p]
 	if h != nil && h.ino != a.Ino {
 		c.drop(p) // the name denotes another object now
@@ -163,6 +171,56 @@ func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
 	}
 }
 
+// maxMissing bounds the names known missing; past it they are forgotten.
+const maxMissing = 1 << 18
+
+// installMissing notes that name p did not exist after tok (a lookup
+// answered ENOENT), if its directory's callback holds.
+func (c *cbCache) installMissing(tok cbToken, p string) {
+	if p == "" {
+		return
+	}
+	dir := parentOf(p)
+	par, ok := c.paths[dir]
+	if !ok || !par.dir || !c.fresh(tok, par.ino) {
+		return
+	}
+	if c.negLen >= maxMissing {
+		c.neg = make(map[string]map[string]struct{})
+		c.negLen = 0
+	}
+	if c.neg[dir] == nil {
+		c.neg[dir] = make(map[string]struct{})
+	}
+	if _, ok := c.neg[dir][path.Base(p)]; !ok {
+		c.neg[dir][path.Base(p)] = struct{}{}
+		c.negLen++
+	}
+}
+
+// missing reports whether p is known not to exist.
+func (c *cbCache) missing(p string) bool {
+	_, ok := c.neg[parentOf(p)][path.Base(p)]
+	return ok && p != ""
+}
+
+// unmiss forgets that p was missing.
+func (c *cbCache) unmiss(p string) {
+	dir := parentOf(p)
+	if s, ok := c.neg[dir]; ok {
+		if _, ok := s[path.Base(p)]; ok {
+			delete(s, path.Base(p))
+			c.negLen--
+		}
+	}
+}
+
+// unmissAll forgets the missing names of directory p.
+func (c *cbCache) unmissAll(p string) {
+	c.negLen -= len(c.neg[p])
+	delete(c.neg, p)
+}
+
 func join(dir, name string) string {
 	if dir == "" {
 		return name
@@ -187,6 +245,7 @@ func (c *cbCache) drop(p string) {
 	for k := range c.kids[p] {
 		c.drop(join(p, k))
 	}
+	c.unmissAll(p)
 	delete(c.kids, p)
 	delete(c.paths, p)
 	delete(c.lists, p)
@@ -236,9 +295,11 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 			}
 			delete(c.lists, p)
 			if it.Name != wire.BreakEntries {
+				c.unmiss(join(p, it.Name))
 				c.drop(join(p, it.Name))
 				continue
 			}
+			c.unmissAll(p)
 			for k := range c.kids[p] {
 				c.drop(join(p, k))
 			}
@@ -256,6 +317,7 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 // and attributes, and p's subtree when p is removed or renamed.
 func (c *cbCache) changedHere(p string, gone bool) {
 	par := parentOf(p)
+	c.unmiss(p)
 	delete(c.lists, par)
 	if h, ok := c.paths[par]; ok {
 		h.hasAttr = false

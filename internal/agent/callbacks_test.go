@@ -148,3 +148,38 @@ func TestCallbackCacheOwnChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCallbackCacheMissingNames(t *testing.T) {
+	c := newCBCache()
+	c.reset(3)
+	tok := c.token()
+	c.install(tok, "", dirAttr(1))
+	c.install(tok, "d", dirAttr(2))
+	c.installMissing(tok, "d/x")
+	c.installMissing(tok, "nodir/x") // its directory is not held
+	if !c.missing("d/x") || c.missing("nodir/x") {
+		t.Fatal("missing names")
+	}
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "y"}})
+	if !c.missing("d/x") {
+		t.Fatal("a break of another entry forgot a missing name")
+	}
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "x"}})
+	if c.missing("d/x") {
+		t.Fatal("a break of the entry kept it missing")
+	}
+	c.installMissing(tok, "d/x") // read before that break
+	if c.missing("d/x") {
+		t.Fatal("a missing name older than a break of its directory was cached")
+	}
+	c.installMissing(c.token(), "d/x")
+	c.changedHere("d/x", false) // created by this agent
+	if c.missing("d/x") {
+		t.Fatal("an own create kept the name missing")
+	}
+	c.installMissing(c.token(), "d/z")
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: wire.BreakEntries}})
+	if c.missing("d/z") || c.negLen != 0 {
+		t.Fatalf("a break of every entry kept missing names (%d)", c.negLen)
+	}
+}
