@@ -196,3 +196,32 @@ func TestE2ECallbacksSilentHolder(t *testing.T) {
 	// reader sees the close); until then it may answer from its cache.
 	wantFileSoon(t, "B once it runs again", b.path(rel[0]), []byte("written while B was stopped"))
 }
+
+// TestE2EVersionsSurviveServerRestart: a file that did not change keeps
+// its version across a server restart, so a mount's cached blocks of it
+// are used again (no ReadBlock), while a file changed during the restart
+// is read afresh.
+func TestE2EVersionsSurviveServerRestart(t *testing.T) {
+	needFUSE(t)
+	export := newExport(t)
+	rel := callbackTree(t, export, 1, 2)
+	big := patterned(3<<20, 7)
+	mustWrite(t, filepath.Join(export, "big"), big)
+	addr := e2eFreeAddr(t)
+	srv := startServerAt(t, addr, export)
+	metrics := e2eFreeAddr(t)
+	b := startMount(t, addr, "--metrics", metrics, "--reconnect-timeout", "20s")
+	wantFile(t, "first read", b.path("big"), big)
+	readAll(t, b, export, rel)
+	if !srv.stop(5 * time.Second) {
+		t.Fatal("server did not stop")
+	}
+	mustWrite(t, filepath.Join(export, rel[0]), []byte("changed while the server was down"))
+	startServerAt(t, addr, export)
+	before := scrapeMessages(t, metrics)
+	wantFile(t, "an unchanged file after the server restarted", b.path("big"), big)
+	if n := sentSince(before, scrapeMessages(t, metrics))["ReadBlock"]; n != 0 {
+		t.Errorf("reading an unchanged file after a server restart fetched %v blocks, want 0 (its version changed)", n)
+	}
+	wantFile(t, "a file changed while the server was down", b.path(rel[0]), []byte("changed while the server was down"))
+}
