@@ -307,15 +307,21 @@ func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 		items = append(items, it)
 		s.watch.expect(it.Ino, it.Name, events)
 	}
+	// IN_CREATE, and the IN_ATTRIB of a server that restores the mode
+	// (it keeps its umask when it does not act as its callers).
+	created := 1
+	if !s.switchCreds {
+		created = 2
+	}
 	switch m := m.(type) {
 	case *wire.Create:
 		entry(m.Path, 1)
 	case *wire.Mkdir:
-		entry(m.Path, 2) // IN_CREATE, and IN_ATTRIB of the mode's restore
+		entry(m.Path, created)
 	case *wire.Symlink:
 		entry(m.Path, 1)
 	case *wire.Mknod:
-		entry(m.Path, 2)
+		entry(m.Path, created)
 	case *wire.Link:
 		entry(m.New, 1)
 	case *wire.Unlink:
