@@ -49,7 +49,14 @@ import (
 //     file, then ack": Break already waits for the ack, so the writer's
 //     flush reaches the server before the breaking request is answered. A
 //     holder's kind is the strongest it was granted; a break message
-//     carries the strongest kind among the holder's broken grants.
+//     carries the strongest kind among the holder's broken grants. What
+//     write-back adds: grant CallbackWrite where a client opens for
+//     writing (serveCallbacks, handsOut), and before serving another
+//     client's open or read of that object, Break it (the reader's own
+//     grant comes after, so it sees the flushed data); the agent's
+//     serveBreak flushes the file before it acks a CallbackWrite break.
+//     The holder's flush goes through serveCallbacks like any write and
+//     breaks nobody waiting (the breaker holds nothing on the file yet).
 //
 // A grant's state may be read before a break and recorded after it; the
 // table's break sequence numbers catch that and the grantee is sent a
