@@ -70,6 +70,19 @@ func TestE2ECallbacksOpenWithoutMessages(t *testing.T) {
 	// A change through A is seen by B's next open, and only the changed
 	// file costs B messages.
 	mustWrite(t, a.path(rel[5]), []byte("changed through A"))
+	// A listing (ls -l) shows the new size: B's cached listing carried
+	// the old attributes.
+	ents, err := os.ReadDir(b.path("tree/d0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == filepath.Base(rel[5]) {
+			if fi, err := e.Info(); err != nil || fi.Size() != int64(len("changed through A")) {
+				t.Errorf("B's listing after A's change: size %v, %v; want %d", fi.Size(), err, len("changed through A"))
+			}
+		}
+	}
 	wantFile(t, "B after A's close", b.path(rel[5]), []byte("changed through A"))
 	// A new file, a removal and a rename in one of B's directories.
 	mustWrite(t, a.path("tree/d1/new"), []byte("new through A"))

@@ -290,6 +290,9 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 			}
 			out = append(out, brokenObj{path: p, name: it.Name})
 			h.hasAttr = false
+			if p != "" {
+				delete(c.lists, parentOf(p)) // the listing carries its attributes
+			}
 			if !h.dir || it.Name == wire.BreakAttr {
 				continue
 			}
@@ -334,6 +337,9 @@ func (c *cbCache) changedHere(p string, gone bool) {
 func (c *cbCache) changedIno(ino uint64) {
 	for p := range c.byIno[ino] {
 		c.paths[p].hasAttr = false
+		if p != "" {
+			delete(c.lists, parentOf(p))
+		}
 	}
 }
 

@@ -77,6 +77,9 @@ func TestCallbackCacheInstallBreak(t *testing.T) {
 	if _, ok := c.attr("a/g"); !ok {
 		t.Fatal("a sibling was dropped")
 	}
+	if _, ok := c.lists["a"]; ok {
+		t.Fatal("a listing kept the attributes of a file whose callback broke")
+	}
 	// A reply read before the break may not be cached.
 	if c.install(tok, "a/f", fileAttr(3)) {
 		t.Fatal("installed state older than a break of it")
