@@ -57,6 +57,10 @@ import (
 //     serveBreak flushes the file before it acks a CallbackWrite break.
 //     The holder's flush goes through serveCallbacks like any write and
 //     breaks nobody waiting (the breaker holds nothing on the file yet).
+//     Granting a write delegation must also Break the other clients' read
+//     callbacks on the file (else their opens are answered from their
+//     caches, without the open that recalls the data); the table already
+//     refuses read callbacks on a file delegated to another client.
 //
 // A grant's state may be read before a break and recorded after it; the
 // table's break sequence numbers catch that and the grantee is sent a
@@ -111,7 +115,7 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 		if o == 0 {
 			continue
 		}
-		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor {
+		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor || t.delegatedElsewhere(o, client) {
 			it := wire.BreakItem{Ino: o}
 			if kind == wire.CallbackDir {
 				it.Name = wire.BreakEntries
@@ -132,6 +136,19 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 	}
 	r.overflow = t.max > 0 && t.held[client] > t.max
 	return r
+}
+
+// delegatedElsewhere reports whether another client than client holds a
+// write delegation on o: a read callback granted then would let the
+// grantee open from its cache without the open that recalls the writer's
+// data, so it is answered by a break at once (as a raced grant).
+func (t *cbTable) delegatedElsewhere(o uint64, client uint32) bool {
+	for c, k := range t.holders[o] {
+		if c != client && k == wire.CallbackWrite {
+			return true
+		}
+	}
+	return false
 }
 
 // take returns, per holder of the items' objects other than except, the
@@ -271,9 +288,10 @@ func (cb *callbacks) begin() uint64 {
 
 // grant records that client holds callbacks on objs (a client that
 // did not register holds none). A grant that raced with a break (the
-// objects changed after since) is followed by a break to the client, sent
-// in the background: the client either receives it before the reply (and
-// does not cache it) or after (and drops it).
+// objects changed after since), or on an object another client holds a
+// write delegation on, is followed by a break to the client, acked before
+// grant returns (so before the reply is sent): the client does not cache
+// what the reply hands out.
 func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 	cb.mu.Lock()
 	c := cb.conns[client]
@@ -294,8 +312,11 @@ func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 		cb.log.Info("a client holds too many callbacks: breaking them all", "client", client)
 		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, All: true})
 	case len(r.raced) > 0:
+		// Acked before the reply goes out: the client then never uses
+		// what the reply hands out as covered (a break sent after the
+		// reply could reach it after it used the reply).
 		cb.races.Add(1)
-		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
+		cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
 	}
 }
 

@@ -72,6 +72,17 @@ func TestCallbackTableDirectoriesStayGranted(t *testing.T) {
 	}
 }
 
+func TestCallbackTableNoReadGrantOverAWriteDelegation(t *testing.T) {
+	tb := newCBTable(0)
+	tb.grant(1, 0, grantObj{7, wire.CallbackWrite})
+	if r := tb.grant(2, 0, rd(7)); len(r.raced) != 1 {
+		t.Fatalf("a read grant over another client's write delegation: raced %+v", r.raced)
+	}
+	if r := tb.grant(1, 0, rd(7)); len(r.raced) != 0 {
+		t.Fatal("the delegate's own grant counted as raced")
+	}
+}
+
 func TestCallbackTableBounds(t *testing.T) {
 	tb := newCBTable(3)
 	if r := tb.grant(1, 0, rd(1), rd(2), rd(3)); r.overflow {
