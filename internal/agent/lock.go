@@ -152,7 +152,11 @@ func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, 
 
 // LookupPinned implements fusefs.PinnedOpener.
 func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
-	a.wb.overlay(&at) // a file with dirty data here (writeback.go)
-	return at, err
+	tok := a.cbs.token()
+	attr, err := a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	if err == nil {
+		a.cbs.install(tok, path, attr)
+	}
+	a.wb.overlay(&attr) // a file with dirty data here (writeback.go)
+	return attr, err
 }

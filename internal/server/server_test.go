@@ -12,7 +12,7 @@ import (
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
-func TestVersionsOnlyGrowAndFollowStat(t *testing.T) {
+func TestVersionsFollowStatAndSurviveRestarts(t *testing.T) {
 	var changed []uint64
 	v := newVersions(100, func(ino uint64) { changed = append(changed, ino) })
 	st := &syscall.Stat_t{Ino: 7, Size: 10}
@@ -23,29 +23,45 @@ func TestVersionsOnlyGrowAndFollowStat(t *testing.T) {
 	if len(changed) != 0 {
 		t.Fatalf("first sight reported as a change: %v", changed)
 	}
-	st.Mtim.Nsec = 5
-	b := v.observe(st)
-	if b <= a {
-		t.Fatalf("mtime change: version %d after %d", b, a)
+	// A restarted server gives an unchanged file the same version.
+	if later := newVersions(uint64(time.Now().UnixNano()), nil); later.observe(st) != a {
+		t.Fatal("the version of an unchanged file changed with a restart")
 	}
-	c := v.bump(st) // a write within the timestamp granularity
-	if c <= b {
-		t.Fatalf("bump: version %d after %d", c, b)
+	st.Ctim.Nsec = 5
+	b := v.observe(st)
+	if b == a {
+		t.Fatal("a ctime change kept the version")
+	}
+	// A write within the timestamp granularity asks for a nudge, past
+	// every mtime of the tick; without one the version comes from the
+	// counter.
+	mt, ok := v.nudge(st)
+	if !ok || mt <= st.Mtim.Nano() {
+		t.Fatalf("nudge = %d, %v", mt, ok)
+	}
+	c := v.bump(st)
+	if c == b || c == a || c&derivedBit != 0 {
+		t.Fatalf("bump of an unchanged stat: version %d (before %d, %d)", c, a, b)
 	}
 	if v.observe(st) != c {
 		t.Fatal("observe after bump with the same stat changed the version")
 	}
+	st.Mtim.Nsec = mt
+	d := v.bump(st) // the nudged state
+	if d == c || d == b || d&derivedBit == 0 {
+		t.Fatalf("bump of a nudged stat: version %d", d)
+	}
+	st.Mtim.Nsec = 0 // the next write of the tick: mtime back to the tick's
+	if mt2, ok := v.nudge(st); !ok || mt2 <= mt {
+		t.Fatalf("second nudge of the tick = %d, %v; want past %d", mt2, ok, mt)
+	}
 	v.forget(7)
-	if d := v.observe(st); d <= c {
-		t.Fatalf("a file seen again after forget must get a newer version: %d after %d", d, c)
+	st.Ctim.Nsec = 9
+	if e := v.observe(st); e == d || e == b {
+		t.Fatalf("a changed file seen again after forget kept an old version")
 	}
-	if len(changed) != 2 || changed[0] != 7 {
+	if len(changed) != 3 || changed[0] != 7 {
 		t.Fatalf("changes reported: %v", changed)
-	}
-	// A restarted server's versions are all newer than the old ones.
-	later := newVersions(uint64(time.Now().UnixNano()), nil)
-	if later.observe(st) <= c {
-		t.Fatal("versions after a restart must be newer")
 	}
 }
 
