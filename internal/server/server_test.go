@@ -130,3 +130,28 @@ func TestListenReportsPortInUse(t *testing.T) {
 		t.Error("IsLoopback")
 	}
 }
+
+// A stat taken before a write through the server and observed after it
+// (a getattr or the export's watcher racing the write) must not give the
+// file its older state's derived version back: clients may hold blocks of
+// that version, of other content than the file has now.
+func TestVersionsStaleStatGetsNoOldVersion(t *testing.T) {
+	v := newVersions(100, nil)
+	old := &syscall.Stat_t{Ino: 3, Size: 10}
+	old.Ctim.Nsec, old.Mtim.Nsec = 50, 50
+	a := v.observe(old)
+	cur := *old
+	cur.Ctim.Nsec, cur.Mtim.Nsec = 60, 60
+	b := v.bump(&cur) // the write
+	if c := v.observe(old); c == a || c == b {
+		t.Fatalf("a stale stat got version %d (old %d, current %d)", c, a, b)
+	}
+	// Within one tick: the state before the write's nudge.
+	cur.Mtim.Nsec = 61
+	d := v.bump(&cur)
+	pre := cur
+	pre.Mtim.Nsec = 60
+	if e := v.observe(&pre); e == b || e == d {
+		t.Fatalf("a stale stat of the same tick got version %d (%d, %d)", e, b, d)
+	}
+}

@@ -40,6 +40,33 @@ type fileState struct {
 	version      uint64
 	size         int64
 	mtime, ctime int64
+	// hiCtime is the latest ctime of every state seen, hiMtime the latest
+	// mtime among the states seen with that ctime: a state past them was
+	// never seen. A stat taken before a write through the server and
+	// observed after it (getattr and the export's watcher stat outside
+	// v.mu) is not past them, and must not get the derived version of that
+	// older state back: clients may hold that version's blocks, of other
+	// content than the file has now (the stale reads of write-back with
+	// callbacks). Such a state gets a fresh counter version instead.
+	hiCtime, hiMtime int64
+}
+
+// fresh reports whether st's state is past every state seen of f's file.
+func (f *fileState) fresh(st *syscall.Stat_t) bool {
+	ct, mt := st.Ctim.Nano(), st.Mtim.Nano()
+	return ct > f.hiCtime || (ct == f.hiCtime && mt > f.hiMtime)
+}
+
+// record makes st's state, of version ver, f's last seen one.
+func (f *fileState) record(st *syscall.Stat_t, ver uint64) {
+	ct, mt := st.Ctim.Nano(), st.Mtim.Nano()
+	switch {
+	case ct > f.hiCtime:
+		f.hiCtime, f.hiMtime = ct, mt
+	case ct == f.hiCtime:
+		f.hiMtime = max(f.hiMtime, mt)
+	}
+	f.version, f.size, f.mtime, f.ctime = ver, st.Size, mt, ct
 }
 
 // derivedBit marks derived versions; counter versions stay below it.
@@ -75,17 +102,19 @@ func newVersions(boot uint64, onChange func(ino uint64)) *versions {
 func (v *versions) observe(st *syscall.Stat_t) uint64 {
 	v.mu.Lock()
 	f := v.files[st.Ino]
-	mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
 	known := f != nil
+	ver := derive(st)
 	if !known {
 		f = &fileState{}
 		v.files[st.Ino] = f
 	} else if f.same(st) {
 		v.mu.Unlock()
 		return f.version
+	} else if !f.fresh(st) {
+		v.next++
+		ver = v.next
 	}
-	*f = fileState{version: derive(st), size: st.Size, mtime: mt, ctime: ct}
-	ver := f.version
+	f.record(st, ver)
 	dropped := v.bound(st.Ino)
 	v.mu.Unlock()
 	if known {
@@ -120,10 +149,10 @@ func (v *versions) nudge(st *syscall.Stat_t) (int64, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.files[st.Ino]
-	if f == nil || st.Ctim.Nano() > f.ctime {
+	if f == nil || st.Ctim.Nano() > f.hiCtime {
 		return 0, false
 	}
-	return max(st.Mtim.Nano(), f.mtime) + 1, true
+	return max(st.Mtim.Nano(), f.hiMtime) + 1, true
 }
 
 // bump starts a new version of the file st describes after a write
@@ -132,11 +161,15 @@ func (v *versions) nudge(st *syscall.Stat_t) (int64, bool) {
 func (v *versions) bump(st *syscall.Stat_t) uint64 {
 	v.mu.Lock()
 	ver := derive(st)
-	if f := v.files[st.Ino]; f != nil && f.same(st) {
+	f := v.files[st.Ino]
+	if f == nil {
+		f = &fileState{}
+		v.files[st.Ino] = f
+	} else if !f.fresh(st) {
 		v.next++
 		ver = v.next
 	}
-	v.files[st.Ino] = &fileState{version: ver, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	f.record(st, ver)
 	dropped := v.bound(st.Ino)
 	v.mu.Unlock()
 	v.onChange(st.Ino)
