@@ -73,9 +73,29 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		if ino != 0 {
 			s.recordXattrChange(inner)
 		}
+		s.recordRename(inner)
 		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 	}
 	return r, err
+}
+
+// recordRename records the new state (ctime) of a regular file that m,
+// a rename through the server, moved: else the watcher takes the events
+// that follow the rename on the file's new name (the close of a handle,
+// say) for a direct change, and breaks every holder's callbacks on it —
+// the renaming client's own write delegation too, which writes its dirty
+// data back under it (and, for a file renamed over another, races the
+// agent's own bookkeeping of the rename).
+func (s *Server) recordRename(m wire.Msg) {
+	r, ok := m.(*wire.Rename)
+	if !ok {
+		return
+	}
+	if c, err := clean(r.New); err == nil {
+		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+			s.versions.observe(fi.Sys().(*syscall.Stat_t))
+		}
+	}
 }
 
 // recordXattrChange records the new state (ctime) of a regular file whose
