@@ -406,7 +406,11 @@ func (w *wholeClient) closing(ctx context.Context, f *file) {
 	w.mu.Lock()
 	held, ok := w.holding[ino]
 	w.mu.Unlock()
-	if (!ok || held != v) && w.whole(ino, v, size) {
+	if ok && held == v {
+		return
+	}
+	w.a.diskSettled(ctx, ino) // blocks read from the server are on their way to disk
+	if w.whole(ino, v, size) {
 		w.have(f, ino, v)
 	}
 }
