@@ -474,4 +474,4 @@ func (w *wholeClient) serveServer(context.Context, wire.Msg) (wire.Msg, error, b
 // DefaultWholeFileMinSize is the default Config.WholeFileMinSize: below
 // it, the open's extra round trip to the server and the fetch's set-up
 // cost more than the data (docs/benchmarks-wholefile.md, "crossover").
-const DefaultWholeFileMinSize = 1 << 20
+const DefaultWholeFileMinSize = 512 << 10
