@@ -131,6 +131,7 @@ type Agent struct {
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -251,6 +252,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
+	if m, ok := m.(*wire.WarmupAssign); ok {
+		return a.warmAssigned(m), nil
+	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
 		return r, err
 	}
@@ -267,6 +271,7 @@ func (a *Agent) Close() error {
 	if a.wb != nil {
 		wbErr = a.wb.close(wbCloseTimeout)
 	}
+	a.warm.close()
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
