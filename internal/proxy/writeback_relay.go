@@ -19,6 +19,10 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 		// Applied here at most once per sequence number is not needed: a
 		// write at an offset applied twice leaves the same data.
 		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data)
+	case *wire.WriteBase:
+		// The same, answered with the attributes (AttrReply): the writer
+		// cannot tell the version before, and drops its cached blocks.
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data)
 	case *wire.Fsync:
 		if hd, ok := cl.handleInfo(m.Handle); ok && w.holds(hd.ino) {
 			if err := w.sync(); err != nil {
