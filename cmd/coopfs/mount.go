@@ -37,6 +37,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
 	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
 	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
+	wbCloseSync := fs.Bool("write-back-close-sync", true, "write-back: close(2) of a file opened for writing syncs the disk cache, so a write acknowledged by close survives a machine crash (false: only fsync and the once-a-second background sync do)")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -74,7 +75,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
 		WholeFileMinSize: wholeFileMinSize(wholeMin),
 		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
-		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
+		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")

@@ -413,11 +413,17 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // Flush implements vfs.File (close). Writes are already on the server
 // (write-through), or in the disk tier's bank files (write-back): they
 // survive the death of the mount process from then on (the kernel keeps
-// the files' pages), and a machine crash after the next fsync or the
-// background flusher's sync, at most a second later (writeback.go).
+// the files' pages). Under write-back, the close of a file opened for
+// writing also syncs the disk tier (the banks written since the last sync),
+// so a write acknowledged by close survives a machine crash too; with
+// WriteBackConfig.NoCloseSync only fsync and the background flusher's sync,
+// at most a second later, do (writeback.go).
 func (f *file) Flush(ctx context.Context) error {
 	f.a.policy().closing(ctx, f)
-	return nil
+	if f.a.writePolicy() != cache.WriteBack || f.a.cfg.WriteBack.NoCloseSync || !writeAccess(f.flags) {
+		return nil
+	}
+	return f.a.wb.sync()
 }
 
 // Fsync implements vfs.File. Under write-back it makes the data durable

@@ -71,7 +71,7 @@ func sampleMsgs() []Msg {
 		&WholeOpenReply{Version: 3, Commit: 9, Holders: []WholeHolder{{ID: 2, Listen: "h:2"}},
 			Digests: []BlockDigestMsg{{Index: 0, Digest: bytes.Repeat([]byte{5}, 32)}}},
 		&WholeOpenReply{Version: 1, Commit: 2},
-		&WholeHave{File: 1, Version: 2}, &WholeDrop{File: 4},
+		&WholeHave{Handle: 3, File: 1, Version: 2}, &WholeDrop{File: 4},
 		&WholeCommit{Handle: 1, File: 2, Opened: 3, Version: 4, Whole: true},
 		&WholeCommitRep{Commit: 5, Valid: true},
 		&WholeRead{File: 1, Version: 2, Index: 3, Count: 4},
