@@ -131,6 +131,7 @@ type Agent struct {
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -192,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return nil, err
 	}
+	a.openMetaIf(ctx)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -269,7 +271,7 @@ func (a *Agent) Close() error {
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
-	return errors.Join(wbErr, a.closeDisk())
+	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
 }
 
 // BlockSize is the export's block size.

@@ -69,7 +69,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -116,6 +116,12 @@ func grantedInos(r wire.Msg, dir uint64) []uint64 {
 		return inos
 	case *wire.ReadDirReply:
 		return []uint64{dir}
+	case *wire.RevalidateReply:
+		inos := make([]uint64, 0, len(r.Grants))
+		for _, g := range r.Grants {
+			inos = append(inos, g.Attr.Ino)
+		}
+		return inos
 	}
 	return nil
 }

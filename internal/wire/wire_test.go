@@ -38,6 +38,8 @@ func sampleMsgs() []Msg {
 		&ReadlinkReply{Target: "t"},
 		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
 		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
+		&Revalidate{Items: []RevalidateItem{{Path: "a/b", Ino: 3, Version: 4, Mtime: -5, Ctime: 6}, {Path: "", Ino: 1, Version: 2, List: true}}},
+		&RevalidateReply{Status: []uint8{RevalidSame, RevalidChanged, RevalidGone}, Attrs: []Attr{attr}},
 		&CallbackBreak{Kind: CallbackRead, All: true, Items: []BreakItem{}},
 		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
 		&ReadDirPlusReply{Entries: []DirEntryPlus{
