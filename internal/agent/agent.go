@@ -132,6 +132,7 @@ type Agent struct {
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
+	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -194,6 +195,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return nil, err
 	}
+	a.openMetaIf(ctx)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -275,7 +277,7 @@ func (a *Agent) Close() error {
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
-	return errors.Join(wbErr, a.closeDisk())
+	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
 }
 
 // BlockSize is the export's block size.

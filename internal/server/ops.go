@@ -33,6 +33,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.lstat(m.Path)
 	case *wire.LookupPinned:
 		return s.lookup(m.Path)
+	case *wire.Revalidate:
+		return s.revalidate(m)
 	case *wire.OpenPinned:
 		return s.openPinned(c, m)
 	case *wire.GetAttr:
