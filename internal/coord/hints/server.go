@@ -156,7 +156,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, cfg.Watch)
+		s.mem = newAgeCache(cfg.MemoryBlocks, nil, cfg.Watch)
 	}
 	return s, nil
 }
