@@ -104,9 +104,9 @@ type entry struct {
 type ageCache struct {
 	capacity int
 	seq      uint64
-	n        int       // entries
-	dir      *blockDir // the index, by block and by file
-	ents     []entry   // ents[0] is unused: handle 0 is none
+	n        int        // entries
+	dir      *blockDir  // the index, by block and by file
+	ents     []entry    // ents[0] is unused: handle 0 is none
 	age      []lru.Link // the age list's links, by handle (Next: older)
 	flinks   []lru.Link // the file lists' links, by handle
 	list     lru.List   // front: youngest, back: oldest
