@@ -92,16 +92,36 @@ func newHintsClient(ctx context.Context, a *Agent, ln net.Listener) (*hintsClien
 		blocks: max(1, int(a.cfg.CacheSize/int64(bs))), members: make(map[uint32]wire.HintsMember),
 		digests: make(map[digestKey][]byte), last: make(map[uint64]uint64), fwd: make(chan struct{}, hintsForwards)}
 	h.peerNet = newPeerNet(a, ln, "hints", wire.HandlerFunc(h.servePeer), a.cfg.ForwardTimeout)
-	r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
-	if err != nil {
-		h.peerNet.close()
-		return nil, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
-	}
-	if list, ok := r.(*wire.HintsPeers); ok {
-		h.setPeers(list)
+	// The server registers a client as a member just after its handshake,
+	// while it already serves its requests; under load the question may
+	// come first and be answered without our id (You 0), and the list the
+	// server pushes at the join may arrive before this policy is in place
+	// (dropped): without an id the client would run without hints for its
+	// whole life. Ask until the answer names us, for a while.
+	for try := 0; ; try++ {
+		r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
+		if err != nil {
+			h.peerNet.close()
+			return nil, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
+		}
+		list, ok := r.(*wire.HintsPeers)
+		if ok {
+			h.setPeers(list)
+		}
+		if (ok && list.You != 0) || try >= peersTries {
+			break
+		}
+		time.Sleep(peersRetryWait)
 	}
 	return h, nil
 }
+
+// A client list without our id is asked for again peersTries times,
+// peersRetryWait apart (newHintsClient).
+const (
+	peersTries     = 100
+	peersRetryWait = 20 * time.Millisecond
+)
 
 func (h *hintsClient) close() { h.peerNet.close() }
 
@@ -385,12 +405,14 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 // digestRun blocks around id (the reader of block i reads i+1 next); the
 // fetches of one run, read ahead in parallel, share one request.
 func (h *hintsClient) askDigests(ctx context.Context, f *file, id block.ID, v uint64) {
-	first := id.Index - id.Index%digestRun
-	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(first, 10)
+	// From the block needed to the end of its run: the server reads only
+	// the first from the export if it must, and adds the others it knows.
+	count := uint32(digestRun - id.Index%digestRun)
+	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(id.Index, 10)
 	h.a.flights.Do(key, func() (any, error) {
 		h.stats.digestRequests.Add(1)
 		r, err := f.call(ctx, func(hd uint64) wire.Msg {
-			return &wire.HintsDigest{Handle: hd, File: id.File, Index: first, Version: v, Count: digestRun}
+			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v, Count: count}
 		}, true)
 		dr, isRep := r.(*wire.HintsDigestRep)
 		if err != nil || !isRep || dr.Version != v {

@@ -72,6 +72,10 @@ const wholeMaxSources = 8
 // wholeChunkBytes is the most one WholeRead asks for (at least a block).
 const wholeChunkBytes = 1 << 20
 
+// wholePipeline is the chunks asked of one holder at once: the next
+// request is on its way while a chunk crosses the link, which stays busy.
+const wholePipeline = 3
+
 // wholeServerReads bounds the parallel reads from the server of the
 // blocks no holder delivered.
 const wholeServerReads = 4
@@ -145,7 +149,7 @@ func (w *wholeClient) opened(ctx context.Context, f *file) {
 		w.stats.fetches.Add(1)
 		w.fetchWhole(ctx, f, ino, v, size, or)
 		if w.whole(ino, v, size) {
-			w.have(ino, v)
+			w.have(f, ino, v)
 		}
 		return nil, nil
 	})
@@ -158,11 +162,16 @@ func (w *wholeClient) hold(ino, v uint64) {
 	w.mu.Unlock()
 }
 
-// have tells the server this client holds ino at v whole.
-func (w *wholeClient) have(ino, v uint64) {
+// have tells the server this client holds ino at v whole (f is its open
+// of the file, through which the server may hash it).
+func (w *wholeClient) have(f *file, ino, v uint64) {
 	w.hold(ino, v)
 	w.stats.haves.Add(1)
-	w.send(&wire.WholeHave{File: ino, Version: v})
+	h, err := f.handle(context.Background())
+	if err != nil {
+		h = 0
+	}
+	w.send(&wire.WholeHave{Handle: h, File: ino, Version: v})
 }
 
 // send sends a one-way message to the server; lost, it costs cooperation
@@ -201,11 +210,13 @@ func (w *wholeClient) fetchWhole(ctx context.Context, f *file, ino, v, size uint
 	ft.cond = sync.NewCond(&ft.mu)
 	var wg sync.WaitGroup
 	for i, h := range holders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.fetchFrom(ctx, ft, i, h, ino, v, size, sums)
-		}()
+		for range wholePipeline {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.fetchFrom(ctx, ft, i, h, ino, v, size, sums)
+			}()
+		}
 	}
 	wg.Wait()
 	w.stats.resplits.Add(uint64(plan.Resplits()))
@@ -230,8 +241,9 @@ func (w *wholeClient) chunk(blocks uint64, holders int) uint64 {
 	return max(1, min(uint64(wholeChunkBytes/w.a.BlockSize()), (per+3)/4))
 }
 
-// fetchFrom is holder i's worker: chunk after chunk of the plan until no
-// work is left; a failure hands its chunk and segment back and ends it.
+// fetchFrom is one of holder i's wholePipeline workers: chunk after chunk
+// of the plan until no work is left; a failure hands its chunk and the
+// holder's segment back and ends the holder's workers.
 func (w *wholeClient) fetchFrom(ctx context.Context, ft *fetchRun, i int, h wire.WholeHolder, ino, v, size uint64, sums [][]byte) {
 	for {
 		ft.mu.Lock()
@@ -394,8 +406,12 @@ func (w *wholeClient) closing(ctx context.Context, f *file) {
 	w.mu.Lock()
 	held, ok := w.holding[ino]
 	w.mu.Unlock()
-	if (!ok || held != v) && w.whole(ino, v, size) {
-		w.have(ino, v)
+	if ok && held == v {
+		return
+	}
+	w.a.diskSettled(ctx, ino) // blocks read from the server are on their way to disk
+	if w.whole(ino, v, size) {
+		w.have(f, ino, v)
 	}
 }
 
@@ -458,4 +474,4 @@ func (w *wholeClient) serveServer(context.Context, wire.Msg) (wire.Msg, error, b
 // DefaultWholeFileMinSize is the default Config.WholeFileMinSize: below
 // it, the open's extra round trip to the server and the fetch's set-up
 // cost more than the data (docs/benchmarks-wholefile.md, "crossover").
-const DefaultWholeFileMinSize = 1 << 20
+const DefaultWholeFileMinSize = 512 << 10

@@ -36,6 +36,8 @@ type wholeFilePolicy struct {
 	ws      *wholefile.Server
 	members map[uint32]string // connected clients with a peer listener: id → listener
 
+	hashing chan struct{} // the background hasher's slot (hashAhead)
+
 	opens, handouts, haves, commits, validCommits, drops atomic.Uint64
 }
 
@@ -45,7 +47,7 @@ func newWholeFilePolicy(s *Server) (policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &wholeFilePolicy{s: s, ws: ws, members: make(map[uint32]string)}
+	p := &wholeFilePolicy{s: s, ws: ws, members: make(map[uint32]string), hashing: make(chan struct{}, 1)}
 	if err := s.cfg.Metrics.Register(p); err != nil {
 		return nil, fmt.Errorf("register wholefile metrics: %w", err)
 	}
@@ -93,10 +95,12 @@ func (p *wholeFilePolicy) serve(_ context.Context, c *wire.Conn, cl *client, m w
 	case *wire.WholeHave:
 		if cl != nil {
 			p.mu.Lock()
-			if p.ws.Have(wholefile.ClientID(cl.id), m.File, m.Version) {
-				p.haves.Add(1)
-			}
+			joined := p.ws.Have(wholefile.ClientID(cl.id), m.File, m.Version)
 			p.mu.Unlock()
+			if joined {
+				p.haves.Add(1)
+				p.hashAhead(c, m)
+			}
 		}
 		return nil, nil, true
 	case *wire.WholeDrop:
@@ -172,6 +176,40 @@ func (p *wholeFilePolicy) open(c *wire.Conn, cl *client, m *wire.WholeOpen) (*wi
 	}
 	p.handouts.Add(1)
 	return reply, nil
+}
+
+// hashAhead hashes the blocks of a file a client just joined the map of,
+// through its handle, in the background, so that the next opener's reply
+// finds the digests in the table. One file at a time; a busy hasher skips
+// (the next open hashes what is missing).
+func (p *wholeFilePolicy) hashAhead(c *wire.Conn, m *wire.WholeHave) {
+	of := p.s.handles.get(m.Handle, c)
+	if m.Handle == 0 || of == nil {
+		return
+	}
+	select {
+	case p.hashing <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-p.hashing }()
+		fi, err := of.f.Stat()
+		if err != nil {
+			return
+		}
+		a := p.s.attrOf(fi)
+		bs := uint64(p.s.cfg.BlockSize)
+		n := (a.Size + bs - 1) / bs
+		if a.Ino != m.File || a.Version != m.Version || n > MaxWholeDigests {
+			return
+		}
+		for idx := uint64(0); idx < n; idx++ {
+			if _, err := p.s.digestFor(of.f, block.ID{File: a.Ino, Index: idx}, a.Version, a.Size); err != nil {
+				return // changed, or the handle was released meanwhile
+			}
+		}
+	}()
 }
 
 // MaxWholeDigests bounds the blocks of a file fetched from holders (the

@@ -168,6 +168,9 @@ func newMsg(t Type) Msg {
 	if m := newWholeFileMsg(t); m != nil {
 		return m // msg_wholefile.go: types 170-179
 	}
+	if m := newWarmupMsg(t); m != nil {
+		return m // msg_warmup.go: types 180-189
+	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }
 

@@ -42,9 +42,11 @@ type WholeOpenReply struct {
 }
 
 // WholeHave tells the server the client now holds Version of File whole:
-// it joins the map if Version is still current.
+// it joins the map if Version is still current. Handle is the client's
+// open of the file, if it still has one (0: none): the server hashes the
+// file's blocks through it ahead of the next opener.
 type WholeHave struct {
-	File, Version uint64
+	Handle, File, Version uint64
 }
 
 // WholeCommit is sent on close after writes: Opened is the counter the
@@ -145,10 +147,12 @@ func (m *WholeOpenReply) decode(d *decoder) {
 
 func (*WholeHave) Type() Type { return TWholeHave }
 func (m *WholeHave) encode(e *encoder) {
+	e.u64(m.Handle)
 	e.u64(m.File)
 	e.u64(m.Version)
 }
 func (m *WholeHave) decode(d *decoder) {
+	m.Handle = d.u64()
 	m.File = d.u64()
 	m.Version = d.u64()
 }
