@@ -415,7 +415,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
-			a.cbs.installList(tok, path, all)
+			a.cbs.installList(ctx, tok, path, all)
 			return all, nil
 		}
 	}
@@ -587,7 +587,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	if idempotent {
-		a.cbs.install(tok, path, or.Attr)
+		a.cbs.install(ctx, tok, path, or.Attr)
 	}
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}

@@ -69,7 +69,7 @@ func (a *Agent) attrOf(ctx context.Context, p string, m wire.Msg) (wire.Attr, er
 	attr, err := a.attrCall(ctx, m, true)
 	switch {
 	case err == nil:
-		a.cbs.install(tok, p, attr)
+		a.cbs.install(ctx, tok, p, attr)
 	case errors.Is(err, syscall.ENOENT):
 		a.cbs.mu.Lock()
 		a.cbs.c.installMissing(tok, p)
@@ -91,14 +91,19 @@ func (a *Agent) cachedAttrOrMissing(p string) (attr wire.Attr, ok, missing bool)
 	return attr, ok, !ok && cb.c.missing(p)
 }
 
-func (cb *callbacks) install(tok cbToken, p string, attr wire.Attr) {
+// install caches p's attributes read after tok and, when they are cached,
+// keeps them on disk too (metadisk.go) as the identity of ctx.
+func (cb *callbacks) install(ctx context.Context, tok cbToken, p string, attr wire.Attr) {
 	cb.mu.Lock()
-	cb.c.install(tok, p, attr)
+	ok := cb.c.install(tok, p, attr)
 	over := cb.c.overflowed
 	cb.c.overflowed = false
 	cb.mu.Unlock()
 	if over {
 		cb.invalidateAll()
+	}
+	if ok {
+		cb.disk.put(ctx, metaAttr, p, attr, nil)
 	}
 }
 
@@ -115,14 +120,20 @@ func (a *Agent) cachedList(p string) ([]wire.DirEntryPlus, bool) {
 	return slices.Clone(ents), ok
 }
 
-func (cb *callbacks) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
+// installList caches directory p's listing read after tok and keeps it
+// on disk too (metadisk.go) when it is cached.
+func (cb *callbacks) installList(ctx context.Context, tok cbToken, p string, ents []wire.DirEntryPlus) {
 	cb.mu.Lock()
 	cb.c.installList(tok, p, ents)
+	_, ok := cb.c.lists[p]
 	over := cb.c.overflowed
 	cb.c.overflowed = false
 	cb.mu.Unlock()
 	if over {
 		cb.invalidateAll()
+	}
+	if ok {
+		cb.disk.put(ctx, metaList, p, wire.Attr{}, ents)
 	}
 }
 

@@ -346,9 +346,10 @@ func (c *cbCache) changedIno(ino uint64) {
 // callbacks is the agent's callback state: the cache, its lock, and the
 // kernel to tell.
 type callbacks struct {
-	mu  sync.Mutex
-	c   *cbCache
-	inv atomic.Pointer[invalidatorBox]
+	mu   sync.Mutex
+	c    *cbCache
+	inv  atomic.Pointer[invalidatorBox]
+	disk metaDiskPtr // what is cached is kept on disk too (metadisk.go); nil: not
 
 	hits, misses, breaks atomic.Int64
 }

@@ -152,7 +152,7 @@ func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error
 		return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
 	}, a.getAttr(ctx, path))
 	if err == nil {
-		a.cbs.install(tok, path, attr)
+		a.cbs.install(ctx, tok, path, attr)
 	}
 	return attr, err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/disk"
@@ -140,8 +141,22 @@ func openMetaDisk(dir string) (*metaDisk, error) {
 	return &metaDisk{m: m}, nil
 }
 
-// put stores r; errors only cost a lookup after the next restart.
-func (md *metaDisk) put(r *metaRecord) {
+// metaDiskPtr is the callbacks' pointer to the store, set once it is open.
+type metaDiskPtr struct{ p atomic.Pointer[metaDisk] }
+
+// put stores what the callbacks cache installed for path p (attributes, or
+// a listing) as the identity of ctx; nothing without a store.
+func (mp *metaDiskPtr) put(ctx context.Context, kind byte, p string, attr wire.Attr, ents []wire.DirEntryPlus) {
+	md := mp.p.Load()
+	if md == nil {
+		return
+	}
+	c, _ := vfs.CallerOf(ctx)
+	md.putRecord(&metaRecord{kind: kind, path: p, caller: vfs.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups}, attr: attr, ents: ents})
+}
+
+// putRecord stores r; errors only cost a lookup after the next restart.
+func (md *metaDisk) putRecord(r *metaRecord) {
 	if md == nil {
 		return
 	}
@@ -254,6 +269,8 @@ func (a *Agent) revalidateBatch(ctx context.Context, batch []*revalItem, fresh m
 				return errors.New("revalidate the metadata cache: a reply with too few attributes")
 			}
 			fresh[it.path], changed = changed[0], changed[1:]
+		default:
+			a.meta.forget(it.path)
 		}
 	}
 	return nil
@@ -349,6 +366,7 @@ func (a *Agent) openMetaIf(ctx context.Context) {
 		return
 	}
 	a.meta = md
+	a.cbs.disk.p.Store(md)
 	n, err := a.revalidateDisk(ctx)
 	if err != nil {
 		a.log.Warn("revalidating the metadata cache on disk failed: its entries are looked up again", "err", err)

@@ -20,14 +20,14 @@ func TestMetaDiskItems(t *testing.T) {
 	who := vfs.Caller{UID: 1000, GID: 100, Groups: []uint32{4, 5}}
 	dirAttr := wire.Attr{Ino: 2, Mode: 0o40755, Mtime: 7, Ctime: 8}
 	fileAttr := wire.Attr{Ino: 3, Mode: 0o100644, Size: 10, Version: 99}
-	md.put(&metaRecord{kind: metaAttr, path: "d/e", caller: who, attr: fileAttr})
-	md.put(&metaRecord{kind: metaAttr, path: "d", caller: who, attr: dirAttr})
-	md.put(&metaRecord{kind: metaAttr, path: "", caller: who, attr: wire.Attr{Ino: 1, Mode: 0o40755}})
-	md.put(&metaRecord{kind: metaList, path: "d", caller: who, ents: []wire.DirEntryPlus{
+	md.putRecord(&metaRecord{kind: metaAttr, path: "d/e", caller: who, attr: fileAttr})
+	md.putRecord(&metaRecord{kind: metaAttr, path: "d", caller: who, attr: dirAttr})
+	md.putRecord(&metaRecord{kind: metaAttr, path: "", caller: who, attr: wire.Attr{Ino: 1, Mode: 0o40755}})
+	md.putRecord(&metaRecord{kind: metaList, path: "d", caller: who, ents: []wire.DirEntryPlus{
 		{DirEntry: wire.DirEntry{Name: "e", Ino: 3, Mode: 0o100644}, HasAttr: true, Attr: fileAttr},
 		{DirEntry: wire.DirEntry{Name: "f", Ino: 4, Mode: 0o100644}, HasAttr: true, Attr: wire.Attr{Ino: 4, Mode: 0o100644}},
 	}})
-	md.put(&metaRecord{kind: metaList, path: "nodir", caller: who, ents: []wire.DirEntryPlus{{DirEntry: wire.DirEntry{Name: "x", Ino: 9}}}})
+	md.putRecord(&metaRecord{kind: metaList, path: "nodir", caller: who, ents: []wire.DirEntryPlus{{DirEntry: wire.DirEntry{Name: "x", Ino: 9}}}})
 	if err := md.close(); err != nil {
 		t.Fatal(err)
 	}
