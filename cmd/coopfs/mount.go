@@ -31,12 +31,15 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
+	noCallbacks := fs.Bool("no-callbacks", false, "ask the server for no callbacks: every open, lookup and listing is a message (close-to-open by revalidation, attributes cached for --attr-timeout)")
+	coveredTimeout := fs.Duration("covered-timeout", fusefs.DefaultCoveredTimeout, "how long the kernel caches attributes and names that a server callback covers (a break invalidates them at once)")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
 	diskF := addDiskFlags(fs)
 	var writePolicy cache.WritePolicy
 	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
 	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
 	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
+	wbCloseSync := fs.Bool("write-back-close-sync", true, "write-back: close(2) of a file opened for writing syncs the disk cache, so a write acknowledged by close survives a machine crash (false: only fsync and the once-a-second background sync do)")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -71,10 +74,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("connecting", "server", *serverAddr)
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
-		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
+		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
 		WholeFileMinSize: wholeFileMinSize(wholeMin),
 		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
-		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh}})
+		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync}})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")
@@ -91,7 +94,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
-		ReadOnly: writePolicy == cache.ReadOnly}, log)
+		ReadOnly: writePolicy == cache.ReadOnly, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks}, log)
 	if err != nil {
 		return err
 	}

@@ -61,8 +61,11 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 // serverAttr asks the server for the open file's attributes.
 func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
-	path := f.path
+	path, h := f.path, f.h
 	f.mu.Unlock()
+	if h == 0 {
+		return f.lazyAttr(ctx, path)
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
 	if err != nil {
 		return wire.Attr{}, err
@@ -72,6 +75,24 @@ func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
 	return ar.Attr, nil
+}
+
+// lazyAttr is Attr of a file opened from the cache (cached.go): the
+// attributes while the callback holds, else the server's fstat of the file
+// reopened by name; when the name no longer leads to it (replaced), the
+// attributes it was opened with.
+func (f *file) lazyAttr(ctx context.Context, path string) (wire.Attr, error) {
+	f.mu.Lock()
+	opened := f.attr
+	f.mu.Unlock()
+	if attr, ok := f.a.cachedAttr(path); ok && attr.Ino == opened.Ino {
+		return attr, nil
+	}
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
+	if ar, ok := r.(*wire.AttrReply); ok && err == nil {
+		return ar.Attr, nil
+	}
+	return opened, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -94,7 +115,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 		f.mu.Unlock()
 		return h, nil
 	}
-	ino := f.attr.Ino
+	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
 	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
@@ -112,7 +133,9 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	f.mu.Lock()
 	f.h, f.gen = or.Handle, gen
 	f.mu.Unlock()
-	f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	if reopen {
+		f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	}
 	return or.Handle, nil
 }
 
@@ -413,11 +436,17 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // Flush implements vfs.File (close). Writes are already on the server
 // (write-through), or in the disk tier's bank files (write-back): they
 // survive the death of the mount process from then on (the kernel keeps
-// the files' pages), and a machine crash after the next fsync or the
-// background flusher's sync, at most a second later (writeback.go).
+// the files' pages). Under write-back, the close of a file opened for
+// writing also syncs the disk tier (the banks written since the last sync),
+// so a write acknowledged by close survives a machine crash too; with
+// WriteBackConfig.NoCloseSync only fsync and the background flusher's sync,
+// at most a second later, do (writeback.go).
 func (f *file) Flush(ctx context.Context) error {
 	f.a.policy().closing(ctx, f)
-	return nil
+	if f.a.writePolicy() != cache.WriteBack || f.a.cfg.WriteBack.NoCloseSync || !writeAccess(f.flags) {
+		return nil
+	}
+	return f.a.wb.sync()
 }
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
@@ -436,6 +465,9 @@ func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()
+	if h == 0 {
+		return nil // opened from the cache (cached.go), never on the server
+	}
 	if !f.locked.Load() && f.a.releases.add(gen, h) {
 		return nil
 	}

@@ -27,6 +27,10 @@ type WriteBackConfig struct {
 	// blocks may fill before the background flusher writes back the oldest
 	// dirty files at once; default 0.5.
 	HighWater float64
+	// NoCloseSync leaves the sync of dirty frames to fsync and the
+	// background flusher (every second): a close then costs no disk sync,
+	// but a machine crash may take writes closed in the last second.
+	NoCloseSync bool
 }
 
 func (c *WriteBackConfig) setDefaults() {
@@ -350,9 +354,35 @@ func (w *writeBack) released(f *file) {
 	if w == nil {
 		return
 	}
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
 	w.mu.Lock()
 	delete(w.open, f)
+	df := w.files[ino]
+	orphan := df != nil && df.path == "" && !w.openLocked(ino)
 	w.mu.Unlock()
+	if orphan {
+		// The last open file of a removed file is closed: its data goes.
+		df.mu.Lock()
+		if !df.gone {
+			w.drop(df)
+		}
+		df.mu.Unlock()
+	}
+}
+
+// openLocked reports whether a file open here is ino. Called with w.mu held.
+func (w *writeBack) openLocked(ino uint64) bool {
+	for g := range w.open {
+		g.mu.Lock()
+		same := g.attr.Ino == ino
+		g.mu.Unlock()
+		if same {
+			return true
+		}
+	}
+	return false
 }
 
 // find returns the dirty file at path.
@@ -368,7 +398,11 @@ func (w *writeBack) find(path string) *dirtyFile {
 }
 
 // removed is called after path was unlinked or renamed over: its dirty
-// data is put on the stale list and never written back.
+// data is put on the stale list and never written back. A file still open
+// here becomes an orphan: its open files keep reading and writing its data
+// until the last one is closed, but it is never written back — its journal
+// record loses its path, so a restart drops it too (wbjournal.Recover puts
+// it on the stale list).
 func (w *writeBack) removed(path string) {
 	if w == nil {
 		return
@@ -382,8 +416,26 @@ func (w *writeBack) removed(path string) {
 	if df.gone {
 		return
 	}
+	w.mu.Lock()
+	open := w.openLocked(df.ino)
+	if open {
+		df.path = ""
+	}
+	w.mu.Unlock()
+	if !open {
+		w.drop(df)
+		return
+	}
+	if err := w.record(df); err != nil {
+		w.a.log.Warn("write-back: recording a removed file that is still open", "path", path, "err", err)
+	}
+	w.giveBack(df.ino)
+}
+
+// drop puts df on the stale list and forgets it. Called with df.mu held.
+func (w *writeBack) drop(df *dirtyFile) {
 	if err := w.a.disk.c.MarkStale(df.ino); err != nil {
-		w.a.log.Warn("write-back: putting a removed file on the stale list", "path", path, "err", err)
+		w.a.log.Warn("write-back: putting a removed file on the stale list", "file", df.ino, "err", err)
 	}
 	w.a.cache.RemoveFile(df.ino)
 	w.forget(df)

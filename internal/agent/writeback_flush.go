@@ -50,6 +50,9 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 	var todo []*dirtyFile
 	var p Progress
 	for _, df := range w.files {
+		if df.path == "" {
+			continue // an orphan (writeback.go, removed): never written back
+		}
 		if pick == nil || pick(df) {
 			todo = append(todo, df)
 			p.TotalBytes += df.bytes
@@ -127,6 +130,10 @@ func (w *writeBack) flushPass(ctx context.Context, df *dirtyFile, progress func(
 	w.mu.Lock()
 	path := df.path
 	w.mu.Unlock()
+	if path == "" {
+		df.mu.Unlock()
+		return 0, "", nil // an orphan: never written back
+	}
 	idxs := make([]uint64, 0, len(df.blocks))
 	for idx := range df.blocks {
 		idxs = append(idxs, idx)

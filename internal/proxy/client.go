@@ -254,6 +254,7 @@ func (cl *client) observe(orig, req, rep wire.Msg) {
 		}
 	case *wire.WriteReply:
 		c.noteAttr(&r.Attr)
+		wb.overlay(&r.Attr)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}

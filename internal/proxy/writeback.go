@@ -188,7 +188,7 @@ func (w *writeBack) acquire(ctx context.Context, hd handle) (*dirtyFile, error) 
 			}
 			now := time.Now()
 			df = &dirtyFile{ino: hd.ino, tag: tag, caller: hd.caller, hasAs: hd.hasAs, blocks: map[uint64]dirtyBlock{},
-				path: hd.path, attr: hd.attr, cur: w.mint(), size: int64(hd.attr.Size), mtime: now.UnixNano(), since: now}
+				path: hd.path, attr: hd.attr, cur: tag, size: int64(hd.attr.Size), mtime: now.UnixNano(), since: now}
 			if fv, known := w.c.current(hd.ino); known && fv.version == tag {
 				df.size = int64(fv.size)
 			}
@@ -234,12 +234,13 @@ func (w *writeBack) record(df *dirtyFile) error {
 }
 
 // write stores a client's write in dirty frames and returns the file's
-// attributes after it. Blocks it covers partly are completed from their
-// current content; a gap past the end of the file is zeros.
-func (w *writeBack) write(ctx context.Context, cl *client, h uint64, hd handle, off uint64, p []byte) (*wire.AttrReply, error) {
+// attributes after it and the version clients saw right before it. Blocks
+// it covers partly are completed from their current content; a gap past
+// the end of the file is zeros.
+func (w *writeBack) write(ctx context.Context, cl *client, h uint64, hd handle, off uint64, p []byte) (wire.Attr, uint64, error) {
 	df, err := w.acquire(ctx, hd)
 	if err != nil {
-		return nil, err
+		return wire.Attr{}, 0, err
 	}
 	defer df.mu.Unlock()
 	w.mu.Lock()
@@ -253,7 +254,7 @@ func (w *writeBack) write(ctx context.Context, cl *client, h uint64, hd handle, 
 		n := min(bs-(pos-bstart), end-pos)
 		base, err := w.base(ctx, cl, h, df, idx, size)
 		if err != nil {
-			return nil, err
+			return wire.Attr{}, 0, err
 		}
 		nb := make([]byte, max(int64(len(base)), pos-bstart+n))
 		copy(nb, base)
@@ -261,15 +262,16 @@ func (w *writeBack) write(ctx context.Context, cl *client, h uint64, hd handle, 
 			copy(nb[lo-bstart:], p[lo-start:pos+n-start])
 		}
 		if err := w.putDirty(df, idx, nb); err != nil {
-			return nil, err
+			return wire.Attr{}, 0, err
 		}
 		pos += n
 	}
 	now := time.Now().UnixNano()
 	w.mu.Lock()
+	prev := df.cur
 	df.size, df.mtime, df.cur = max(df.size, end), now, w.mint()
 	w.mu.Unlock()
-	return &wire.AttrReply{Attr: w.attrOf(df)}, nil
+	return w.attrOf(df), prev, nil
 }
 
 // putDirty stores block idx of df as dirty (lazily synced) and in memory.

@@ -13,12 +13,14 @@ import (
 // upstream. done is false for a request to relay.
 func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep wire.Msg, done bool, err error) {
 	switch m := m.(type) {
+	// A write at an offset applied twice leaves the same data: WriteSeq
+	// and WriteBase need no reply cache here.
 	case *wire.Write:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data)
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
 	case *wire.WriteSeq:
-		// Applied here at most once per sequence number is not needed: a
-		// write at an offset applied twice leaves the same data.
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data)
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
+	case *wire.WriteBase:
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, true)
 	case *wire.Fsync:
 		if hd, ok := cl.handleInfo(m.Handle); ok && w.holds(hd.ino) {
 			if err := w.sync(); err != nil {
@@ -46,10 +48,12 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 	return nil, false, nil
 }
 
-// wbWrite completes a write here. A write through a handle the proxy did
-// not see opened for writing goes upstream (which decides), after the
-// file's dirty data, if any, is written back.
-func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data []byte) (wire.Msg, bool, error) {
+// wbWrite completes a write here; a WriteBase (base) is answered with a
+// WriteReply whose Prev is the version clients saw right before this
+// write. A write through a handle the proxy did not see opened for writing
+// goes upstream (which decides), after the file's dirty data, if any, is
+// written back.
+func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data []byte, base bool) (wire.Msg, bool, error) {
 	hd, ok := cl.handleInfo(h)
 	if !ok || !hd.writable || hd.attr.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		if ok {
@@ -71,11 +75,14 @@ func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data
 			}
 		}
 	}
-	rep, err := w.write(ctx, cl, h, hd, off, data)
+	attr, prev, err := w.write(ctx, cl, h, hd, off, data)
 	if err != nil {
 		return nil, true, err
 	}
-	return rep, true, nil
+	if base {
+		return &wire.WriteReply{Attr: attr, Prev: prev}, true, nil
+	}
+	return &wire.AttrReply{Attr: attr}, true, nil
 }
 
 // afterChange updates the dirty files after a change the upstream made: a

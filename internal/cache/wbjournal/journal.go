@@ -113,9 +113,22 @@ type File struct {
 // Recover pairs the dirty frames of c with the journal's records. It
 // returns the files that can be written back, and the dirty blocks that
 // cannot (no record of their version); records without dirty frames are
-// dropped from the journal.
+// dropped from the journal. A record without a path is an orphan (a file
+// removed while still open: never written back): its file goes on the
+// stale list and its record is dropped.
 func (j *Journal) Recover(c *disk.Cache) (map[uint64]*File, []block.ID, error) {
 	recs := j.m.Attrs()
+	for ino, b := range recs {
+		if r, ok := Decode(b); ok && r.Path == "" {
+			if err := c.MarkStale(ino); err != nil {
+				return nil, nil, fmt.Errorf("write-back journal: an orphan's stale mark: %w", err)
+			}
+			if err := j.Delete(ino); err != nil {
+				return nil, nil, err
+			}
+			delete(recs, ino)
+		}
+	}
 	bs := int64(c.BlockSize())
 	files := map[uint64]*File{}
 	var lost []block.ID

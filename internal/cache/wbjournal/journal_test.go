@@ -47,9 +47,13 @@ func TestRecover(t *testing.T) {
 	if err := j.Put(3, Record{Version: 9, Path: "three"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := j.Put(4, Record{Version: 5}); err != nil { // an orphan: no path
+		t.Fatal(err)
+	}
 	put(1, 0, 5, 4096)
 	put(1, 2, 5, 100)
 	put(2, 0, 5, 10) // no record
+	put(4, 0, 5, 10)
 	j.Close()
 	c.Close()
 
@@ -72,5 +76,11 @@ func TestRecover(t *testing.T) {
 	}
 	if _, ok := j.m.Attr(3); ok {
 		t.Error("the record of file 3, which has no dirty frame, was kept")
+	}
+	if _, ok := j.m.Attr(4); ok {
+		t.Error("the orphan's record was kept")
+	}
+	if _, ok := c.Get(block.ID{File: 4}, 5); ok {
+		t.Error("the orphan's dirty block still reads back: it is not on the stale list")
 	}
 }

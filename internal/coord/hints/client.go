@@ -84,7 +84,7 @@ type Client struct {
 	cache *ageCache
 	hints hintStore // block → hint, by file
 	peers []peer
-	index peerIndex // peer id → position in peers
+	index idMap[int] // peer id → position in peers
 	// others counts the hints naming another participant (MaxHints).
 	others int
 	// scratch for Invalidate
@@ -690,39 +690,4 @@ func (c *Client) Masters(out []VersionedBlock) []VersionedBlock {
 func (c *Client) MasterElsewhere(b block.ID) bool {
 	h, ok := c.HintFor(b)
 	return ok && h.Holder != c.cfg.ID
-}
-
-// peerIndex maps a participant id to its position in Client.peers: a slice
-// for the small ids that clusters and the simulator use, a map beyond.
-type peerIndex struct {
-	small []int32 // by id: position + 1, 0 if absent
-	large map[ClientID]int
-}
-
-// smallIDs bounds the ids kept in the slice.
-const smallIDs = 1 << 12
-
-func (x *peerIndex) get(id ClientID) (int, bool) {
-	if id >= 0 && int(id) < smallIDs {
-		if int(id) < len(x.small) && x.small[id] != 0 {
-			return int(x.small[id]) - 1, true
-		}
-		return 0, false
-	}
-	i, ok := x.large[id]
-	return i, ok
-}
-
-func (x *peerIndex) set(id ClientID, i int) {
-	if id >= 0 && int(id) < smallIDs {
-		if int(id) >= len(x.small) {
-			x.small = append(x.small, make([]int32, int(id)+1-len(x.small))...)
-		}
-		x.small[id] = int32(i) + 1
-		return
-	}
-	if x.large == nil {
-		x.large = make(map[ClientID]int)
-	}
-	x.large[id] = i
 }
