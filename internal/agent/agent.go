@@ -131,6 +131,8 @@ type Agent struct {
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
+	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -193,6 +195,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return nil, err
 	}
+	a.openMetaIf(ctx)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -251,6 +254,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
+	if m, ok := m.(*wire.WarmupAssign); ok {
+		return a.warmAssigned(m), nil
+	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
 		return r, err
 	}
@@ -267,10 +273,11 @@ func (a *Agent) Close() error {
 	if a.wb != nil {
 		wbErr = a.wb.close(wbCloseTimeout)
 	}
+	a.warm.close()
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
-	return errors.Join(wbErr, a.closeDisk())
+	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
 }
 
 // BlockSize is the export's block size.

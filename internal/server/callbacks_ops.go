@@ -215,7 +215,7 @@ func pathOf(m wire.Msg) string {
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -262,6 +262,12 @@ func granted(r wire.Msg, dir uint64) []grantObj {
 		return objs
 	case *wire.ReadDirReply:
 		return []grantObj{{ino: dir, kind: wire.CallbackDir}}
+	case *wire.RevalidateReply:
+		objs := make([]grantObj, 0, len(r.Grants))
+		for i := range r.Grants {
+			objs = append(objs, grantOf(&r.Grants[i].Attr))
+		}
+		return objs
 	}
 	return nil
 }

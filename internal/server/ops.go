@@ -33,6 +33,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.lstat(m.Path)
 	case *wire.LookupPinned:
 		return s.lookup(m.Path)
+	case *wire.Revalidate:
+		return s.revalidate(m)
 	case *wire.OpenPinned:
 		return s.openPinned(c, m)
 	case *wire.GetAttr:
@@ -647,7 +649,10 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
-	act, holder := s.coop.decide(cl.id, id, v, m.Retry)
+	// A client warming up with others (warmup.go) takes blocks from its
+	// peers before the server's memory: the warm-up's bytes cross the
+	// server's link once.
+	act, holder := s.coop.decide(cl.id, id, v, m.Retry, s.warm.warming(cl.id))
 	if act.Ping != 0 {
 		go s.coop.ping(act.Ping, s.cfg.PingTimeout)
 	}
@@ -657,14 +662,14 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 	// The requester admits the holder's block only if it has this digest.
 	digest, err := s.digestFor(f, id, v, reply.Size)
 	if err != nil {
-		s.coop.decide(cl.id, id, v, uint32(act.To))
+		s.coop.decide(cl.id, id, v, uint32(act.To), false)
 		return false
 	}
 	err = holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
 		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token})
 	if err != nil {
 		// The holder is gone: count the miss against it and serve.
-		s.coop.decide(cl.id, id, v, uint32(act.To))
+		s.coop.decide(cl.id, id, v, uint32(act.To), false)
 		return false
 	}
 	reply.Forwarded, reply.Holder, reply.Digest = true, uint32(act.To), digest

@@ -179,6 +179,7 @@ type Server struct {
 	watch       *watcher     // inotify on the directories handed out (watch.go); nil: no callbacks
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
+	warm        warmJobs     // cluster warm-ups under way (warmup.go)
 	pins        *pins        // recently looked-up files (pins.go)
 	dirs        *dirCursors  // directories being listed (readdir.go)
 	pinnedOpens atomic.Int64 // opens served from a pin (pins.go)
