@@ -132,22 +132,29 @@ func TestE2EWarmupBadInput(t *testing.T) {
 	}
 }
 
-// TestE2EWarmupCluster: under the directory policy, `coopfs warmup
+// TestE2EWarmupCluster: under the directory and wholefile policies, `coopfs warmup
 // --cluster` on one of three mounts warms all three: the server sends the
 // tree about once (≤ 1.1×), each mount took the rest from its peers, and
 // reading the tree on any mount afterwards takes nothing from the server.
 // --clients picks a subset by name; an unknown name is one clear error.
 func TestE2EWarmupCluster(t *testing.T) {
 	needFUSE(t)
+	for _, policy := range []string{"directory", "wholefile"} {
+		t.Run(policy, func(t *testing.T) { warmupCluster(t, policy) })
+	}
+}
+
+func warmupCluster(t *testing.T, policy string) {
 	export := t.TempDir()
 	files, total := warmTree(t, export)
 	srvMetrics := e2eFreeAddr(t)
-	srv := startServer(t, export, "--policy", "directory", "--metrics", srvMetrics)
+	srv := startServer(t, export, "--policy", policy, "--metrics", srvMetrics)
 	var ms []*e2eMount
 	var addrs []string
 	for _, name := range []string{"c1", "c2", "c3"} {
 		addr := e2eFreeAddr(t)
-		ms = append(ms, startMount(t, srv.addr, "--name", name, "--metrics", addr))
+		ms = append(ms, startMount(t, srv.addr, "--name", name, "--metrics", addr,
+			"--disk-cache", filepath.Join(t.TempDir(), "cache"), "--disk-cache-size", "64MiB"))
 		addrs = append(addrs, addr)
 	}
 	p, code := runCoopfs(t, 30*time.Second, nil, "warmup", "--cluster", "--clients", "c1,nosuch", ms[0].dir)

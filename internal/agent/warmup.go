@@ -214,7 +214,12 @@ func (a *Agent) warmChunk(ctx context.Context, it WarmItem, c warmChunk, bs uint
 	if err != nil {
 		return 0, err
 	}
-	defer f.Release(context.WithoutCancel(ctx))
+	defer func() {
+		// A close as a reader's: the policy's closing hook runs (wholefile:
+		// a client that now holds the file whole joins its map).
+		f.Flush(context.WithoutCancel(ctx))
+		f.Release(context.WithoutCancel(ctx))
+	}()
 	if at.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return 0, fmt.Errorf("no longer a regular file: %w", syscall.EISDIR)
 	}

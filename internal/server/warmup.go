@@ -119,7 +119,11 @@ func (s *Server) startWarmup(m *wire.WarmupStart) (wire.Msg, error) {
 	for i, it := range m.Items {
 		items[i] = warmup.Item{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
 	}
-	job, acts, err := warmup.New(items, ids, uint64(s.cfg.BlockSize))
+	cut := uint64(s.cfg.BlockSize)
+	if s.cfg.Policy == "wholefile" {
+		cut = 0 // files are fetched and held whole: a share never splits one
+	}
+	job, acts, err := warmup.New(items, ids, cut)
 	if err != nil {
 		return nil, fmt.Errorf("cluster warm-up: %v: %w", err, syscall.EINVAL)
 	}

@@ -79,13 +79,11 @@ type Job struct {
 var ErrNoMembers = errors.New("no clients to warm up")
 
 // New plans a warm-up of items on members (in ring order), cutting at
-// multiples of blockSize, and returns the phase-1 assignments.
+// multiples of blockSize (0: never cutting a file), and returns the
+// phase-1 assignments.
 func New(items []Item, members []Member, blockSize uint64) (*Job, []Assign, error) {
 	if len(members) == 0 {
 		return nil, nil, ErrNoMembers
-	}
-	if blockSize == 0 {
-		return nil, nil, fmt.Errorf("block size 0")
 	}
 	j := &Job{ring: members, members: make(map[Member]*member), phase: Shares}
 	j.segs = Split(items, len(members), blockSize)
@@ -122,13 +120,17 @@ func (j *Job) assign(m Member, phase uint8, segs []int) Assign {
 
 // Split cuts items, in order, into n contiguous segments of about equal
 // bytes, splitting a file at multiples of bs where a cut falls inside it.
+// With bs 0 files are never split (a policy that caches files whole): a
+// file larger than a segment fills one alone.
 func Split(items []Item, n int, bs uint64) [][]Item {
 	var total uint64
 	for _, it := range items {
 		total += it.bytes()
 	}
 	target := (total + uint64(n) - 1) / uint64(n)
-	target = max((target+bs-1)/bs*bs, bs)
+	if bs > 0 {
+		target = max((target+bs-1)/bs*bs, bs)
+	}
 	segs := make([][]Item, n)
 	cur, fill := 0, uint64(0)
 	for _, it := range items {
@@ -137,12 +139,15 @@ func Split(items []Item, n int, bs uint64) [][]Item {
 				cur, fill = cur+1, 0
 			}
 			left := it.bytes()
-			if cur == n-1 || fill+left <= target {
+			if cur == n-1 || fill+left <= target || bs == 0 && fill == 0 {
 				segs[cur] = append(segs[cur], it)
 				fill += left
 				break
 			}
-			cut := (target - fill) / bs * bs // whole blocks that still fit
+			var cut uint64
+			if bs > 0 {
+				cut = (target - fill) / bs * bs // whole blocks that still fit
+			}
 			if cut == 0 {
 				cur, fill = cur+1, 0
 				continue

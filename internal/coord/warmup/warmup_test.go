@@ -173,3 +173,26 @@ func TestEveryoneLeft(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestSplitWhole: with bs 0 no file is cut; a large file fills a segment.
+func TestSplitWhole(t *testing.T) {
+	items := []Item{{Path: "big", Size: 10 << 20}, {Path: "a", Size: 1 << 20}, {Path: "b", Size: 1 << 20}, {Path: "c", Size: 1 << 20}}
+	segs := Split(items, 3, 0)
+	for _, seg := range segs {
+		for _, it := range seg {
+			if it.Off != 0 || it.Len != 0 {
+				t.Fatalf("a file was cut: %+v", it)
+			}
+		}
+	}
+	if len(segs[0]) != 1 || segs[0][0].Path != "big" {
+		t.Fatalf("segments %+v; want big alone in the first", segs)
+	}
+	n := 0
+	for _, seg := range segs {
+		n += len(seg)
+	}
+	if n != 4 {
+		t.Fatalf("segments %+v hold %d files; want 4", segs, n)
+	}
+}
