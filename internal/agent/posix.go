@@ -22,6 +22,7 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
+	defer a.changedHere(false, path)
 	return a.attrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, false)
 }
 
@@ -49,11 +50,13 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
 }
 
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
+	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -20,7 +21,7 @@ import (
 // that made it dirty returns. A server without delegations (or a mount
 // without callbacks) answers EOPNOTSUPP or ENOSYS: close-to-open across
 // clients then holds only after a flush, and the agent says so once.
-func (w *writeBack) delegate(ctx context.Context, ino uint64) {
+func (w *writeBack) delegate(ctx context.Context, ino uint64) bool {
 	_, _, err := w.a.sess.call(ctx, &wire.DelegateWrite{Ino: ino}, true)
 	switch {
 	case err == nil:
@@ -30,7 +31,22 @@ func (w *writeBack) delegate(ctx context.Context, ino uint64) {
 		})
 	default:
 		w.a.log.Warn("write-back: declaring unflushed writes to the server failed; it is tried again on the next connection", "file", ino, "err", err)
+		return false
 	}
+	return true
+}
+
+// declareAll declares inos and then, when every declaration went through,
+// tells the server that nothing else is unflushed here (wire.SettledIno):
+// what this client's name left orphaned before a restart and it did not
+// declare is released.
+func (w *writeBack) declareAll(ctx context.Context, inos []uint64) {
+	for _, ino := range inos {
+		if !w.delegate(ctx, ino) {
+			return
+		}
+	}
+	w.a.sess.call(ctx, &wire.DelegateReturn{Ino: wire.SettledIno}, true)
 }
 
 // giveBack returns df's delegation after its write-back, in the background.
@@ -53,13 +69,10 @@ func (w *writeBack) reconnected() {
 		inos = append(inos, ino)
 	}
 	w.mu.Unlock()
-	if len(inos) == 0 {
-		return
-	}
 	go func() {
-		for _, ino := range inos {
-			w.delegate(context.Background(), ino)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(inos)+1)*w.a.cfg.RequestTimeout)
+		defer cancel()
+		w.declareAll(ctx, inos)
 	}()
 }
 

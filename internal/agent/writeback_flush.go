@@ -419,11 +419,13 @@ func (w *writeBack) recover(ctx context.Context) error {
 		w.dirty += rf.Bytes
 		w.frames += int64(len(rf.Blocks))
 	}
+	inos := make([]uint64, 0, len(w.files))
+	for ino := range w.files {
+		inos = append(inos, ino)
+	}
+	w.declareAll(ctx, inos) // the server may hold the files for us since we left
 	if len(w.files) == 0 {
 		return nil
-	}
-	for ino := range w.files {
-		w.delegate(ctx, ino) // the server may hold the file for us since we left
 	}
 	w.a.log.Info("write-back: writing back data left dirty by the previous run", "files", len(w.files), "bytes", block.Size(w.dirty).String())
 	p, err := w.flushAll(ctx, nil, nil)

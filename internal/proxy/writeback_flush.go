@@ -195,7 +195,7 @@ func (w *writeBack) dropGone(df *dirtyFile) {
 
 // delegate declares the proxy's unflushed writes to ino upstream, before
 // the write that made the file dirty returns.
-func (w *writeBack) delegate(ctx context.Context, ino uint64) {
+func (w *writeBack) delegate(ctx context.Context, ino uint64) bool {
 	_, _, err := w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
 	switch {
 	case err == nil:
@@ -205,7 +205,9 @@ func (w *writeBack) delegate(ctx context.Context, ino uint64) {
 		})
 	default:
 		w.p.log.Warn("write-back: declaring unflushed writes upstream failed; it is tried again on the next connection", "file", ino, "err", err)
+		return false
 	}
+	return true
 }
 
 // giveBack returns a delegation after the write-back, in the background.
@@ -227,9 +229,17 @@ func (w *writeBack) redeclare() {
 	w.mu.Unlock()
 	for _, ino := range inos {
 		ctx, cancel := context.WithTimeout(context.Background(), w.p.cfg.RequestTimeout)
-		w.delegate(ctx, ino)
+		ok := w.delegate(ctx, ino)
 		cancel()
+		if !ok {
+			return
+		}
 	}
+	// Every unflushed write is declared: what the proxy's name left
+	// orphaned upstream before a restart is released (wire.SettledIno).
+	ctx, cancel := context.WithTimeout(context.Background(), w.p.cfg.RequestTimeout)
+	defer cancel()
+	w.up.call(ctx, &wire.DelegateReturn{Ino: wire.SettledIno})
 }
 
 // recall answers the upstream's recall: the files named are written back

@@ -25,10 +25,11 @@ import (
 //
 // Counters survive a restart safely: they start at the server's boot id
 // (nanoseconds at start), so a counter handed out before a restart never
-// equals one after it, and every entry of the map is tied to the file's
-// data version, which a restart renews too (versions.go). A restarted
-// server starts with empty maps; clients rejoin them as they open files
-// they hold whole.
+// equals one after it. Every entry of the map is tied to the file's data
+// version, which names one content for good (versions.go: derived from the
+// file's stat, the same after a restart while the file is unchanged). A
+// restarted server starts with empty maps; clients rejoin them as they
+// open files they hold whole at the current version.
 type wholeFilePolicy struct {
 	s *Server
 

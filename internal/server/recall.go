@@ -79,7 +79,11 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		if cl == nil {
 			return nil, true, syscall.EPROTO
 		}
-		r.giveBack(cl, m.Ino)
+		if m.Ino == wire.SettledIno {
+			r.settled(cl)
+		} else {
+			r.giveBack(cl, m.Ino)
+		}
 		return &wire.OK{}, true, nil
 	case *wire.Open:
 		path = m.Path
@@ -126,7 +130,7 @@ func (r *recalls) delegate(cl *client, ino uint64) bool {
 		return false
 	}
 	if k := cb.t.holders[ino][cl.id]; k != wire.CallbackWrite {
-		cb.t.grant(cl.id, cb.t.seq, wire.CallbackWrite, ino)
+		cb.t.grant(cl.id, cb.t.seq, grantObj{ino: ino, kind: wire.CallbackWrite})
 		r.delegations.Add(1)
 	}
 	cb.mu.Unlock()
@@ -147,6 +151,25 @@ func (r *recalls) giveBack(cl *client, ino uint64) {
 	}
 	cb.mu.Unlock()
 	r.adopt(cl, ino)
+}
+
+// settled clears the orphans cl's name left that cl did not declare again
+// (delegate adopts those): a restarted client that wrote them back before
+// its predecessor's DelegateReturn got out, or that lost its cache, holds
+// nothing for them, and opens of them need not wait for the recall timeout.
+func (r *recalls) settled(cl *client) {
+	r.mu.Lock()
+	n := 0
+	for ino, name := range r.orphans {
+		if name == cl.name {
+			delete(r.orphans, ino)
+			n++
+		}
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		r.log.Info("a returning client holds no unflushed writes to the files its name left: their opens proceed", "client", cl.id, "name", cl.name, "files", n)
+	}
 }
 
 // adopt clears ino's orphan when cl is the client that left it.

@@ -20,10 +20,16 @@ type DelegateWrite struct {
 }
 
 // DelegateReturn tells the server that the client wrote file Ino back and
-// holds no unflushed writes to it any more.
+// holds no unflushed writes to it any more. Ino 0 (SettledIno) says that
+// the client, on a new connection, has declared every file it still holds
+// unflushed writes to: the files a client of its name left orphaned and it
+// did not declare have nothing left to write back.
 type DelegateReturn struct {
 	Ino uint64
 }
+
+// SettledIno is DelegateReturn's Ino for "every unflushed write declared".
+const SettledIno = 0
 
 func newWriteBackMsg(t Type) Msg {
 	switch t {

@@ -43,6 +43,8 @@ func sampleMsgs() []Msg {
 		&WarmupAssign{Job: 3, Phase: WarmupPeers, Seq: 2, UID: 1, GID: 2, Items: []WarmupItem{{Path: "x", Size: 1}}},
 		&WarmupReport{Job: 3, Seq: 2, Bytes: 1 << 30, Done: true, Err: "x: permission denied"},
 		&WarmupStatus{Job: 3}, &WarmupState{Phase: WarmupDone, ClientsDone: 2, Names: []string{"a", "b"}, Bytes: 10, TotalBytes: 20, Err: "e"},
+		&Revalidate{Items: []RevalidateItem{{Path: "a/b", Ino: 3, Version: 4, Mtime: -5, Ctime: 6}, {Path: "", Ino: 1, Version: 2, List: true}}},
+		&RevalidateReply{Status: []uint8{RevalidSame, RevalidChanged, RevalidGone}, Attrs: []Attr{attr}},
 		&CallbackBreak{Kind: CallbackRead, All: true, Items: []BreakItem{}},
 		&ReadDirPlus{Path: "d", Offset: 7}, &ReleaseBatch{Handles: []uint64{1, 1 << 40, 3}},
 		&ReadDirPlusReply{Entries: []DirEntryPlus{
