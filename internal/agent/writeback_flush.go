@@ -402,7 +402,10 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 // the journal, then writes them back. A dirty frame without a record
 // cannot be placed: it is kept, with a warning.
 func (w *writeBack) recover(ctx context.Context) error {
-	files, lost, err := w.journal.Recover(w.a.disk.c)
+	files, lost, settled, err := w.journal.Recover(w.a.disk.c)
+	for _, ino := range settled {
+		w.giveBack(ino) // written back before a crash that came before its return
+	}
 	for _, id := range lost {
 		w.a.log.Warn("write-back: a dirty block has no journal record; it is kept but cannot be written back", "file", id.File, "block", id.Index)
 	}

@@ -486,8 +486,11 @@ func (w *writeBack) forget(df *dirtyFile) {
 	w.dirty -= df.bytes
 	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()
+	// The delegation goes back before the record: a proxy killed in
+	// between finds the record at its next start and returns it then
+	// (else the upstream would keep the file an orphan).
+	w.returnNow(df.ino)
 	if err := w.journal.Delete(df.ino); err != nil {
 		w.p.log.Warn("write-back", "err", err)
 	}
-	w.giveBack(df.ino)
 }

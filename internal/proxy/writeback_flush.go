@@ -210,13 +210,11 @@ func (w *writeBack) delegate(ctx context.Context, ino uint64) bool {
 	return true
 }
 
-// giveBack returns a delegation after the write-back, in the background.
-func (w *writeBack) giveBack(ino uint64) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), w.p.cfg.RequestTimeout)
-		defer cancel()
-		w.up.call(ctx, &wire.DelegateReturn{Ino: ino})
-	}()
+// returnNow returns a delegation and waits for the upstream's answer.
+func (w *writeBack) returnNow(ino uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.p.cfg.RequestTimeout)
+	defer cancel()
+	w.up.call(ctx, &wire.DelegateReturn{Ino: ino})
 }
 
 // redeclare declares every dirty file again on a new own connection.
@@ -306,7 +304,7 @@ func (p *Proxy) openWriteBack(ctx context.Context) error {
 // recover rebuilds the dirty files from the dirty frames and the journal
 // and writes them back.
 func (w *writeBack) recover(ctx context.Context) error {
-	files, lost, err := w.journal.Recover(w.c.disk)
+	files, lost, settled, err := w.journal.Recover(w.c.disk)
 	for _, id := range lost {
 		w.p.log.Warn("write-back: a dirty block has no journal record; it is kept but cannot be written back", "file", id.File, "block", id.Index)
 	}
@@ -328,6 +326,11 @@ func (w *writeBack) recover(ctx context.Context) error {
 		w.files[ino] = df
 		w.dirty += rf.Bytes
 		w.frames += int64(len(rf.Blocks))
+	}
+	for _, ino := range settled {
+		// Written back before the proxy died, its delegation perhaps not
+		// returned: the upstream would keep the file an orphan.
+		w.returnNow(ino)
 	}
 	if len(files) == 0 {
 		return nil

@@ -111,20 +111,21 @@ type File struct {
 }
 
 // Recover pairs the dirty frames of c with the journal's records. It
-// returns the files that can be written back, and the dirty blocks that
-// cannot (no record of their version); records without dirty frames are
-// dropped from the journal. A record without a path is an orphan (a file
+// returns the files that can be written back, the dirty blocks that
+// cannot (no record of their version), and the files whose records had no
+// dirty frame left (written back, their delegation perhaps not returned:
+// the caller returns it); those records are dropped from the journal. A record without a path is an orphan (a file
 // removed while still open: never written back): its file goes on the
 // stale list and its record is dropped.
-func (j *Journal) Recover(c *disk.Cache) (map[uint64]*File, []block.ID, error) {
+func (j *Journal) Recover(c *disk.Cache) (map[uint64]*File, []block.ID, []uint64, error) {
 	recs := j.m.Attrs()
 	for ino, b := range recs {
 		if r, ok := Decode(b); ok && r.Path == "" {
 			if err := c.MarkStale(ino); err != nil {
-				return nil, nil, fmt.Errorf("write-back journal: an orphan's stale mark: %w", err)
+				return nil, nil, nil, fmt.Errorf("write-back journal: an orphan's stale mark: %w", err)
 			}
 			if err := j.Delete(ino); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			delete(recs, ino)
 		}
@@ -151,12 +152,14 @@ func (j *Journal) Recover(c *disk.Cache) (map[uint64]*File, []block.ID, error) {
 		f.Bytes += int64(len(data))
 		f.Size = max(f.Size, int64(d.ID.Index)*bs+int64(len(data)))
 	}
+	var settled []uint64
 	for ino := range recs {
 		if _, ok := files[ino]; !ok {
+			settled = append(settled, ino)
 			if err := j.Delete(ino); err != nil {
-				return files, lost, err
+				return files, lost, settled, err
 			}
 		}
 	}
-	return files, lost, nil
+	return files, lost, settled, nil
 }

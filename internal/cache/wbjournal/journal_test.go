@@ -60,7 +60,7 @@ func TestRecover(t *testing.T) {
 	c, j = open()
 	defer c.Close()
 	defer j.Close()
-	files, lost, err := j.Recover(c)
+	files, lost, settled, err := j.Recover(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,9 @@ func TestRecover(t *testing.T) {
 	}
 	if len(lost) != 1 || lost[0] != (block.ID{File: 2, Index: 0}) {
 		t.Errorf("lost %v; want block 0 of file 2", lost)
+	}
+	if len(settled) != 1 || settled[0] != 3 {
+		t.Errorf("settled %v; want file 3 (a record without dirty frames)", settled)
 	}
 	if _, ok := j.m.Attr(3); ok {
 		t.Error("the record of file 3, which has no dirty frame, was kept")
