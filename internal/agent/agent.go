@@ -118,6 +118,7 @@ type Agent struct {
 	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
+	holds      holds                     // files holding writes back (pipe.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
@@ -286,6 +287,7 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 	at, err := a.attrCall(ctx, &wire.Lookup{Path: path}, true)
 	a.wb.overlay(&at)
+	a.holds.overlay(&at)
 	return at, err
 }
 
@@ -293,6 +295,7 @@ func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
 	a.wb.overlay(&at)
+	a.holds.overlay(&at)
 	return at, err
 }
 
@@ -310,6 +313,9 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	var attr wire.Attr
 	var err error
 	if of != nil {
+		if _, err := of.commit(ctx); err != nil {
+			return wire.Attr{}, err // pipe.go: in order after what the file held
+		}
 		var r wire.Msg
 		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
 		if ar, ok := r.(*wire.AttrReply); ok {
@@ -369,6 +375,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		}
 		for i := range page.Entries {
 			a.wb.overlay(&page.Entries[i].Attr)
+			a.holds.overlay(&page.Entries[i].Attr)
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
@@ -401,6 +408,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// releases wait in the batch, release.go): sent first, so that removing
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
+	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
 	err := a.okCall(ctx, &wire.Unlink{Path: path}, false)
 	if err == nil {
 		a.wb.removed(path)
@@ -415,6 +423,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	a.endAllHolds(ctx)
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
@@ -424,6 +433,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+	a.endAllHolds(ctx)
 	at, err := a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
 	a.wb.overlay(&at)
 	return at, err
@@ -486,6 +496,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		return nil, wire.Attr{}, errReadOnly
 	}
 	idempotent := !create && flags&syscall.O_TRUNC == 0
+	if flags&syscall.O_TRUNC != 0 {
+		a.endAllHolds(ctx) // pipe.go: held writes go before the truncation
+	}
 	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
@@ -507,6 +520,13 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
 	}
+	if !create {
+		// An open of a file that another open file holds writes of
+		// (pipe.go) finds them on the server, as write-through would.
+		if at, ok := a.commitIno(ctx, or.Attr.Ino); ok {
+			or.Attr = at
+		}
+	}
 	a.wb.overlay(&or.Attr)
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
@@ -515,6 +535,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		a.policy().opened(ctx, f)
 	}
 	a.wb.opened(f)
+	if create {
+		a.startHold(f)
+	}
 	return f, or.Attr, nil
 }
 

@@ -33,6 +33,11 @@ type file struct {
 	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
 	nextOff int64       // where a sequential reader reads next
 	ahead   uint64      // blocks below this index were already read ahead
+	hold    holding     // writes and attribute changes held back (pipe.go)
+	holdErr error       // a held operation's failure, sent on another's behalf (pipe.go)
+
+	holdOn   atomic.Bool // hold.on, read without mu
+	commitMu sync.Mutex  // orders the file's commits (pipe.go)
 }
 
 var (
@@ -48,6 +53,9 @@ func (f *file) KeepCache() bool { return f.keep }
 // an open file unlinked or changed elsewhere shows its link count and size
 // as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
+	if at, ok := f.heldAttr(); ok {
+		return at, nil // pipe.go: what the held operations leave
+	}
 	f.mu.Lock()
 	path := f.path
 	f.mu.Unlock()
@@ -132,6 +140,9 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if _, err := f.commit(ctx); err != nil {
+		return 0, err // pipe.go: what this handle wrote is read back from the server
+	}
 	bs := f.a.BlockSize()
 	n := 0
 	for n < len(p) {
@@ -161,6 +172,9 @@ func (f *file) ReadSlice(ctx context.Context, off int64, n int) ([]byte, bool, e
 	in := off % bs
 	if n <= 0 || in+int64(n) > bs {
 		return nil, false, nil
+	}
+	if _, err := f.commit(ctx); err != nil {
+		return nil, false, err
 	}
 	data, err := f.block(ctx, uint64(off/bs), true)
 	if err != nil {
@@ -350,6 +364,12 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	case cache.WriteBack:
 		return f.a.wb.write(ctx, f, p, off)
 	}
+	if held, err := f.holdWrite(ctx, p, off); held {
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil // pipe.go: sent with the close
+	}
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
@@ -369,12 +389,14 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements vfs.File (close). Writes are already on the server
-// (write-through), or in the disk tier's bank files (write-back): they
-// survive the death of the mount process from then on (the kernel keeps
-// the files' pages), and a machine crash after the next fsync or the
-// background flusher's sync, at most a second later (writeback.go).
-func (f *file) Flush(ctx context.Context) error { return nil }
+// Flush implements vfs.File (close). A file this mount created sends what
+// it held back and returns once the server has it (pipe.go). Other writes
+// are already on the server (write-through), or in the disk tier's bank
+// files (write-back): they survive the death of the mount process from
+// then on (the kernel keeps the files' pages), and a machine crash after
+// the next fsync or the background flusher's sync, at most a second later
+// (writeback.go).
+func (f *file) Flush(ctx context.Context) error { return f.endHold(ctx, false) }
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).
@@ -382,12 +404,19 @@ func (f *file) Fsync(ctx context.Context) error {
 	if f.a.writePolicy() == cache.WriteBack {
 		return f.a.wb.sync()
 	}
+	if _, err := f.commit(ctx); err != nil {
+		return err
+	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err
 }
 
 // Release implements vfs.File.
 func (f *file) Release(ctx context.Context) error {
+	if err := f.endHold(ctx, false); err != nil {
+		// Sent at the close normally (Flush); nobody waits for a release.
+		f.a.log.Warn("held writes of a closed file failed", "path", f.path, "err", err)
+	}
 	f.a.wb.released(f)
 	f.mu.Lock()
 	h, gen := f.h, f.gen

@@ -49,16 +49,21 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	a.endAllHolds(ctx) // a held write would drop security.capability after it
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
 }
 
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
+	a.endAllHolds(ctx)
 	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
 }
 
 // Allocate implements vfs.Allocator: fallocate(2) on the server's file.
 func (f *file) Allocate(ctx context.Context, off, length uint64, mode uint32) error {
+	if _, err := f.commit(ctx); err != nil {
+		return err
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
 		return as(ctx, &wire.Fallocate{Handle: h, Mode: mode, Offset: off, Length: length})
 	}, true)

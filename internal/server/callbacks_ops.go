@@ -177,7 +177,7 @@ func (s *Server) breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
 	}
 	entry := func(p string) { items = append(items, s.entryItem(p)) }
 	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.Fallocate, *wire.Open:
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.Commit, *wire.Fallocate, *wire.Open:
 		obj()
 	case *wire.Create:
 		obj()

@@ -123,26 +123,35 @@ func (rc *replyCache) abort(id writeID, e *drcEntry) {
 
 // writeSeq applies a write once per (client boot id, sequence).
 func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, error) {
+	return s.once(c, m.Seq, m.Handle, "write", func(of *openFile, id writeID) (*wire.AttrReply, error) {
+		return s.writeOnce(of, id, m)
+	})
+}
+
+// once applies a change through handle h of c once per (client boot id,
+// seq): a resent request is answered from the reply cache (after waiting
+// for the first try when it still runs).
+func (s *Server) once(c *wire.Conn, seq, h uint64, what string, apply func(*openFile, writeID) (*wire.AttrReply, error)) (*wire.AttrReply, error) {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return nil, syscall.EPROTO
 	}
-	id := writeID{cl.bootID, m.Seq}
+	id := writeID{cl.bootID, seq}
 	e, dup := s.drc.begin(id)
 	if dup {
 		<-e.done
 		if errors.Is(e.err, syscall.EBADF) {
-			return s.writeSeq(c, m) // the first try never ran
+			return s.once(c, seq, h, what, apply) // the first try never ran
 		}
 		s.drcHits.Add(1)
 		return e.reply, e.err
 	}
-	of := s.handles.get(m.Handle, c)
+	of := s.handles.get(h, c)
 	if of == nil {
 		s.drc.abort(id, e)
-		return nil, fmt.Errorf("write to unknown handle %d: %w", m.Handle, syscall.EBADF)
+		return nil, fmt.Errorf("%s to unknown handle %d: %w", what, h, syscall.EBADF)
 	}
-	r, err := s.writeOnce(of, id, m)
+	r, err := apply(of, id)
 	s.drc.finish(e, r, err)
 	return r, err
 }

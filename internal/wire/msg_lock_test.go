@@ -12,5 +12,12 @@ func lockSampleMsgs() []Msg {
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
 		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
 		&LookupPinned{Path: "a/f"},
+		&As{UID: 5, GID: 6, Groups: []uint32{7}, Msg: &Commit{Seq: 1, Handle: 2, Data: []byte("xy"), Ops: []CommitOp{{Len: 2}}}},
+		&Commit{Seq: 3, Handle: 4, Data: []byte("abcdef"), Ops: []CommitOp{
+			{Offset: 0, Len: 4},
+			{Attr: &SetAttr{Valid: SetMode | SetMtime, Mode: 0o640, Mtime: -5}},
+			{Offset: 1 << 40, Len: 2},
+			{Attr: &SetAttr{Valid: SetUID | SetGID, UID: 7, GID: 8}},
+		}},
 	}
 }
