@@ -313,7 +313,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	var attr wire.Attr
 	var err error
 	if of != nil {
-		if _, err := of.commit(ctx); err != nil {
+		if err := of.endHold(ctx, false); err != nil {
 			return wire.Attr{}, err // pipe.go: in order after what the file held
 		}
 		var r wire.Msg

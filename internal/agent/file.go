@@ -69,6 +69,7 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	}
 	at := ar.Attr
 	f.a.wb.overlay(&at)
+	f.a.holds.overlay(&at) // another open file of ino holds writes (pipe.go)
 	return at, nil
 }
 

@@ -136,25 +136,23 @@ func (h *holds) overlay(at *wire.Attr) {
 	}
 }
 
-// commitIno sends what the files of ino hold (an open of the file must
-// find its data on the server); it returns the last file's attributes. A
-// failure is the holding file's (its close reports it).
+// commitIno sends what the files of ino hold and ends their holding (an
+// open of the file must find its data on the server, and from then on two
+// open files share it); it returns the last file's attributes. A failure
+// is the holding file's (its close reports it).
 func (a *Agent) commitIno(ctx context.Context, ino uint64) (wire.Attr, bool) {
 	var at wire.Attr
 	var any bool
 	for _, f := range a.holds.files(ino, false) {
 		sent, err := f.commit(ctx)
+		f.mu.Lock()
 		if err != nil {
-			f.mu.Lock()
 			f.holdErr = err
-			f.mu.Unlock()
-			continue
-		}
-		if sent {
-			f.mu.Lock()
+		} else if sent {
 			at, any = f.attr, true
-			f.mu.Unlock()
 		}
+		f.mu.Unlock()
+		f.endHold(ctx, true)
 	}
 	return at, any
 }
@@ -211,8 +209,9 @@ func (f *file) SetAttrHeld(ctx context.Context, in vfs.SetAttrIn) (wire.Attr, bo
 	if at, ok := f.holdSetAttr(ctx, in); ok {
 		return at, true, nil
 	}
-	_, err := f.commit(ctx)
-	return wire.Attr{}, false, err
+	// The change made by the caller leaves attributes that the held ones
+	// would not know: the file holds nothing back from now on.
+	return wire.Attr{}, false, f.endHold(ctx, false)
 }
 
 // holdSetAttr holds an attribute change back when its outcome is certain.

@@ -61,7 +61,7 @@ func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 
 // Allocate implements vfs.Allocator: fallocate(2) on the server's file.
 func (f *file) Allocate(ctx context.Context, off, length uint64, mode uint32) error {
-	if _, err := f.commit(ctx); err != nil {
+	if err := f.endHold(ctx, false); err != nil { // pipe.go
 		return err
 	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
