@@ -120,8 +120,26 @@ func TestE2ETarHoldsWritesAndAttrsUntilClose(t *testing.T) {
 		t.Errorf("%v Commit messages for %d files: want one each", sent["Commit"], len(files))
 	}
 	// x and d0–d3 get a chown, a chmod and a utimens each, the symlink a chown.
-	if dirs := 5.0; sent["SetAttr"] > 3*dirs+1 {
+	const dirs = 5.0
+	if sent["SetAttr"] > 3*dirs+1 {
 		t.Errorf("%v SetAttr messages: want at most 3 per directory and 1 for the symlink, none per file", sent["SetAttr"])
+	}
+	// The kernel's getattr of a directory after each create in it is
+	// answered from the create's reply (internal/agent/dirattrs.go).
+	if sent["GetAttr"] > 3*dirs {
+		t.Errorf("%v GetAttr messages: want a few per directory, none per file", sent["GetAttr"])
+	}
+
+	// rm -rf: one Unlink per file, no GetAttr of the directory per unlink.
+	before = scrapeMessages(t, metrics)
+	runCmd(t, time.Minute, "rm", "-rf", m1.path("x"))
+	sent = sentSince(before, scrapeMessages(t, metrics))
+	t.Logf("rm -rf: %v", sent)
+	if sent["GetAttr"] > 3*dirs {
+		t.Errorf("rm -rf: %v GetAttr messages: want a few per directory, none per file", sent["GetAttr"])
+	}
+	if _, err := os.Stat(filepath.Join(srv.export, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("x after rm -rf: %v", err)
 	}
 }
 

@@ -49,8 +49,13 @@ type Config struct {
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
-	Logger      *slog.Logger
-	Metrics     *obs.Metrics
+	// DirAttrTimeout is how long the attributes a directory had right
+	// after this agent's own create or removal in it answer getattrs of it
+	// (dirattrs.go); default 250ms, negative: never. A mount keeps it
+	// within its attribute timeout.
+	DirAttrTimeout time.Duration
+	Logger         *slog.Logger
+	Metrics        *obs.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -77,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
+	}
+	if c.DirAttrTimeout == 0 {
+		c.DirAttrTimeout = 250 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -119,6 +127,7 @@ type Agent struct {
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
 	holds      holds                     // files holding writes back (pipe.go)
+	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
@@ -137,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
+	a.dirs.ttl = cfg.DirAttrTimeout
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
 	if cfg.Policy != "none" {
@@ -158,8 +168,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
 		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
-	if !cfg.NoCallbacks {
-		a.sess.register = register
+	a.sess.register = func(ctx context.Context, c *wire.Conn) bool {
+		a.dirs.enable(ctx, c)
+		return !cfg.NoCallbacks && register(ctx, c)
 	}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {
@@ -232,6 +243,7 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return &wire.OK{}, nil
 	}
 	if m, ok := m.(*wire.CallbackBreak); ok {
+		a.dirs.clear()      // dirattrs.go: someone else changed something
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
@@ -278,6 +290,19 @@ func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire
 	return ar.Attr, nil
 }
 
+// entryAttrCall is attrCall for an entry change of path (dirattrs.go).
+func (a *Agent) entryAttrCall(ctx context.Context, m wire.Msg, path string, idempotent bool) (wire.Attr, error) {
+	r, _, err := a.entryCall(ctx, m, path, idempotent)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("%v: unexpected reply %v: %w", m.Type(), r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
+}
+
 func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 	_, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	return err
@@ -293,6 +318,9 @@ func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
+	if at, ok := a.dirs.get(path); ok {
+		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
+	}
 	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
 	a.wb.overlay(&at)
 	a.holds.overlay(&at)
@@ -310,6 +338,8 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
 	}
+	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
+	defer a.dirs.end(t, nil)
 	var attr wire.Attr
 	var err error
 	if of != nil {
@@ -399,7 +429,7 @@ func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntr
 // Mkdir implements fusefs.Backend.
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
+	return a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
 }
 
 // Unlink implements fusefs.Backend.
@@ -409,7 +439,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
 	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
-	err := a.okCall(ctx, &wire.Unlink{Path: path}, false)
+	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
 	if err == nil {
 		a.wb.removed(path)
 	}
@@ -418,12 +448,17 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 
 // Rmdir implements fusefs.Backend.
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
-	return a.okCall(ctx, &wire.Rmdir{Path: path}, false)
+	t := a.dirs.begin(path) // the directory itself goes
+	defer a.dirs.end(t, nil)
+	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
+	return err
 }
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
 	a.endAllHolds(ctx)
+	a.dirs.clear() // dirattrs.go: directories move, and with them the paths below
+	defer a.dirs.clear()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
@@ -434,7 +469,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
 	a.endAllHolds(ctx)
-	at, err := a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+	at, err := a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
 	a.wb.overlay(&at)
 	return at, err
 }
@@ -442,7 +477,7 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 // Symlink implements fusefs.Backend.
 func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	return a.attrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, false)
+	return a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
 }
 
 // Readlink implements fusefs.Backend.
@@ -499,7 +534,13 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if flags&syscall.O_TRUNC != 0 {
 		a.endAllHolds(ctx) // pipe.go: held writes go before the truncation
 	}
-	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	call := func() (wire.Msg, uint64, error) {
+		if create {
+			return a.entryCall(ctx, m, path, idempotent) // dirattrs.go
+		}
+		return a.sess.call(ctx, as(ctx, m), idempotent)
+	}
+	r, gen, err := call()
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
 	// only after close(2) returned, and this agent batches them. Send what
@@ -508,7 +549,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		if a.releases.flushWait(true) == 0 {
 			time.Sleep(capRetryWait)
 		}
-		r, gen, err = a.sess.call(ctx, as(ctx, m), idempotent)
+		r, gen, err = call()
 	}
 	if err != nil {
 		return nil, wire.Attr{}, err

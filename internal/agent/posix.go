@@ -22,7 +22,7 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
-	return a.attrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, false)
+	return a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
 }
 
 func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {
@@ -49,13 +49,17 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	a.endAllHolds(ctx) // a held write would drop security.capability after it
+	a.endAllHolds(ctx)      // a held write would drop security.capability after it
+	t := a.dirs.begin(path) // an ACL changes a directory's mode
+	defer a.dirs.end(t, nil)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
 }
 
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
+	t := a.dirs.begin(path)
+	defer a.dirs.end(t, nil)
 	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
 }
 

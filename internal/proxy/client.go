@@ -178,6 +178,9 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	switch r := inner.(type) {
 	case *wire.ReadBlock:
 		return cl.readBlock(ctx, m, r)
+	case *wire.ParentAttrs:
+		// Its replies would hide the opens the proxy follows (observe).
+		return nil, fmt.Errorf("the proxy does not relay ParentAttrs: %w", syscall.ENOSYS)
 	case *wire.Release:
 		cl.forget(r.Handle)
 	}

@@ -86,6 +86,13 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.writeSeq(c, m)
 	case *wire.Commit:
 		return s.commit(c, m)
+	case *wire.ParentAttrs:
+		cl, _ := c.Value.Load().(*client)
+		if cl == nil {
+			return nil, syscall.EPROTO
+		}
+		cl.parents.Store(true)
+		return &wire.OK{}, nil
 	case *wire.Fsync:
 		of := s.handles.get(m.Handle, c)
 		if of == nil {

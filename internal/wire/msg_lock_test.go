@@ -12,6 +12,10 @@ func lockSampleMsgs() []Msg {
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
 		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
 		&LookupPinned{Path: "a/f"},
+		&ParentAttrs{},
+		&EntryReply{Open: true, HasAttr: true, Handle: 9, Attr: Attr{Ino: 3, Size: 5}, HasParent: true, Parent: Attr{Ino: 2, Mode: 0o40755}},
+		&EntryReply{HasAttr: true, Attr: Attr{Ino: 4}},
+		&EntryReply{HasParent: true, Parent: Attr{Ino: 1, Nlink: 3}},
 		&As{UID: 5, GID: 6, Groups: []uint32{7}, Msg: &Commit{Seq: 1, Handle: 2, Data: []byte("xy"), Ops: []CommitOp{{Len: 2}}}},
 		&Commit{Seq: 3, Handle: 4, Data: []byte("abcdef"), Ops: []CommitOp{
 			{Offset: 0, Len: 4},

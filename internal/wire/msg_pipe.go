@@ -3,8 +3,34 @@ package wire
 // Message types 120–129: creation-heavy work pipelined (issue 9). See
 // docs/protocol.md, "Held writes and attribute changes (Commit)".
 const (
-	TCommit Type = 120 // client → server: a new file's held writes and attribute changes, in order; answered by AttrReply
+	TCommit      Type = 120 // client → server: a new file's held writes and attribute changes, in order; answered by AttrReply
+	TParentAttrs Type = 121 // client → server: reply to entry changes on this connection with EntryReply; answered with OK
+	TEntryReply  Type = 122 // server → client: an entry change's reply with the parent directory's attributes
 )
+
+// ParentAttrs asks the server to answer, from now on and on this
+// connection only, every successful Create, Mkdir, Symlink, Mknod, Link,
+// Unlink and Rmdir with an EntryReply: the usual reply plus the attributes
+// of the directory the entry is in, as they are right after the change.
+// The kernel drops a directory's attributes whenever an entry in it
+// changes, and asks for them again at the next permission check (the next
+// create or unlink in it); with them in the reply the client answers that
+// itself. A server that does not know it answers ENOSYS.
+type ParentAttrs struct{}
+
+// EntryReply is the reply of an entry change under ParentAttrs: what the
+// request's usual reply says (an open file's handle and attributes for
+// Create, the entry's attributes for Mkdir, Symlink, Mknod and Link,
+// nothing for Unlink and Rmdir) and, when HasParent, the parent directory's
+// attributes after the change.
+type EntryReply struct {
+	Open      bool   // the usual reply is an OpenReply (Handle and Attr)
+	HasAttr   bool   // the usual reply carries Attr (OpenReply or AttrReply), else it is OK
+	Handle    uint64 // Open: the handle
+	Attr      Attr
+	HasParent bool
+	Parent    Attr
+}
 
 // CommitOp is one operation of a Commit: a write of Len bytes at Offset
 // (its bytes are the next Len of the Commit's data section), or, when Attr
@@ -32,10 +58,55 @@ type Commit struct {
 }
 
 func newPipeMsg(t Type) Msg {
-	if t == TCommit {
+	switch t {
+	case TCommit:
 		return &Commit{}
+	case TParentAttrs:
+		return &ParentAttrs{}
+	case TEntryReply:
+		return &EntryReply{}
 	}
 	return nil
+}
+
+func (*ParentAttrs) Type() Type          { return TParentAttrs }
+func (m *ParentAttrs) encode(e *encoder) {}
+func (m *ParentAttrs) decode(d *decoder) {}
+
+func (*EntryReply) Type() Type { return TEntryReply }
+func (m *EntryReply) encode(e *encoder) {
+	e.boolean(m.Open)
+	e.boolean(m.HasAttr)
+	e.u64(m.Handle)
+	if m.HasAttr {
+		encodeAttr(e, &m.Attr)
+	}
+	e.boolean(m.HasParent)
+	if m.HasParent {
+		encodeAttr(e, &m.Parent)
+	}
+}
+func (m *EntryReply) decode(d *decoder) {
+	m.Open = d.boolean()
+	m.HasAttr = d.boolean()
+	m.Handle = d.u64()
+	if m.HasAttr {
+		decodeAttr(d, &m.Attr)
+	}
+	if m.HasParent = d.boolean(); m.HasParent {
+		decodeAttr(d, &m.Parent)
+	}
+}
+
+// Usual is the reply the request would have had without ParentAttrs.
+func (m *EntryReply) Usual() Msg {
+	switch {
+	case m.Open:
+		return &OpenReply{Handle: m.Handle, Attr: m.Attr}
+	case m.HasAttr:
+		return &AttrReply{Attr: m.Attr}
+	}
+	return &OK{}
 }
 
 func (*Commit) Type() Type { return TCommit }

@@ -123,6 +123,7 @@ func (m *As) encode(e *encoder) {
 	e.u32(uint32(m.Msg.Type()))
 	m.Msg.encode(e)
 }
+
 // payload and setPayload carry the wrapped message's data (a Commit's).
 func (m *As) payload() []byte {
 	if p, ok := m.Msg.(payloader); ok {
