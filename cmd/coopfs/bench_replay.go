@@ -44,6 +44,7 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	warmup := fs.Int("warmup", 0, "accesses played first and not counted")
 	serverLink := fs.String("server-link", replay.DefaultLink, "server link rate (tc units)")
 	clientLink := fs.String("client-link", replay.DefaultLink, "client link rate (tc units)")
+	diskLatency := fs.Duration("disk-latency", 0, "put the live server's export on a slow disk: every read of it costs this (e.g. 10ms) and bypasses the page cache (0: a plain directory)")
 	parallel := fs.Bool("parallel", false, "play the counted accesses with every client at once (each in its trace order) instead of one at a time")
 	keep := fs.Bool("keep", false, "keep the run directory (logs)")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
@@ -76,7 +77,7 @@ func runBenchReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	r, err := replay.Run(ctx, replay.Config{Workload: w, MaxAccesses: *accesses, Policies: ps,
 		BlockSize: int64(blockSize), ClientCache: int64(clientCache), ServerCache: int64(serverCache),
-		WarmUp: *warmup, Parallel: *parallel, Seed: *seed, Binary: *binary, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
+		WarmUp: *warmup, Parallel: *parallel, DiskLatency: *diskLatency, Seed: *seed, Binary: *binary, ServerLink: *serverLink, ClientLink: *clientLink, Keep: *keep,
 		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -163,17 +163,27 @@ func needFUSE(t *testing.T) {
 	}
 }
 
-// e2eFreeAddr returns a loopback address with a port that was free a moment ago.
+// e2eFreeAddr returns a loopback address with a port that was free a
+// moment ago and that it never returned before in this run (the kernel may
+// hand out the port it just freed again: two calls in a row could return
+// one port, for a proxy's --listen and --metrics say).
 func e2eFreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, seen := e2eGivenAddrs.LoadOrStore(addr, struct{}{}); !seen {
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
+
+// e2eGivenAddrs holds the addresses e2eFreeAddr returned.
+var e2eGivenAddrs sync.Map
 
 // lockedBuffer collects a process's stderr; safe to read while it runs.
 type lockedBuffer struct {

@@ -23,12 +23,11 @@ import (
 	"github.com/coopfs/coopfs/internal/block"
 )
 
-// A write-back mount listens on a unix socket named after its mountpoint
-// (controlSocket) for `coopfs flush`. The protocol is lines of text: the
-// client sends "flush"; the mount answers with "progress FILES TOTALFILES
-// BYTES TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
+// `coopfs flush` asks a mount on its control socket (control.go): it sends
+// "flush"; the mount answers with "progress FILES TOTALFILES BYTES
+// TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
 
-// controlSocket is the flush socket of the mount at dir (an absolute,
+// controlSocket is the control socket of the mount at dir (an absolute,
 // symlink-free path): in $XDG_RUNTIME_DIR/coopfs, else in a directory of
 // the user's own under the temporary directory.
 func controlSocket(dir string) string {
@@ -54,15 +53,20 @@ func canonical(dir string) (string, error) {
 	return abs, nil
 }
 
-// serveFlushControl serves `coopfs flush` on the mount's control socket and
-// flushes on SIGUSR1, logging progress. It returns the function that stops
-// both.
-func serveFlushControl(ctx context.Context, a *agent.Agent, mountDir string, log *slog.Logger) (func(), error) {
-	dir, err := canonical(mountDir)
-	if err != nil {
-		return nil, err
-	}
-	path := controlSocket(dir)
+// flusher writes back dirty data: a write-back mount's agent or a
+// write-back proxy.
+type flusher interface {
+	Flush(ctx context.Context, progress func(agent.Progress)) (agent.Progress, error)
+}
+
+// proxyControlKey names the flush socket of the proxy listening on addr
+// (`coopfs flush --proxy ADDR`); a mountpoint is an absolute path, so the
+// two never meet.
+func proxyControlKey(addr string) string { return "proxy " + addr }
+
+// serveFlushSocket serves `coopfs flush` on the unix socket path and
+// flushes on SIGUSR1.
+func serveFlushSocket(ctx context.Context, a flusher, path string, log *slog.Logger) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("flush control socket: %w", err)
 	}
@@ -81,7 +85,7 @@ func serveFlushControl(ctx context.Context, a *agent.Agent, mountDir string, log
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serveFlushConn(ctx, a, c) }()
+			go func() { defer wg.Done(); serveFlushRequest(ctx, a, c) }()
 		}
 	}()
 	sig := make(chan os.Signal, 1)
@@ -108,7 +112,7 @@ func serveFlushControl(ctx context.Context, a *agent.Agent, mountDir string, log
 	}, nil
 }
 
-func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
+func flushOnSignal(ctx context.Context, a flusher, log *slog.Logger) {
 	log.Info("write-back: SIGUSR1: writing back dirty data")
 	var last time.Time
 	p, err := a.Flush(ctx, func(p agent.Progress) {
@@ -125,7 +129,9 @@ func flushOnSignal(ctx context.Context, a *agent.Agent, log *slog.Logger) {
 	log.Info("write-back: flushed", "files", p.Files, "bytes", block.Size(p.Bytes).String())
 }
 
-func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn) {
+// serveFlushRequest reads a connection's request line, which must be
+// "flush", and serves it (a proxy's socket knows no other request).
+func serveFlushRequest(ctx context.Context, a flusher, c net.Conn) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -134,6 +140,15 @@ func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	serveFlushConn(ctx, a, c, true)
+}
+
+// serveFlushConn answers a "flush" request (its line already read).
+func serveFlushConn(ctx context.Context, a flusher, c net.Conn, writeBack bool) {
+	if !writeBack {
+		fmt.Fprintf(c, "error this mount does not use write-back (it was mounted without --write-policy write-back): it holds no dirty data to flush\n")
+		return
+	}
 	var mu sync.Mutex
 	var last time.Time
 	p, err := a.Flush(ctx, func(p agent.Progress) {
@@ -152,34 +167,46 @@ func serveFlushConn(ctx context.Context, a *agent.Agent, c net.Conn) {
 	fmt.Fprintf(c, "done %d %d\n", p.Files, p.Bytes)
 }
 
-// runFlush implements `coopfs flush MOUNTPOINT`.
+// runFlush implements `coopfs flush MOUNTPOINT` and `coopfs flush --proxy ADDR`.
 func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("flush", "[--quiet] MOUNTPOINT\n\nWrites back the dirty data of a mount made with --write-policy write-back, printing progress.\nSending SIGUSR1 to the mount process does the same (progress goes to its log).", stderr)
+	fs := newFlagSet("flush", "[--quiet] MOUNTPOINT | [--quiet] --proxy HOST:PORT\n\nWrites back the dirty data of a mount made with --write-policy write-back (or of a proxy started with it, named by its --listen address), printing progress.\nSending SIGUSR1 to the mount or proxy process does the same (progress goes to its log).", stderr)
 	quiet := fs.Bool("quiet", false, "print only the result")
+	proxyAddr := fs.String("proxy", "", "flush the write-back proxy listening on HOST:PORT (its --listen) instead of a mount")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "coopfs flush: want exactly one MOUNTPOINT, got %d arguments\n", fs.NArg())
+	want := 1
+	if *proxyAddr != "" {
+		want = 0
+	}
+	if fs.NArg() != want {
+		fmt.Fprintf(stderr, "coopfs flush: want exactly one MOUNTPOINT or --proxy HOST:PORT, got %d arguments\n", fs.NArg())
 		fs.Usage()
 		return errUsage
 	}
-	dir, err := canonical(fs.Arg(0))
-	if err != nil {
-		return err
+	var what, path, hint string
+	if *proxyAddr != "" {
+		what, path = "proxy "+*proxyAddr, controlSocket(proxyControlKey(*proxyAddr))
+		hint = fmt.Sprintf("is `coopfs proxy --write-policy write-back --listen %s` running as this user?", *proxyAddr)
+	} else {
+		dir, err := canonical(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		what, path = dir, controlSocket(dir)
+		hint = fmt.Sprintf("is %s mounted by `coopfs mount --write-policy write-back` as this user?", dir)
 	}
-	path := controlSocket(dir)
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return fmt.Errorf("no write-back mount answers at %s (%v): is %s mounted by `coopfs mount --write-policy write-back` as this user?", path, err, dir)
+		return fmt.Errorf("no write-back mount or proxy answers at %s (%v): %s", path, err, hint)
 	}
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 	if _, err := io.WriteString(c, "flush\n"); err != nil {
-		return fmt.Errorf("flush %s: %w", dir, err)
+		return fmt.Errorf("flush %s: %w", what, err)
 	}
-	return readFlushReplies(c, dir, stdout, *quiet)
+	return readFlushReplies(c, what, stdout, *quiet)
 }
 
 func readFlushReplies(r io.Reader, dir string, stdout io.Writer, quiet bool) error {

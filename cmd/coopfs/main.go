@@ -30,6 +30,7 @@ func commands() []command {
 		{"secret", "write a new cluster secret to a file", runSecret},
 		{"ca", "make a cluster CA (ca init) and certificates (ca issue NAME)", runCA},
 		{"flush", "write back a write-back mount's dirty data now, with progress", runFlush},
+		{"warmup", "prefetch files or trees into a mount's caches (--cluster: a set of clients together), with progress", runWarmup},
 		{"stats", "print a coopfs process's counters (reads by layer, bytes, messages)", runStats},
 		{"demo", "start a server and several clients here and show cooperative reads", runDemo},
 		{"bench", "measure a live coopfs: FUSE ceilings, caches, cold and random reads", runBench},

@@ -20,11 +20,13 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverAddr := fs.String("server", "", "address of the coopfs server (HOST:PORT, required)")
 	cacheSize := block.Size(mem.DefaultCapacity)
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
-	policy := fs.String("policy", "", "coordination policy: none, directory or hints; empty follows the server's")
-	listen := fs.String("listen", "", "directory and hints policies: peer listener HOST:PORT (default: the address toward the server, any port; under hints a fixed address keeps the client's identity across restarts)")
-	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "directory and hints policies: how long to wait for a block or an answer a peer should send before asking the server")
+	policy := fs.String("policy", "", "coordination policy: none, directory, hints or wholefile; empty follows the server's")
+	listen := fs.String("listen", "", "cooperative policies (directory, hints, wholefile): peer listener HOST:PORT (default: the address toward the server, any port; under hints a fixed address keeps the client's identity across restarts)")
+	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "cooperative policies: how long to wait for a block or an answer a peer should send before asking the server")
 	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
 	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
+	wholeMin := block.Size(agent.DefaultWholeFileMinSize)
+	fs.Var(&wholeMin, "wholefile-min-size", "wholefile policy: files smaller than this are read from the server directly, without the commit counter and the peers (0: every file; default from the measured crossover, docs/benchmarks-wholefile.md)")
 	secFlags := addSecurityFlags(fs)
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
@@ -35,6 +37,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&writePolicy, "write-policy", "read-only (writes fail with EROFS), write-through (default: a write reaches the server before it returns) or write-back (writes complete in the disk cache; needs --disk-cache)")
 	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
 	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
+	wbCloseSync := fs.Bool("write-back-close-sync", true, "write-back: close(2) of a file opened for writing syncs the disk cache, so a write acknowledged by close survives a machine crash (false: only fsync and the once-a-second background sync do)")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -70,8 +73,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
-		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
-		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh},
+		WholeFileMinSize: wholeFileMinSize(wholeMin),
+		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
+		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},
 		DirAttrTimeout: dirAttrTimeout(*attrTimeout)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -80,15 +84,14 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	// The flush socket is up before the mount appears, so that whoever
-	// waits for the mount can flush at once.
-	if writePolicy == cache.WriteBack {
-		stopCtl, err := serveFlushControl(ctx, a, mountpoint, log)
-		if err != nil {
-			return err
-		}
-		defer stopCtl()
+	// The control socket (`coopfs flush`, `coopfs warmup`) is up before
+	// the mount appears, so that whoever waits for the mount can use it at
+	// once.
+	stopCtl, err := serveControl(ctx, a, mountpoint, writePolicy == cache.WriteBack, log)
+	if err != nil {
+		return err
 	}
+	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
 		ReadOnly: writePolicy == cache.ReadOnly}, log)
 	if err != nil {
@@ -116,6 +119,15 @@ var (
 	_ fusefs.LockBackend  = (*agent.Agent)(nil)
 	_ fusefs.PinnedOpener = (*agent.Agent)(nil)
 )
+
+// wholeFileMinSize maps --wholefile-min-size to agent.Config (where 0 is
+// the default and a negative size means every file).
+func wholeFileMinSize(s block.Size) int64 {
+	if s == 0 {
+		return -1
+	}
+	return int64(s)
+}
 
 // dirAttrTimeout is how long the agent answers a directory's getattrs from
 // its own last change of it (agent.Config.DirAttrTimeout): 250 ms, never

@@ -23,7 +23,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&cacheSize, "cache-size", "memory block cache")
 	diskF := addDiskFlags(fs)
 	var writePolicy cache.WritePolicy // write-through
-	fs.Var(&writePolicy, "write-policy", "what the proxy does with writes: read-only (refused with EROFS) or write-through (default: relayed; whole written blocks kept); write-back is not available on the proxy yet")
+	fs.Var(&writePolicy, "write-policy", "what the proxy does with writes: read-only (refused with EROFS), write-through (default: relayed; whole written blocks kept) or write-back (completed in the disk cache, written back later; needs --disk-cache)")
+	wbDelay := fs.Duration("write-back-delay", 30*time.Second, "write-back: how long data may stay dirty before it is written back in the background")
+	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
 	secFlags := addSecurityFlags(fs)
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the upstream's certificate must carry (default: the host of --upstream)")
 	reconnect := fs.Duration("reconnect-timeout", 10*time.Second, "how long to retry an unreachable upstream at start before failing")
@@ -46,6 +48,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := proxy.CheckWritePolicy(writePolicy); err != nil {
 		return err
 	}
+	if writePolicy == cache.WriteBack && *diskF.dir == "" {
+		return errors.New("--write-policy write-back needs a disk cache: add --disk-cache DIR")
+	}
 	log := obs.NewLogger(stderr, *logLevel)
 	sec, err := secFlags.load()
 	if err != nil {
@@ -57,7 +62,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	log.Info("connecting", "upstream", *upstream)
 	p, err := proxy.New(ctx, proxy.Config{Upstream: *upstream, Security: sec, TLSServerName: *serverName, Name: *name,
-		CacheSize: int64(cacheSize), WritePolicy: writePolicy,
+		CacheSize: int64(cacheSize), WritePolicy: writePolicy, WriteBack: proxy.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh},
 		Disk:           proxy.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		ConnectTimeout: *reconnect, RequestTimeout: *requestTimeout,
 		Conns:  connF.limits(),
@@ -72,6 +77,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ln, err := server.Listen(*listen)
 	if err != nil {
 		return err
+	}
+	if writePolicy == cache.WriteBack {
+		stopCtl, err := serveFlushSocket(ctx, p, controlSocket(proxyControlKey(*listen)), log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopCtl()
 	}
 	if err := serveMetrics(ctx, m, *metrics, log); err != nil {
 		ln.Close()

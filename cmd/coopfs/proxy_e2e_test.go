@@ -256,7 +256,7 @@ func TestE2EProxyBadFlags(t *testing.T) {
 		prefix string
 		want   []string
 	}{
-		{[]string{"--write-policy", "write-back"}, "coopfs proxy:", []string{"write-back is not available on the proxy"}},
+		{[]string{"--write-policy", "write-back"}, "coopfs proxy:", []string{"write-back needs a disk cache", "--disk-cache"}},
 		{[]string{"--write-policy", "sometimes"}, "invalid value", []string{"unknown write policy", "read-only, write-through"}},
 		{[]string{"--disk-banks", "4"}, "coopfs proxy:", []string{"--disk-banks", "without --disk-cache"}},
 	} {

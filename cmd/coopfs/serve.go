@@ -22,7 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cacheSize := block.Size(server.DefaultCacheSize)
 	fs.Var(&cacheSize, "cache-size", "server memory block cache")
 	readOnly := fs.Bool("read-only", false, "refuse every change to the export")
-	policy := fs.String("policy", "none", "coordination policy: none (every miss to the server), directory (the server forwards misses to a client that holds the block) or hints (clients find blocks through location hints, without the server)")
+	policy := fs.String("policy", "none", "coordination policy: none (every miss to the server), directory (the server forwards misses to a client that holds the block) hints (clients find blocks through location hints, without the server) or wholefile (clients cache whole files on disk and fetch a changed one from the clients holding its current version, in parallel segments)")
 	discardCacheSize := block.Size(server.DefaultDiscardCacheSize)
 	fs.Var(&discardCacheSize, "discard-cache-size", "hints policy: the discard cache in server memory, for young master copies clients evicted by mistake (e.g. 64MiB; 0: none)")
 	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")

@@ -39,6 +39,8 @@ func TestBenchWriteBackWAN(t *testing.T) {
 		{"no disk cache", nil},
 		{"write-through", []string{"--disk-cache", "", "--write-policy", "write-through"}},
 		{"write-back", []string{"--disk-cache", "", "--write-policy", "write-back", "--write-back-delay", "1h"}},
+		{"write-back, no close sync", []string{"--disk-cache", "", "--write-policy", "write-back", "--write-back-delay", "1h",
+			"--write-back-close-sync=false"}},
 	}
 	res := map[string][][2]time.Duration{}
 	for run := 0; run < runs; run++ {

@@ -39,13 +39,18 @@ type Config struct {
 	// Policy is the coordination policy the mount expects: "" follows the
 	// server's, "none", "directory" or "hints" must match it.
 	Policy         string
-	Listen         string            // cooperative policies: peer listener (host:port); "" picks the address toward the server
-	ForwardTimeout time.Duration     // cooperative policies: how long to wait for a peer's block or answer; default 5s
-	DiscardQueue   int               // directory policy: discard notification batch; default 400
-	NoDiscard      bool              // directory policy: send no discard notifications (for comparisons)
-	Disk           DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	WritePolicy    cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
-	WriteBack      WriteBackConfig   // tuning of the write-back policy
+	Listen         string        // cooperative policies: peer listener (host:port); "" picks the address toward the server
+	ForwardTimeout time.Duration // cooperative policies: how long to wait for a peer's block or answer; default 5s
+	DiscardQueue   int           // directory policy: discard notification batch; default 400
+	// WholeFileMinSize: wholefile policy: files smaller than this are read
+	// from the server block by block, without the counter and map (the
+	// coordination would cost more than the data); default
+	// DefaultWholeFileMinSize, negative: every file.
+	WholeFileMinSize int64
+	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
+	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack        WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
@@ -80,6 +85,11 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 2 * time.Minute
 	}
+	if c.WholeFileMinSize == 0 {
+		c.WholeFileMinSize = DefaultWholeFileMinSize
+	} else if c.WholeFileMinSize < 0 {
+		c.WholeFileMinSize = 0
+	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
 	}
@@ -104,7 +114,7 @@ func (c *Config) validate() error {
 	case c.ReadAhead < 0:
 		return fmt.Errorf("read-ahead %d is negative", c.ReadAhead)
 	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
-		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+		return fmt.Errorf("unknown policy %q: use none, directory, hints or wholefile", c.Policy)
 	case c.WritePolicy == cache.WriteBack && c.Disk.Dir == "":
 		return fmt.Errorf("--write-policy write-back keeps dirty data on disk: add --disk-cache DIR")
 	}
@@ -129,6 +139,7 @@ type Agent struct {
 	holds      holds                     // files holding writes back (pipe.go)
 	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 
 	mu       sync.Mutex
@@ -169,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
 		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
 	a.sess.register = func(ctx context.Context, c *wire.Conn) bool {
-		a.dirs.enable(ctx, c)
+		a.pipeline(ctx, c) // dirattrs.go
 		return !cfg.NoCallbacks && register(ctx, c)
 	}
 	if _, _, err := a.sess.current(ctx); err != nil {
@@ -201,7 +212,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			ln.Close()
 		}
 		return nil, fmt.Errorf("the server runs policy %q but --policy %s was asked: mount with --policy %s (or leave --policy out to follow the server)", policy, cfg.Policy, policy)
-	case policy == "directory" || policy == "hints":
+	case policy == "directory" || policy == "hints" || policy == "wholefile":
 		p, err := a.newPolicy(ctx, policy, ln)
 		if err != nil {
 			a.sess.close()
@@ -219,6 +230,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 // newPolicy builds a cooperative policy's client side on the peer
 // listener ln and registers its metrics.
 func (a *Agent) newPolicy(ctx context.Context, name string, ln net.Listener) (policy, error) {
+	if name == "wholefile" {
+		w := newWholeClient(a, ln)
+		a.metrics.Register(wholeCollector{w})
+		return w, nil
+	}
 	if name == "hints" {
 		h, err := newHintsClient(ctx, a, ln)
 		if err != nil {
@@ -310,9 +326,10 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.Lookup{Path: path}, true)
-	a.wb.overlay(&at)
-	a.holds.overlay(&at)
+	at, err := a.settledAttr(func() (wire.Attr, error) {
+		return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+	}, a.getAttr(ctx, path))
+	a.holds.overlay(&at) // pipe.go
 	return at, err
 }
 
@@ -321,9 +338,8 @@ func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 	if at, ok := a.dirs.get(path); ok {
 		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
 	}
-	at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
-	a.wb.overlay(&at)
-	a.holds.overlay(&at)
+	at, err := a.settledAttr(a.getAttr(ctx, path), nil)
+	a.holds.overlay(&at) // pipe.go
 	return at, err
 }
 
@@ -340,30 +356,37 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	}
 	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
 	defer a.dirs.end(t, nil)
-	var attr wire.Attr
-	var err error
+	ask, again := func() (wire.Attr, error) { return a.attrCall(ctx, m, true) }, a.getAttr(ctx, path)
 	if of != nil {
 		if err := of.endHold(ctx, false); err != nil {
 			return wire.Attr{}, err // pipe.go: in order after what the file held
 		}
-		var r wire.Msg
-		r, err = of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
-		if ar, ok := r.(*wire.AttrReply); ok {
-			attr = ar.Attr
+		ask = func() (wire.Attr, error) {
+			r, err := of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
+			if ar, ok := r.(*wire.AttrReply); ok {
+				return ar.Attr, err
+			}
+			return wire.Attr{}, err
 		}
-	} else {
-		attr, err = a.attrCall(ctx, m, true)
+		again = func() (wire.Attr, error) { return of.serverAttr(ctx) }
 	}
+	// A file with dirty data keeps its size here (writeback_attr.go).
+	attr, err := a.settledAttr(ask, again)
 	if err != nil {
 		return attr, err
 	}
-	if in.Valid&wire.SetSize != 0 {
-		a.noteVersion(attr.Ino, attr.Version)
+	if in.Valid&wire.SetSize != 0 && !a.wb.holds(attr.Ino) {
+		old := uint64(0)
 		if of != nil {
+			of.mu.Lock()
+			old = of.attr.Version
+			of.mu.Unlock()
 			of.setAttr(attr)
+			of.wrote.Store(true) // a truncation through the open file: a change it commits
 		}
+		a.noteVersion(attr.Ino, attr.Version)
+		a.wb.sized(attr, old)
 	}
-	a.wb.overlay(&attr) // a file with dirty data keeps its size here
 	return attr, nil
 }
 
@@ -392,6 +415,7 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
 	var all []wire.DirEntryPlus
 	for {
+		mark := a.wb.mark()
 		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
 		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
 			return a.readDirNoAttrs(ctx, path)
@@ -404,8 +428,12 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 			return nil, fmt.Errorf("readdirplus: unexpected reply %v: %w", r.Type(), syscall.EIO)
 		}
 		for i := range page.Entries {
-			a.wb.overlay(&page.Entries[i].Attr)
-			a.holds.overlay(&page.Entries[i].Attr)
+			// An entry whose attributes may be from the middle of a
+			// write-back here goes without them (writeback_attr.go).
+			if e := &page.Entries[i]; e.HasAttr && !a.wb.overlaySince(&e.Attr, mark) {
+				e.HasAttr, e.Attr = false, wire.Attr{}
+			}
+			a.holds.overlay(&page.Entries[i].Attr) // pipe.go
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
@@ -459,6 +487,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	a.endAllHolds(ctx)
 	a.dirs.clear() // dirattrs.go: directories move, and with them the paths below
 	defer a.dirs.clear()
+	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
@@ -469,9 +498,9 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
 	a.endAllHolds(ctx)
-	at, err := a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
-	a.wb.overlay(&at)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) {
+		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
+	}, a.getAttr(ctx, newPath))
 }
 
 // Symlink implements fusefs.Backend.
@@ -540,6 +569,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		}
 		return a.sess.call(ctx, as(ctx, m), idempotent)
 	}
+	mark := a.wb.mark()
 	r, gen, err := call()
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
@@ -568,10 +598,26 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 			or.Attr = at
 		}
 	}
-	a.wb.overlay(&or.Attr)
+	if !a.wb.overlaySince(&or.Attr, mark) {
+		// The answer may be from the middle of a write-back here that has
+		// finished since (writeback_attr.go): ask again through the handle.
+		h := or.Handle
+		or.Attr, err = a.settledAttr(func() (wire.Attr, error) {
+			return a.attrCall(ctx, &wire.GetAttr{Path: path, Handle: h}, true)
+		}, nil)
+		if err != nil {
+			if !a.releases.add(gen, h) {
+				a.sess.call(ctx, &wire.Release{Handle: h}, false)
+			}
+			return nil, wire.Attr{}, err
+		}
+	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
+	if flags&syscall.O_TRUNC != 0 {
+		f.wrote.Store(true) // the open emptied the file: a change its close commits
+	}
 	if or.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		a.policy().opened(ctx, f)
 	}

@@ -55,15 +55,15 @@ type dirTicket struct {
 	ok         bool
 }
 
-// enable asks the server for parent attributes on connection c (a new
-// connection: nothing known from the last one is kept).
-func (d *dirAttrs) enable(ctx context.Context, c *wire.Conn) {
-	d.clear()
-	if d.ttl <= 0 {
-		return
-	}
+// pipeline asks the server for parent attributes on connection c (a new
+// connection: nothing known from the last one is kept). A server that
+// answers it knows Commit too: files hold their writes back (pipe.go) only
+// then; a server or proxy that does not (ENOSYS) gets every write at once.
+func (a *Agent) pipeline(ctx context.Context, c *wire.Conn) {
+	a.dirs.clear()
 	_, err := c.Call(ctx, &wire.ParentAttrs{})
-	d.on.Store(err == nil)
+	a.dirs.on.Store(err == nil && a.dirs.ttl > 0)
+	a.holds.noCommit.Store(err != nil)
 }
 
 // parentDir is the path of the directory holding p ("" for the root).

@@ -38,6 +38,12 @@ type file struct {
 
 	holdOn   atomic.Bool // hold.on, read without mu
 	commitMu sync.Mutex  // orders the file's commits (pipe.go)
+
+	// wholefile policy (pwholefile.go): the commit counter the open was
+	// handed (0: none), and whether the file was written since (a close
+	// commits).
+	wholeOpened atomic.Uint64
+	wrote       atomic.Bool
 }
 
 var (
@@ -56,6 +62,14 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	if at, ok := f.heldAttr(); ok {
 		return at, nil // pipe.go: what the held operations leave
 	}
+	ask := func() (wire.Attr, error) { return f.serverAttr(ctx) }
+	at, err := f.a.settledAttr(ask, nil) // a file with dirty data here (writeback_attr.go)
+	f.a.holds.overlay(&at)               // another open file of ino holds writes (pipe.go)
+	return at, err
+}
+
+// serverAttr asks the server for the open file's attributes.
+func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
 	path := f.path
 	f.mu.Unlock()
@@ -67,10 +81,7 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	if !ok {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	at := ar.Attr
-	f.a.wb.overlay(&at)
-	f.a.holds.overlay(&at) // another open file of ino holds writes (pipe.go)
-	return at, nil
+	return ar.Attr, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -234,6 +245,18 @@ func (f *file) readAhead(off int64, n, bs int) {
 // block counts as local memory unless read-ahead fetched it for this very
 // read (it was counted at the fetch).
 func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, error) {
+	for try := 1; ; try++ {
+		data, err := f.blockOnce(ctx, idx, demand, try < settleTries)
+		if !errors.Is(err, errUnsettled) {
+			return data, err
+		}
+	}
+}
+
+// blockOnce is block; strict makes it fail with errUnsettled when the
+// block came from the server while the file was being written back here,
+// and the write-back finished since (writeback_attr.go).
+func (f *file) blockOnce(ctx context.Context, idx uint64, demand, strict bool) ([]byte, error) {
 	f.mu.Lock()
 	ino, v := f.attr.Ino, f.attr.Version
 	f.mu.Unlock()
@@ -248,7 +271,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 	if !demand {
 		defer f.a.fresh.Store(id, struct{}{})
 	}
-	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10)
+	key := strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(idx, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatBool(strict)
 	ch := f.a.flights.DoChan(key, func() (any, error) {
 		if data, ok := f.a.cache.Get(id, block.Version(v)); ok {
 			return data, nil
@@ -257,7 +280,7 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 			f.a.policy().promoted(id, v)
 			return data, nil
 		}
-		return f.fetch(context.WithoutCancel(ctx), id, v)
+		return f.fetch(context.WithoutCancel(ctx), id, v, strict)
 	})
 	select {
 	case r := <-ch:
@@ -272,7 +295,8 @@ func (f *file) block(ctx context.Context, idx uint64, demand bool) ([]byte, erro
 
 // fetch reads one block after a local miss, from a peer or the server as
 // the policy decides (policy.go), and stores it in both tiers.
-func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error) {
+func (f *file) fetch(ctx context.Context, id block.ID, v uint64, strict bool) ([]byte, error) {
+	mark := f.a.wb.mark()
 	br, err := f.a.policy().fetch(ctx, f, id, v)
 	if err != nil {
 		return nil, err
@@ -286,6 +310,11 @@ func (f *file) fetch(ctx context.Context, id block.ID, v uint64) ([]byte, error)
 			return data, nil
 		}
 		br.Version = v
+	}
+	if strict && !f.a.wb.steady(id.File, mark) {
+		// The server's copy may be from the middle of a write-back that
+		// has finished since: read again, at the version it gave.
+		return nil, errUnsettled
 	}
 	if br.Version != v {
 		// The file changed since it was opened: the block belongs to the
@@ -363,8 +392,10 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	case cache.ReadOnly:
 		return 0, errReadOnly
 	case cache.WriteBack:
+		f.wrote.Store(true)
 		return f.a.wb.write(ctx, f, p, off)
 	}
+	f.wrote.Store(true)
 	if held, err := f.holdWrite(ctx, p, off); held {
 		if err != nil {
 			return 0, err
@@ -374,18 +405,29 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
-	r, err := f.call(ctx, func(h uint64) wire.Msg {
-		return &wire.WriteSeq{Seq: seq, Handle: h, Offset: uint64(off), Data: p}
-	}, true)
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	base := f.a.writeBase(ino) // rewrite.go: the writer keeps its cached blocks
+	build := func(h uint64) wire.Msg { return f.a.writeMsg(seq, h, uint64(off), base, p) }
+	r, err := f.call(ctx, build, true)
+	if err != nil && base != 0 && f.a.writeUnknown(err) {
+		r, err = f.call(ctx, build, true) // as WriteSeq now
+	}
 	if err != nil {
 		return 0, err
 	}
-	ar, ok := r.(*wire.AttrReply)
-	if !ok {
+	var attr wire.Attr
+	var prev uint64
+	switch r := r.(type) {
+	case *wire.AttrReply:
+		attr = r.Attr
+	case *wire.WriteReply:
+		attr, prev = r.Attr, r.Prev
+	default:
 		return 0, fmt.Errorf("write: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	attr := ar.Attr
-	f.a.noteVersion(attr.Ino, attr.Version)
+	f.a.wrote(attr.Ino, base, prev, &attr, uint64(off), p)
 	f.setAttr(attr)
 	return len(p), nil
 }
@@ -394,10 +436,21 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 // it held back and returns once the server has it (pipe.go). Other writes
 // are already on the server (write-through), or in the disk tier's bank
 // files (write-back): they survive the death of the mount process from
-// then on (the kernel keeps the files' pages), and a machine crash after
-// the next fsync or the background flusher's sync, at most a second later
-// (writeback.go).
-func (f *file) Flush(ctx context.Context) error { return f.endHold(ctx, false) }
+// then on (the kernel keeps the files' pages). Under write-back, the close
+// of a file opened for writing also syncs the disk tier (the banks written
+// since the last sync), so a write acknowledged by close survives a machine
+// crash too; with WriteBackConfig.NoCloseSync only fsync and the background
+// flusher's sync, at most a second later, do (writeback.go).
+func (f *file) Flush(ctx context.Context) error {
+	if err := f.endHold(ctx, false); err != nil {
+		return err
+	}
+	f.a.policy().closing(ctx, f)
+	if f.a.writePolicy() != cache.WriteBack || f.a.cfg.WriteBack.NoCloseSync || !writeAccess(f.flags) {
+		return nil
+	}
+	return f.a.wb.sync()
+}
 
 // Fsync implements vfs.File. Under write-back it makes the data durable
 // on the local disk: it reaches the server later (writeback.go).

@@ -5,8 +5,11 @@ package agent
 // ClosePeerListener closes a's peer listener and its peer connections, as
 // if its peer side died while its server connection lives on.
 func ClosePeerListener(a *Agent) {
-	if h, ok := a.policy().(*hintsClient); ok {
-		h.peerNet.close()
+	switch p := a.policy().(type) {
+	case *hintsClient:
+		p.peerNet.close()
+	case *wholeClient:
+		p.peerNet.close()
 	}
 }
 

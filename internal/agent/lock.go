@@ -127,23 +127,18 @@ func (f *file) ReleaseLocks(ctx context.Context, owner uint64) error {
 // version and, when it moved since this open file last saw it, makes this
 // open file see the new one (cached blocks of the old version are dropped).
 func (f *file) Revalidate(ctx context.Context) (bool, error) {
-	r, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.GetAttr{Path: f.path, Handle: h} }, true)
+	at, err := f.Attr(ctx) // a file with dirty data here keeps its version (writeback_attr.go)
 	if err != nil {
 		return false, err
 	}
-	ar, ok := r.(*wire.AttrReply)
-	if !ok {
-		return false, fmt.Errorf("getattr: unexpected reply %v: %w", r.Type(), syscall.EIO)
-	}
-	f.a.wb.overlay(&ar.Attr) // a file with dirty data here keeps its version (writeback.go)
 	f.mu.Lock()
-	changed := ar.Attr.Version != f.attr.Version
+	changed := at.Version != f.attr.Version
 	if changed {
-		f.attr = ar.Attr
+		f.attr = at
 	}
 	f.mu.Unlock()
 	if changed {
-		f.a.noteVersion(ar.Attr.Ino, ar.Attr.Version)
+		f.a.noteVersion(at.Ino, at.Version)
 	}
 	return changed, nil
 }
@@ -155,7 +150,7 @@ func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, 
 
 // LookupPinned implements fusefs.PinnedOpener.
 func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
-	at, err := a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
-	a.wb.overlay(&at) // a file with dirty data here (writeback.go)
-	return at, err
+	return a.settledAttr(func() (wire.Attr, error) { // a file with dirty data here (writeback_attr.go)
+		return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
+	}, a.getAttr(ctx, path))
 }

@@ -16,15 +16,24 @@ func (c *coop) opened(context.Context, *file) {}
 
 // fetch reads a block under the directory policy: the block is marked on
 // its way (a forward for it waits) while the server serves it or forwards
-// the request to a holder (fetchCoop).
+// the request to a holder (fetchCoop), until it is in the memory tier: the
+// server recorded us as a holder when it answered, and a forward arriving
+// between the end of the mark and file.fetch's store would find the block
+// neither on its way nor cached and be answered negatively. (file.fetch
+// stores it again: the same bytes.)
 func (c *coop) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire.BlockReply, error) {
 	defer c.startFetch(id, v)()
-	return f.fetchCoop(ctx, c, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	br, err := f.fetchCoop(ctx, c, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	if err == nil && !c.a.wb.holds(id.File) {
+		c.a.cache.Put(id, block.Version(br.Version), br.Data)
+	}
+	return br, err
 }
 
-func (c *coop) hit(block.ID, uint64)      {}
-func (c *coop) promoted(block.ID, uint64) {}
-func (c *coop) fileDropped(uint64)        {}
+func (c *coop) hit(block.ID, uint64)           {}
+func (c *coop) promoted(block.ID, uint64)      {}
+func (c *coop) fileDropped(uint64)             {}
+func (c *coop) closing(context.Context, *file) {}
 
 // memEvicted: the block joins the discard queue unless the disk tier still
 // holds it: the server keeps forwarding to us what our disk can serve; it

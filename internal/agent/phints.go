@@ -385,12 +385,14 @@ func (h *hintsClient) check(ctx context.Context, f *file, id block.ID, v uint64,
 // digestRun blocks around id (the reader of block i reads i+1 next); the
 // fetches of one run, read ahead in parallel, share one request.
 func (h *hintsClient) askDigests(ctx context.Context, f *file, id block.ID, v uint64) {
-	first := id.Index - id.Index%digestRun
-	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(first, 10)
+	// From the block needed to the end of its run: the server reads only
+	// the first from the export if it must, and adds the others it knows.
+	count := uint32(digestRun - id.Index%digestRun)
+	key := "digests:" + strconv.FormatUint(id.File, 10) + ":" + strconv.FormatUint(v, 10) + ":" + strconv.FormatUint(id.Index, 10)
 	h.a.flights.Do(key, func() (any, error) {
 		h.stats.digestRequests.Add(1)
 		r, err := f.call(ctx, func(hd uint64) wire.Msg {
-			return &wire.HintsDigest{Handle: hd, File: id.File, Index: first, Version: v, Count: digestRun}
+			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v, Count: count}
 		}, true)
 		dr, isRep := r.(*wire.HintsDigestRep)
 		if err != nil || !isRep || dr.Version != v {
@@ -624,6 +626,8 @@ func (h *hintsClient) memEvicted(id block.ID) {
 }
 
 func (h *hintsClient) diskEvicted(block.ID) {}
+
+func (h *hintsClient) closing(context.Context, *file) {}
 
 func (h *hintsClient) fileDropped(ino uint64) {
 	h.mu.Lock()

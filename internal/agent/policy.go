@@ -9,14 +9,14 @@ import (
 
 // Policies is every coordination policy a mount can run (the server's
 // --policy chooses; the agent learns it at the handshake).
-var Policies = []string{"none", "directory", "hints"}
+var Policies = []string{"none", "directory", "hints", "wholefile"}
 
 // policy is the client's side of a coordination policy, the one seam the
 // read path and the tiers drive: events in (an open, a local hit, a miss,
 // an eviction, a message from the server), actions out (where a miss is
 // read from, what the server and the peers are sent). Each cooperative
 // policy is an adapter around a state machine of internal/coord
-// (pdirectory.go, phints.go); `none` is policyNone.
+// (pdirectory.go, phints.go, pwholefile.go); `none` is policyNone.
 type policy interface {
 	// opened: a regular file was opened as f (hints: the hint hand-out).
 	opened(ctx context.Context, f *file)
@@ -36,6 +36,8 @@ type policy interface {
 	// serveServer answers what the server sends under the policy;
 	// handled is false for a message the policy does not know.
 	serveServer(ctx context.Context, m wire.Msg) (reply wire.Msg, err error, handled bool)
+	// closing: f is being closed (FUSE flush; wholefile: the commit).
+	closing(ctx context.Context, f *file)
 	close()
 }
 
@@ -61,4 +63,5 @@ func (policyNone) fileDropped(uint64)        {}
 func (policyNone) serveServer(context.Context, wire.Msg) (wire.Msg, error, bool) {
 	return nil, nil, false
 }
-func (policyNone) close() {}
+func (policyNone) closing(context.Context, *file) {}
+func (policyNone) close()                         {}

@@ -65,7 +65,8 @@ func TestPolicySeam(t *testing.T) {
 			}
 			bad := 0.0
 			for _, c := range cs {
-				bad += c.count(t, "coopfs_hints_bad_blocks_total") + c.count(t, "coopfs_forwarded_bad_blocks_total")
+				bad += c.count(t, "coopfs_hints_bad_blocks_total") + c.count(t, "coopfs_forwarded_bad_blocks_total") +
+					c.count(t, "coopfs_wholefile_bad_blocks_total")
 			}
 			if bad != 0 {
 				t.Errorf("%v peer blocks failed their check", bad)

@@ -94,6 +94,27 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 	}()
 }
 
+// toDiskNow stores a block in the disk tier before it returns (a whole
+// file fetched must be there when the fetch ends: its reader and its
+// peers read it from there).
+func (a *Agent) toDiskNow(id block.ID, v block.Version, data []byte) {
+	d := &a.disk
+	if d.c == nil {
+		return
+	}
+	d.mu.Lock()
+	closed := d.closed
+	if !closed {
+		d.wg.Add(1) // never concurrently with closeDisk's Wait
+	}
+	d.mu.Unlock()
+	if closed {
+		return
+	}
+	defer d.wg.Done()
+	d.c.Fill(id, v, data)
+}
+
 // dropFile drops a file's blocks from both tiers when its version changed:
 // they can never hit again (lookups match versions exactly), so their room
 // is freed at once.

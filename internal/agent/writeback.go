@@ -13,6 +13,7 @@ import (
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/cache/disk"
+	"github.com/coopfs/coopfs/internal/cache/wbjournal"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -26,6 +27,10 @@ type WriteBackConfig struct {
 	// blocks may fill before the background flusher writes back the oldest
 	// dirty files at once; default 0.5.
 	HighWater float64
+	// NoCloseSync leaves the sync of dirty frames to fsync and the
+	// background flusher (every second): a close then costs no disk sync,
+	// but a machine crash may take writes closed in the last second.
+	NoCloseSync bool
 }
 
 func (c *WriteBackConfig) setDefaults() {
@@ -91,13 +96,24 @@ type dirtyBlock struct {
 type writeBack struct {
 	a       *Agent
 	cfg     WriteBackConfig
-	journal *disk.MetaStore // file id → where to write it back (wbRecord)
+	journal *wbjournal.Journal // file id → where to write it back
 
 	mu     sync.Mutex
 	files  map[uint64]*dirtyFile
 	dirty  int64              // dirty bytes in all files
 	frames int64              // dirty blocks (frames) in all files
 	open   map[*file]struct{} // the open files, whose paths follow renames
+
+	// Under mu: which files left the dirty set when (writeback_attr.go).
+	epoch uint64            // counts files leaving the dirty set
+	left  map[uint64]uint64 // file → the epoch it last left at
+	floor uint64            // marks below it may have lost their entries in left
+
+	// renaming is held shared by each rename through this agent from its
+	// message until the dirty files follow it (afterRename), and taken
+	// exclusively to tell a file renamed under its write-back from one
+	// removed (renamedAway). Taken before a dirtyFile's mu.
+	renaming sync.RWMutex
 
 	flushMu sync.Mutex // one flush of everything at a time
 	noDeleg sync.Once  // the warning that the server grants no delegations
@@ -127,35 +143,6 @@ func (w *writeBack) holds(ino uint64) bool {
 	defer w.mu.Unlock()
 	_, ok := w.files[ino]
 	return ok
-}
-
-// overlay replaces the server's size and mtime of a file with dirty data
-// by what the writer sees here.
-func (w *writeBack) overlay(at *wire.Attr) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	df, ok := w.files[at.Ino]
-	if ok {
-		// While dirty, only this writer changes the file: its size is at
-		// least the server's (a truncation is written back first).
-		at.Size, at.Version = max(at.Size, uint64(df.size)), df.version
-		at.Blocks = (at.Size + 511) / 512
-		switch {
-		case df.times != nil && df.times.Valid&(wire.SetMtime|wire.SetMtimeNow) != 0:
-			at.Mtime = df.times.Mtime // set explicitly (touch, tar): it stands
-		case df.mtime > at.Mtime:
-			at.Mtime = df.mtime
-		}
-		if df.times != nil && df.times.Valid&(wire.SetAtime|wire.SetAtimeNow) != 0 {
-			at.Atime = df.times.Atime
-		}
-		if df.mtime > at.Ctime {
-			at.Ctime = df.mtime
-		}
-	}
-	w.mu.Unlock()
 }
 
 // acquire returns f's dirty-file record, locked, creating (and journaling)
@@ -367,9 +354,35 @@ func (w *writeBack) released(f *file) {
 	if w == nil {
 		return
 	}
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
 	w.mu.Lock()
 	delete(w.open, f)
+	df := w.files[ino]
+	orphan := df != nil && df.path == "" && !w.openLocked(ino)
 	w.mu.Unlock()
+	if orphan {
+		// The last open file of a removed file is closed: its data goes.
+		df.mu.Lock()
+		if !df.gone {
+			w.drop(df)
+		}
+		df.mu.Unlock()
+	}
+}
+
+// openLocked reports whether a file open here is ino. Called with w.mu held.
+func (w *writeBack) openLocked(ino uint64) bool {
+	for g := range w.open {
+		g.mu.Lock()
+		same := g.attr.Ino == ino
+		g.mu.Unlock()
+		if same {
+			return true
+		}
+	}
+	return false
 }
 
 // find returns the dirty file at path.
@@ -385,7 +398,11 @@ func (w *writeBack) find(path string) *dirtyFile {
 }
 
 // removed is called after path was unlinked or renamed over: its dirty
-// data is put on the stale list and never written back.
+// data is put on the stale list and never written back. A file still open
+// here becomes an orphan: its open files keep reading and writing its data
+// until the last one is closed, but it is never written back — its journal
+// record loses its path, so a restart drops it too (wbjournal.Recover puts
+// it on the stale list).
 func (w *writeBack) removed(path string) {
 	if w == nil {
 		return
@@ -399,8 +416,26 @@ func (w *writeBack) removed(path string) {
 	if df.gone {
 		return
 	}
+	w.mu.Lock()
+	open := w.openLocked(df.ino)
+	if open {
+		df.path = ""
+	}
+	w.mu.Unlock()
+	if !open {
+		w.drop(df)
+		return
+	}
+	if err := w.record(df); err != nil {
+		w.a.log.Warn("write-back: recording a removed file that is still open", "path", path, "err", err)
+	}
+	w.giveBack(df.ino)
+}
+
+// drop puts df on the stale list and forgets it. Called with df.mu held.
+func (w *writeBack) drop(df *dirtyFile) {
 	if err := w.a.disk.c.MarkStale(df.ino); err != nil {
-		w.a.log.Warn("write-back: putting a removed file on the stale list", "path", path, "err", err)
+		w.a.log.Warn("write-back: putting a removed file on the stale list", "file", df.ino, "err", err)
 	}
 	w.a.cache.RemoveFile(df.ino)
 	w.forget(df)
@@ -472,10 +507,11 @@ func (w *writeBack) forget(df *dirtyFile) {
 	if w.files[df.ino] == df {
 		delete(w.files, df.ino)
 	}
+	w.leftLocked(df.ino)
 	w.dirty -= df.bytes
 	w.frames -= int64(len(df.blocks))
 	w.mu.Unlock()
-	if err := w.journal.DeleteAttr(df.ino); err != nil {
+	if err := w.journal.Delete(df.ino); err != nil {
 		w.a.log.Warn("write-back: journal", "err", err)
 	}
 	w.giveBack(df.ino)
@@ -606,6 +642,16 @@ func (a *Agent) beforeSetAttr(ctx context.Context, path string, of *file, in vfs
 		return errReadOnly
 	}
 	return a.wb.beforeSetAttr(ctx, path, of, in)
+}
+
+// renameLock is held by a rename through this agent while the server
+// renames and the dirty files follow (afterRename); it returns the unlock.
+func (w *writeBack) renameLock() func() {
+	if w == nil {
+		return func() {}
+	}
+	w.renaming.RLock()
+	return w.renaming.RUnlock
 }
 
 // afterRename updates the dirty files after a rename: one renamed over is

@@ -2,77 +2,25 @@ package agent
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/cache/disk"
+	"github.com/coopfs/coopfs/internal/cache/wbjournal"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
-// journalName is the write-back journal's file in the disk cache directory.
-const journalName = "writeback"
-
-// wbRecord is a journal record: where and as whom a dirty file is written
-// back. Encoded as version u64 | uid u32 | gid u32 | groups u16 + u32 each
-// | path.
-type wbRecord struct {
-	version uint64
-	caller  vfs.Caller
-	path    string
-}
-
-func (r wbRecord) encode() []byte {
-	b := binary.LittleEndian.AppendUint64(nil, r.version)
-	b = binary.LittleEndian.AppendUint32(b, r.caller.UID)
-	b = binary.LittleEndian.AppendUint32(b, r.caller.GID)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.caller.Groups)))
-	for _, g := range r.caller.Groups {
-		b = binary.LittleEndian.AppendUint32(b, g)
-	}
-	return append(b, r.path...)
-}
-
-func decodeRecord(b []byte) (wbRecord, bool) {
-	var r wbRecord
-	if len(b) < 18 {
-		return r, false
-	}
-	r.version = binary.LittleEndian.Uint64(b)
-	r.caller.UID = binary.LittleEndian.Uint32(b[8:])
-	r.caller.GID = binary.LittleEndian.Uint32(b[12:])
-	n := int(binary.LittleEndian.Uint16(b[16:]))
-	b = b[18:]
-	if len(b) < 4*n {
-		return r, false
-	}
-	for i := 0; i < n; i++ {
-		r.caller.Groups = append(r.caller.Groups, binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	r.path = string(b[4*n:])
-	return r, true
-}
-
 // record writes df's journal record and syncs it. Called with df.mu held.
 func (w *writeBack) record(df *dirtyFile) error {
 	w.mu.Lock()
-	r := wbRecord{version: df.version, caller: df.caller, path: df.path}
+	r := wbjournal.Record{Version: df.version, Caller: df.caller, Path: df.path}
 	w.mu.Unlock()
-	if len(r.caller.Groups) > 1000 {
-		r.caller.Groups = r.caller.Groups[:1000]
-	}
-	err := w.journal.SetAttr(df.ino, r.encode())
-	if err == nil {
-		err = w.journal.Sync()
-	}
-	if err != nil {
-		return fmt.Errorf("write-back: journal %s: %v: %w", r.path, err, syscall.EIO)
+	if err := w.journal.Put(df.ino, r); err != nil {
+		return fmt.Errorf("write-back: %v: %w", err, syscall.EIO)
 	}
 	return nil
 }
@@ -102,6 +50,9 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 	var todo []*dirtyFile
 	var p Progress
 	for _, df := range w.files {
+		if df.path == "" {
+			continue // an orphan (writeback.go, removed): never written back
+		}
 		if pick == nil || pick(df) {
 			todo = append(todo, df)
 			p.TotalBytes += df.bytes
@@ -141,17 +92,48 @@ func (w *writeBack) flushAll(ctx context.Context, progress func(Progress), pick 
 // Writers of the file wait only for the bookkeeping of each block, not for
 // the network: a block rewritten while it was on its way stays dirty. It
 // returns the bytes written; progress (may be nil) gets the running count.
+// A file renamed while its write-back opened it is written back under its
+// new name; one removed from the server loses its dirty data.
 func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, error) {
 	df.flushing.Lock()
 	defer df.flushing.Unlock()
+	var done int64
+	for try := 0; ; try++ {
+		base := done
+		n, path, err := w.flushPass(ctx, df, func(b int64) {
+			if progress != nil {
+				progress(base + b)
+			}
+		})
+		done += n
+		if !errors.Is(err, errGoneFile) {
+			return done, err
+		}
+		if !w.renamedAway(df, path, err) || try >= goneRetries {
+			return done, nil // dropped, or left dirty for the next flush
+		}
+	}
+}
+
+// goneRetries bounds the write-backs of one flushFile that find the file
+// renamed away under them.
+const goneRetries = 3
+
+// flushPass is one write-back of df under its current path, which it
+// returns; errGoneFile: the path no longer names the file on the server.
+func (w *writeBack) flushPass(ctx context.Context, df *dirtyFile, progress func(int64)) (int64, string, error) {
 	df.mu.Lock()
 	if df.gone {
 		df.mu.Unlock()
-		return 0, nil
+		return 0, "", nil
 	}
 	w.mu.Lock()
 	path := df.path
 	w.mu.Unlock()
+	if path == "" {
+		df.mu.Unlock()
+		return 0, "", nil // an orphan: never written back
+	}
 	idxs := make([]uint64, 0, len(df.blocks))
 	for idx := range df.blocks {
 		idxs = append(idxs, idx)
@@ -165,18 +147,16 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 	for _, idx := range idxs {
 		n, attr, err := w.flushBlock(ctx, df, h, idx)
 		if errors.Is(err, errGoneFile) {
-			w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
-			w.dropGone(df)
-			return done, nil
+			return done, path, err
 		}
 		if err != nil {
-			return done, fmt.Errorf("write back %s: %w", path, err)
+			return done, path, fmt.Errorf("write back %s: %w", path, err)
 		}
 		if n > 0 {
 			last = attr
 		}
 		done += int64(n)
-		if progress != nil && n > 0 {
+		if n > 0 {
 			progress(done)
 		}
 	}
@@ -196,7 +176,31 @@ func (w *writeBack) flushFile(ctx context.Context, df *dirtyFile, progress func(
 		}
 		w.settle(df, last)
 	}
-	return done, nil
+	return done, path, nil
+}
+
+// renamedAway tells why df's write-back under path found the file gone
+// from the server: renamed through this agent (its path has moved on since:
+// true, write it back again) or removed (its dirty data is dropped). A
+// rename in flight is waited for: between the server's reply and the dirty
+// files following it (afterRename), the old path is already gone.
+func (w *writeBack) renamedAway(df *dirtyFile, path string, err error) bool {
+	w.renaming.Lock()
+	defer w.renaming.Unlock()
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.gone {
+		return false
+	}
+	w.mu.Lock()
+	now := df.path
+	w.mu.Unlock()
+	if now != path {
+		return true
+	}
+	w.a.log.Warn("write-back: the file is gone from the server; dropping its dirty data", "path", path, "err", err)
+	w.dropGone(df)
+	return false
 }
 
 // flushBlock writes one dirty block back and marks it clean unless it was
@@ -263,10 +267,11 @@ func (w *writeBack) settle(df *dirtyFile, last wire.Attr) {
 	for _, f := range df.files {
 		f.mu.Lock()
 		if f.attr.Version == old {
-			f.attr.Version = last.Version
+			f.attr.Version, f.attr.Size = last.Version, last.Size
 		}
 		f.mu.Unlock()
 	}
+	w.sized(last, old)
 }
 
 // dropGone drops the dirty data of a file the server no longer has at its
@@ -376,12 +381,12 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 	if a.disk.c == nil {
 		return errors.New("--write-policy write-back needs a disk cache: add --disk-cache DIR")
 	}
-	j, err := disk.OpenMeta(filepath.Join(a.cfg.Disk.Dir, journalName))
+	j, err := wbjournal.Open(a.cfg.Disk.Dir)
 	if err != nil {
-		return fmt.Errorf("open the write-back journal: %w", err)
+		return err
 	}
 	cfg := a.cfg.WriteBack
-	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{},
+	w := &writeBack{a: a, cfg: cfg, journal: j, files: map[uint64]*dirtyFile{}, open: map[*file]struct{}{}, left: map[uint64]uint64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	a.wbMu.Lock()
 	a.wb = w
@@ -397,37 +402,22 @@ func (a *Agent) openWriteBack(ctx context.Context) error {
 // the journal, then writes them back. A dirty frame without a record
 // cannot be placed: it is kept, with a warning.
 func (w *writeBack) recover(ctx context.Context) error {
-	recs := w.journal.Attrs()
-	bs := int64(w.a.BlockSize())
-	for _, d := range w.a.disk.c.Dirty() {
-		b, ok := recs[d.ID.File]
-		r, valid := decodeRecord(b)
-		if !ok || !valid || r.version != uint64(d.Version) {
-			w.a.log.Warn("write-back: a dirty block has no journal record; it is kept but cannot be written back", "file", d.ID.File, "block", d.ID.Index)
-			continue
-		}
-		df, ok := w.files[d.ID.File]
-		if !ok {
-			df = &dirtyFile{ino: d.ID.File, version: r.version, caller: r.caller, path: r.path,
-				blocks: map[uint64]dirtyBlock{}, since: time.Now(), mtime: time.Now().UnixNano()}
-			w.files[d.ID.File] = df
-		}
-		data, ok := w.a.disk.c.Get(d.ID, d.Version)
-		if !ok {
-			continue
-		}
-		df.blocks[d.ID.Index] = dirtyBlock{n: len(data)}
-		df.bytes += int64(len(data))
-		w.dirty += int64(len(data))
-		w.frames++
-		df.size = max(df.size, int64(d.ID.Index)*bs+int64(len(data)))
+	files, lost, err := w.journal.Recover(w.a.disk.c)
+	for _, id := range lost {
+		w.a.log.Warn("write-back: a dirty block has no journal record; it is kept but cannot be written back", "file", id.File, "block", id.Index)
 	}
-	for ino := range recs {
-		if _, ok := w.files[ino]; !ok {
-			if err := w.journal.DeleteAttr(ino); err != nil {
-				return err
-			}
+	if err != nil {
+		return err
+	}
+	for ino, rf := range files {
+		df := &dirtyFile{ino: ino, version: rf.Record.Version, caller: rf.Record.Caller, path: rf.Record.Path,
+			blocks: map[uint64]dirtyBlock{}, since: time.Now(), mtime: time.Now().UnixNano(), size: rf.Size, bytes: rf.Bytes}
+		for idx, n := range rf.Blocks {
+			df.blocks[idx] = dirtyBlock{n: n}
 		}
+		w.files[ino] = df
+		w.dirty += rf.Bytes
+		w.frames += int64(len(rf.Blocks))
 	}
 	if len(w.files) == 0 {
 		return nil

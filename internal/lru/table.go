@@ -29,7 +29,10 @@ type Table[K Hasher, V any] struct {
 }
 
 type tslot[K Hasher, V any] struct {
-	h uint64 // hash | 1; 0 marks an empty slot
+	// h is hash | 1; 0 marks an empty slot. The home slot is h >> 1 (the
+	// low bit, always set, would leave every even slot without a home:
+	// twice the load on the odd ones and long probe runs).
+	h uint64
 	k K
 	v V
 }
@@ -41,7 +44,7 @@ func (t *Table[K, V]) Len() int { return t.n }
 func (t *Table[K, V]) Get(k K) (V, bool) {
 	if t.n > 0 {
 		h := k.Hash() | 1
-		for i := h & t.mask; ; i = (i + 1) & t.mask {
+		for i := (h >> 1) & t.mask; ; i = (i + 1) & t.mask {
 			s := &t.slots[i]
 			if s.h == 0 {
 				break
@@ -60,7 +63,7 @@ func (t *Table[K, V]) Get(k K) (V, bool) {
 func (t *Table[K, V]) Ref(k K) *V {
 	if t.n > 0 {
 		h := k.Hash() | 1
-		for i := h & t.mask; ; i = (i + 1) & t.mask {
+		for i := (h >> 1) & t.mask; ; i = (i + 1) & t.mask {
 			s := &t.slots[i]
 			if s.h == 0 {
 				break
@@ -85,7 +88,7 @@ func (t *Table[K, V]) InternHashed(k K, h uint64, v V) (_ V, found bool) {
 		t.grow()
 	}
 	h |= 1
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := (h >> 1) & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.h == 0 {
 			*s = tslot[K, V]{h, k, v}
@@ -105,7 +108,7 @@ func (t *Table[K, V]) Touch(h uint64) uint64 {
 	if len(t.slots) == 0 {
 		return 0
 	}
-	return t.slots[(h|1)&t.mask].h
+	return t.slots[(h>>1)&t.mask].h
 }
 
 // Put sets k's value.
@@ -114,7 +117,7 @@ func (t *Table[K, V]) Put(k K, v V) {
 		t.grow()
 	}
 	h := k.Hash() | 1
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := (h >> 1) & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.h == 0 {
 			*s = tslot[K, V]{h, k, v}
@@ -135,7 +138,7 @@ func (t *Table[K, V]) Delete(k K) (V, bool) {
 		return zero, false
 	}
 	h := k.Hash() | 1
-	i := h & t.mask
+	i := (h >> 1) & t.mask
 	for ; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.h == 0 {
@@ -153,7 +156,7 @@ func (t *Table[K, V]) Delete(k K) (V, bool) {
 		if s.h == 0 {
 			break
 		}
-		home := s.h & t.mask
+		home := (s.h >> 1) & t.mask
 		if (j-home)&t.mask >= (j-i)&t.mask {
 			t.slots[i] = *s
 			i = j
@@ -174,7 +177,7 @@ func (t *Table[K, V]) grow() {
 		if s.h == 0 {
 			continue
 		}
-		j := s.h & t.mask
+		j := (s.h >> 1) & t.mask
 		for t.slots[j].h != 0 {
 			j = (j + 1) & t.mask
 		}

@@ -26,6 +26,10 @@ type blockCache struct {
 	wmu       sync.RWMutex // guards closed against sends on writes
 	closed    bool
 
+	// isDirty (set under write-back) says a file has dirty data here: its
+	// version is the write-back's, not the upstream's.
+	isDirty func(ino uint64) bool
+
 	mu    sync.Mutex
 	files map[uint64]fileVersion // by inode: the last version seen
 }
@@ -73,7 +77,7 @@ func newBlockCache(cfg Config, blockSize int) (*blockCache, error) {
 func (c *blockCache) diskWriter() {
 	defer c.wg.Done()
 	for w := range c.writes {
-		c.disk.Put(w.id, w.v, w.data)
+		c.disk.Fill(w.id, w.v, w.data) // never over a dirty copy (write-back)
 	}
 }
 
@@ -136,6 +140,9 @@ func (c *blockCache) noteAttr(a *wire.Attr) {
 }
 
 func (c *blockCache) noteVersion(ino, v, size uint64) {
+	if c.isDirty != nil && c.isDirty(ino) {
+		return // the write-back's blocks keep their tag until written back
+	}
 	c.mu.Lock()
 	old, known := c.files[ino]
 	if !known && len(c.files) >= maxFiles {
@@ -160,6 +167,38 @@ func (c *blockCache) noteVersion(ino, v, size uint64) {
 		if dv, ok := c.disk.Peek(block.ID{File: ino}); ok && uint64(dv) != v {
 			c.disk.RemoveFile(ino)
 		}
+	}
+}
+
+// current returns the last version seen of file ino and its size.
+func (c *blockCache) current(ino uint64) (fileVersion, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fv, ok := c.files[ino]
+	return fv, ok
+}
+
+// setVersion records file ino's version after a write-back (whatever the
+// order of versions: the write-back's minted ones are higher).
+func (c *blockCache) setVersion(ino, v, size uint64) {
+	c.mu.Lock()
+	c.files[ino] = fileVersion{v, size}
+	c.mu.Unlock()
+}
+
+// forget drops what is known of file ino's version.
+func (c *blockCache) forget(ino uint64) {
+	c.mu.Lock()
+	delete(c.files, ino)
+	c.mu.Unlock()
+}
+
+// fill keeps a fetched block in memory and on disk, never over a dirty
+// copy, synchronously.
+func (c *blockCache) fill(id block.ID, v uint64, data []byte) {
+	c.mem.Put(id, block.Version(v), data)
+	if c.disk != nil {
+		c.disk.Fill(id, block.Version(v), data)
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -26,11 +28,18 @@ type client struct {
 	handles map[uint64]handle // upstream handles this client opened
 }
 
-// handle is what the proxy knows of an open handle: the file, and whether
-// it was opened for reading (a cached block is served only through one).
+// handle is what the proxy knows of an open handle: the file, whether it
+// was opened for reading (a cached block is served only through one), and
+// for write-back the path, the opener's identity and the attributes at open.
 type handle struct {
-	ino      uint64
-	readable bool
+	ino       uint64
+	readable  bool
+	writable  bool
+	appending bool
+	path      string
+	caller    vfs.Caller
+	hasAs     bool
+	attr      wire.Attr
 }
 
 // maxInFlightBytes bounds the request bytes one client has being relayed
@@ -141,7 +150,18 @@ func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.M
 	if wire.OneWay(ctx) {
 		return nil, down.Send(m)
 	}
-	return relayReply(down.Call(ctx, m))
+	rep, err := relayReply(down.Call(ctx, m))
+	if br, ok := m.(*wire.CallbackBreak); ok && err == nil && br.Kind == wire.CallbackWrite && cl.p.wb != nil {
+		// The client wrote the recalled files back — to this proxy, which
+		// holds them dirty: they go upstream before the ack does, so that
+		// the open that recalled them sees the data.
+		for _, it := range br.Items {
+			if ferr := cl.p.wb.flushBefore(ctx, it.Ino); ferr != nil {
+				cl.p.log.Warn("write-back: a file a client wrote back on recall could not be written upstream", "file", it.Ino, "err", ferr)
+			}
+		}
+	}
+	return rep, err
 }
 
 // relayReply turns a relayed call's outcome into the reply to pass on: an
@@ -179,16 +199,29 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	case *wire.ReadBlock:
 		return cl.readBlock(ctx, m, r)
 	case *wire.ParentAttrs:
-		// Its replies would hide the opens the proxy follows (observe).
+		// Its replies would hide the opens the proxy follows (observe),
+		// and a client that has it answered sends Commits, which a
+		// write-back proxy could not take (writeback_relay.go).
 		return nil, fmt.Errorf("the proxy does not relay ParentAttrs: %w", syscall.ENOSYS)
 	case *wire.Release:
 		cl.forget(r.Handle)
+	case *wire.Commit:
+		if cl.p.wb != nil {
+			// Under write-back the proxy takes writes itself (writeback_relay.go):
+			// the client sends its held writes one by one then.
+			return nil, fmt.Errorf("a write-back proxy takes writes one by one, not as Commit: %w", syscall.ENOSYS)
+		}
+	}
+	if w := cl.p.wb; w != nil {
+		if rep, done, err := cl.writeBack(ctx, w, inner); done {
+			return rep, err
+		}
 	}
 	rep, err := cl.call(ctx, m)
 	if err != nil {
 		return relayReply(rep, err)
 	}
-	cl.observe(inner, rep)
+	cl.observe(m, inner, rep)
 	return rep, nil
 }
 
@@ -217,14 +250,22 @@ func (cl *client) sentOneWay(m wire.Msg) {
 
 // observe learns from a relayed reply: the handles opened, the versions
 // and sizes of files, and (write-through) the blocks written.
-func (cl *client) observe(req, rep wire.Msg) {
-	c := cl.p.cache
+func (cl *client) observe(orig, req, rep wire.Msg) {
+	c, wb := cl.p.cache, cl.p.wb
 	switch r := rep.(type) {
 	case *wire.OpenReply:
-		cl.opened(req, r)
 		c.noteAttr(&r.Attr)
+		wb.overlay(&r.Attr)
+		cl.opened(orig, req, r)
 	case *wire.AttrReply:
 		c.noteAttr(&r.Attr)
+		wb.overlay(&r.Attr)
+		if cl.p.cfg.WritePolicy == cache.WriteThrough {
+			cl.keepWritten(req, &r.Attr)
+		}
+	case *wire.WriteReply:
+		c.noteAttr(&r.Attr)
+		wb.overlay(&r.Attr)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
@@ -232,24 +273,30 @@ func (cl *client) observe(req, rep wire.Msg) {
 		for i := range r.Entries {
 			if r.Entries[i].HasAttr {
 				c.noteAttr(&r.Entries[i].Attr)
+				wb.overlay(&r.Entries[i].Attr)
 			}
 		}
+	}
+	if wb != nil {
+		cl.afterChange(wb, req)
 	}
 }
 
 // opened records a handle the upstream granted this client.
-func (cl *client) opened(req wire.Msg, r *wire.OpenReply) {
+func (cl *client) opened(orig, req wire.Msg, r *wire.OpenReply) {
 	var flags uint32
+	var path string
 	switch m := req.(type) {
 	case *wire.Open:
-		flags = m.Flags
+		flags, path = m.Flags, m.Path
 	case *wire.Create:
-		flags = m.Flags
+		flags, path = m.Flags, m.Path
 	case *wire.OpenPinned:
-		flags = m.Flags
+		flags, path = m.Flags, m.Path
 	default:
 		return
 	}
+	caller, hasAs := callerOf(orig)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if len(cl.handles) >= maxHandles {
@@ -258,7 +305,29 @@ func (cl *client) opened(req wire.Msg, r *wire.OpenReply) {
 			break
 		}
 	}
-	cl.handles[r.Handle] = handle{ino: r.Attr.Ino, readable: flags&syscall.O_ACCMODE != syscall.O_WRONLY}
+	acc := flags & syscall.O_ACCMODE
+	cl.handles[r.Handle] = handle{ino: r.Attr.Ino, readable: acc != syscall.O_WRONLY, writable: acc != syscall.O_RDONLY,
+		appending: flags&syscall.O_APPEND != 0, path: path, caller: caller, hasAs: hasAs, attr: r.Attr}
+}
+
+// handleInfo returns what the proxy knows of handle h.
+func (cl *client) handleInfo(h uint64) (handle, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	hd, ok := cl.handles[h]
+	return hd, ok
+}
+
+// renamedHandles moves this client's handles at or under oldPath.
+func (cl *client) renamedHandles(oldPath, newPath string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for h, hd := range cl.handles {
+		if hd.path == oldPath || strings.HasPrefix(hd.path, oldPath+"/") {
+			hd.path = newPath + hd.path[len(oldPath):]
+			cl.handles[h] = hd
+		}
+	}
 }
 
 func (cl *client) forget(h uint64) {

@@ -14,12 +14,10 @@ import (
 // CheckWritePolicy refuses the write policies the proxy does not offer.
 func CheckWritePolicy(p cache.WritePolicy) error {
 	switch p {
-	case cache.ReadOnly, cache.WriteThrough:
+	case cache.ReadOnly, cache.WriteThrough, cache.WriteBack:
 		return nil
-	case cache.WriteBack:
-		return fmt.Errorf("--write-policy write-back is not available on the proxy yet: use write-through (or write-back on the mounts behind it)")
 	}
-	return fmt.Errorf("unknown write policy %v: use read-only or write-through", p)
+	return fmt.Errorf("unknown write policy %v: use read-only, write-through or write-back", p)
 }
 
 // DiskConfig configures the proxy's persistent disk tier (cache/disk).
@@ -40,8 +38,10 @@ type Config struct {
 	Disk          DiskConfig
 	// WritePolicy: cache.ReadOnly refuses every change with EROFS;
 	// cache.WriteThrough (the zero value) relays writes and keeps the whole
-	// blocks written; cache.WriteBack is not offered by the proxy yet.
+	// blocks written; cache.WriteBack completes writes in the disk tier and
+	// writes them back later (writeback.go; needs Disk.Dir).
 	WritePolicy cache.WritePolicy
+	WriteBack   WriteBackConfig
 	// ConnectTimeout bounds how long New retries an unreachable upstream.
 	// Default 10s.
 	ConnectTimeout time.Duration
@@ -77,6 +77,7 @@ func (c *Config) setDefaults() {
 		c.Security = wire.MustSecurity(wire.SecurityConfig{Insecure: true})
 	}
 	c.Conns.SetDefaults()
+	c.WriteBack.setDefaults()
 }
 
 func (c *Config) validate() error {
@@ -85,6 +86,14 @@ func (c *Config) validate() error {
 	}
 	if err := CheckWritePolicy(c.WritePolicy); err != nil {
 		return err
+	}
+	if c.WritePolicy == cache.WriteBack {
+		if c.Disk.Dir == "" {
+			return fmt.Errorf("--write-policy write-back needs a disk cache: add --disk-cache DIR")
+		}
+		if err := c.WriteBack.validate(); err != nil {
+			return err
+		}
 	}
 	if c.CacheSize < 0 || c.Disk.Size < 0 {
 		return fmt.Errorf("cache sizes must not be negative")

@@ -31,7 +31,8 @@
 // client and the client's ack back, and the server's break waits for it
 // as for a direct client (a client that does not ack in time is
 // disconnected, which closes its upstream connection too). The proxy
-// itself holds no callbacks and grants none: it caches no attributes,
+// itself holds no callbacks (except, under write-back, on its own
+// connection, for its write delegations) and grants none: it caches no attributes,
 // lookups or opens, only blocks keyed by version, which a change can
 // never make wrong — a changed file has a new version.
 //
@@ -64,8 +65,11 @@
 //
 // read-only refuses every change with EROFS; write-through relays writes
 // and keeps whole blocks it relayed, at the version the upstream's reply
-// gives, so that a job's results are read back from the proxy. Write-back
-// is the agent's (issue 11, point 2) and not offered by the proxy yet.
+// gives, so that a job's results are read back from the proxy. write-back
+// completes the clients' writes in dirty frames of the disk tier and
+// writes them back later on a connection of the proxy's own, which holds
+// the files' write delegations upstream (writeback.go, session.go; the
+// journal is cache/wbjournal, shared with the agent's write-back).
 //
 // The upstream's coordination policy is not offered to the clients: they
 // see policy "none", the proxy is their shared cache. Under a `directory`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -27,6 +28,7 @@ type Proxy struct {
 	blockSize int
 	upBoot    uint64 // the upstream's boot id, passed on to clients
 	cache     *blockCache
+	wb        *writeBack // nil unless the write policy is write-back
 
 	mu      sync.Mutex
 	clients map[*client]struct{}
@@ -50,8 +52,14 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if p.cache, err = newBlockCache(cfg, p.blockSize); err != nil {
 		return nil, err
 	}
+	if cfg.WritePolicy == cache.WriteBack {
+		if err := p.openWriteBack(ctx); err != nil {
+			p.cache.close()
+			return nil, err
+		}
+	}
 	if err := p.register(); err != nil {
-		p.cache.close()
+		p.closeCaches()
 		return nil, err
 	}
 	return p, nil
@@ -135,7 +143,16 @@ func (p *Proxy) Close() error {
 	for cl := range clients {
 		cl.close()
 	}
-	return p.cache.close()
+	return p.closeCaches()
+}
+
+// closeCaches writes back what it can (write-back) and closes the caches.
+func (p *Proxy) closeCaches() error {
+	var err error
+	if p.wb != nil {
+		err = p.wb.close()
+	}
+	return errors.Join(err, p.cache.close())
 }
 
 // add registers a client; false once the proxy is closed.

@@ -29,10 +29,23 @@ func (cl *client) readBlock(ctx context.Context, orig wire.Msg, m *wire.ReadBloc
 		// is neither kept nor shared (it could be another file's data).
 		return relayReply(cl.call(ctx, orig))
 	}
-	if size, ok := c.sizeAt(m.File, m.Version); ok {
-		if data, ok := c.get(id, m.Version); ok {
+	if w := p.wb; w != nil {
+		if rep, ok, err := w.read(ctx, cl, m); ok {
+			return rep, err
+		}
+	}
+	ver := m.Version
+	if ver&mintBit != 0 {
+		// A version of a dirty file this proxy handed out, since written
+		// back: its data is the upstream's current version.
+		if fv, ok := c.current(m.File); ok {
+			ver = fv.version
+		}
+	}
+	if size, ok := c.sizeAt(m.File, ver); ok {
+		if data, ok := c.get(id, ver); ok {
 			p.metrics.CountRead(obs.LayerProxy, len(data))
-			return &wire.BlockReply{Version: m.Version, Size: size, Layer: wire.LayerProxy, Data: data}, nil
+			return &wire.BlockReply{Version: ver, Size: size, Layer: wire.LayerProxy, Data: data}, nil
 		}
 	}
 	key := strconv.FormatUint(m.File, 10) + ":" + strconv.FormatUint(m.Index, 10) + ":" + strconv.FormatUint(m.Version, 10)
@@ -104,6 +117,8 @@ func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
 	case *wire.Write:
 		cl.keepRange(m.Handle, m.Offset, m.Data, a)
 	case *wire.WriteSeq:
+		cl.keepRange(m.Handle, m.Offset, m.Data, a)
+	case *wire.WriteBase:
 		cl.keepRange(m.Handle, m.Offset, m.Data, a)
 	case *wire.Commit:
 		// A file's held writes (the agent's pipe.go), all at the reply's

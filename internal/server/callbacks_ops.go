@@ -173,11 +173,13 @@ func (s *Server) breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
 			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
 		case *wire.OpenReply:
 			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
+		case *wire.WriteReply:
+			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
 		}
 	}
 	entry := func(p string) { items = append(items, s.entryItem(p)) }
 	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.Commit, *wire.Fallocate, *wire.Open:
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open:
 		obj()
 	case *wire.Create:
 		obj()

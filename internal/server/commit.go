@@ -20,17 +20,46 @@ import (
 // path calls they stand for, and a rename of the file in the meantime
 // does not matter.
 
-// commit applies m once per (client boot id, m.Seq).
+// commit applies m once per (client boot id, m.Seq), as a write (drc.go).
 func (s *Server) commit(c *wire.Conn, m *wire.Commit) (*wire.AttrReply, error) {
 	if err := checkCommit(m); err != nil {
 		return nil, err
 	}
-	return s.once(c, m.Seq, m.Handle, "commit", func(of *openFile, _ writeID) (*wire.AttrReply, error) {
-		if of.appending && len(m.Data) > 0 {
-			return nil, fmt.Errorf("commit of writes to an O_APPEND handle (send them as WriteSeq): %w", syscall.EINVAL)
+	cl, _ := c.Value.Load().(*client)
+	if cl == nil {
+		return nil, syscall.EPROTO
+	}
+	id := writeID{cl.bootID, m.Seq}
+	e, dup := s.drc.begin(id)
+	if dup {
+		<-e.done
+		if errors.Is(e.err, syscall.EBADF) {
+			return s.commit(c, m) // the first try never ran
 		}
-		return s.commitOnce(of, m)
-	})
+		s.drcHits.Add(1)
+		if e.err != nil {
+			return nil, e.err
+		}
+		return &wire.AttrReply{Attr: e.reply.Attr}, nil
+	}
+	of := s.handles.get(m.Handle, c)
+	if of == nil {
+		s.drc.abort(id, e)
+		return nil, fmt.Errorf("commit to unknown handle %d: %w", m.Handle, syscall.EBADF)
+	}
+	var r *wire.AttrReply
+	var err error
+	if of.appending && len(m.Data) > 0 {
+		err = fmt.Errorf("commit of writes to an O_APPEND handle (send them as WriteSeq): %w", syscall.EINVAL)
+	} else {
+		r, err = s.commitOnce(of, m)
+	}
+	var wr *wire.WriteReply
+	if r != nil {
+		wr = &wire.WriteReply{Attr: r.Attr}
+	}
+	s.drc.finish(e, wr, err)
+	return r, err
 }
 
 // checkCommit checks that the operations account for the data exactly.

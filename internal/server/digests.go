@@ -81,15 +81,24 @@ func (s *Server) learnDigest(f *os.File, id block.ID, v uint64, data []byte) []b
 	return sum
 }
 
-// digestFor returns the digest of block id at version v for a forward:
-// from the table, the memory cache, or the export (see digests).
-func (s *Server) digestFor(f *os.File, id block.ID, v, size uint64) ([]byte, error) {
+// digestKnown returns the digest of block id at version v if it is in the
+// table or can be hashed from the memory cache: no read of the export.
+func (s *Server) digestKnown(id block.ID, v uint64) ([]byte, bool) {
 	if sum, ok := s.digests.get(digestKey{id.File, v, id.Index}); ok {
-		return sum, nil
+		return sum, true
 	}
 	if data, ok := s.cache.Get(id, block.Version(v)); ok {
 		sum := wire.BlockDigest(data)
 		s.digests.put(digestKey{id.File, v, id.Index}, sum)
+		return sum, true
+	}
+	return nil, false
+}
+
+// digestFor returns the digest of block id at version v for a forward:
+// from the table, the memory cache, or the export (see digests).
+func (s *Server) digestFor(f *os.File, id block.ID, v, size uint64) ([]byte, error) {
+	if sum, ok := s.digestKnown(id, v); ok {
 		return sum, nil
 	}
 	off := int64(id.Index) * int64(s.cfg.BlockSize)

@@ -52,7 +52,7 @@ type writeID struct{ boot, seq uint64 }
 // drcEntry is a write in the cache: done is closed when its outcome is in.
 type drcEntry struct {
 	done  chan struct{}
-	reply *wire.AttrReply
+	reply *wire.WriteReply
 	err   error
 }
 
@@ -100,7 +100,7 @@ func (rc *replyCache) begin(id writeID) (*drcEntry, bool) {
 	return e, false
 }
 
-func (rc *replyCache) finish(e *drcEntry, r *wire.AttrReply, err error) {
+func (rc *replyCache) finish(e *drcEntry, r *wire.WriteReply, err error) {
 	e.reply, e.err = r, err
 	close(e.done)
 }
@@ -123,57 +123,76 @@ func (rc *replyCache) abort(id writeID, e *drcEntry) {
 
 // writeSeq applies a write once per (client boot id, sequence).
 func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, error) {
-	return s.once(c, m.Seq, m.Handle, "write", func(of *openFile, id writeID) (*wire.AttrReply, error) {
-		return s.writeOnce(of, id, m)
-	})
+	r, err := s.writeExactlyOnce(c, &wire.WriteBase{Seq: m.Seq, Handle: m.Handle, Offset: m.Offset, Data: m.Data})
+	if err != nil {
+		return nil, err
+	}
+	return &wire.AttrReply{Attr: r.Attr}, nil
 }
 
-// once applies a change through handle h of c once per (client boot id,
-// seq): a resent request is answered from the reply cache (after waiting
-// for the first try when it still runs).
-func (s *Server) once(c *wire.Conn, seq, h uint64, what string, apply func(*openFile, writeID) (*wire.AttrReply, error)) (*wire.AttrReply, error) {
+// writeBase is writeSeq, answered with the version before the write too:
+// the writer keeps its cached blocks when it is its Base.
+func (s *Server) writeBase(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, error) {
+	return s.writeExactlyOnce(c, m)
+}
+
+// writeExactlyOnce applies a write once per (client boot id, sequence).
+func (s *Server) writeExactlyOnce(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, error) {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return nil, syscall.EPROTO
 	}
-	id := writeID{cl.bootID, seq}
+	id := writeID{cl.bootID, m.Seq}
 	e, dup := s.drc.begin(id)
 	if dup {
 		<-e.done
 		if errors.Is(e.err, syscall.EBADF) {
-			return s.once(c, seq, h, what, apply) // the first try never ran
+			return s.writeExactlyOnce(c, m) // the first try never ran
 		}
 		s.drcHits.Add(1)
 		return e.reply, e.err
 	}
-	of := s.handles.get(h, c)
+	of := s.handles.get(m.Handle, c)
 	if of == nil {
 		s.drc.abort(id, e)
-		return nil, fmt.Errorf("%s to unknown handle %d: %w", what, h, syscall.EBADF)
+		return nil, fmt.Errorf("write to unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
-	r, err := apply(of, id)
+	r, err := s.writeOnce(of, id, m)
 	s.drc.finish(e, r, err)
 	return r, err
 }
 
 // writeOnce applies a write that the reply cache did not know; an append
 // is first looked up in (and then recorded in) the file's own record.
-func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteSeq) (*wire.AttrReply, error) {
+func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteBase) (*wire.WriteReply, error) {
 	appending := of.appending
 	var ids []byte
 	if appending {
 		ids = s.appendIDs(of.f)
 		if hasAppendID(ids, id) {
 			s.drcHits.Add(1)
-			return s.fstat(of.f)
+			r, err := s.fstat(of.f)
+			if err != nil {
+				return nil, err
+			}
+			return &wire.WriteReply{Attr: r.Attr}, nil // Prev unknown: 0
 		}
 	}
-	r, err := s.writeTo(of, &wire.Write{Data: m.Data, Offset: m.Offset})
-	if err != nil || !appending {
-		return r, err
+	// The append's record is written within the change (it moves the
+	// file's ctime): the version after the write covers it.
+	r, prev, err := s.mutate(of.f, of.ino, func() error {
+		if err := s.pwrite(of.f, m.Data, m.Offset); err != nil {
+			return err
+		}
+		if appending {
+			s.recordAppend(of.f, ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	s.recordAppend(of.f, ids, id)
-	return r, nil
+	return &wire.WriteReply{Attr: r.Attr, Prev: prev}, nil
 }
 
 // appendIDs reads a file's record of its last appends.

@@ -84,6 +84,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.serveLock(ctx, c, m)
 	case *wire.WriteSeq:
 		return s.writeSeq(c, m)
+	case *wire.WriteBase:
+		return s.writeBase(c, m)
 	case *wire.Commit:
 		return s.commit(c, m)
 	case *wire.ParentAttrs:
@@ -259,24 +261,72 @@ func (s *Server) truncate(p string, of *openFile, size int64) error {
 		}
 		defer f.Close()
 	}
-	if err := f.Truncate(size); err != nil {
-		return err
+	ino := uint64(0)
+	if of != nil {
+		ino = of.ino
 	}
-	_, err := s.changed(f)
+	_, _, err := s.mutate(f, ino, func() error { return f.Truncate(size) })
 	return err
 }
 
 // changed starts a new version of an open file after a change through the
 // server and drops its cached blocks. It returns the file's new stat.
 func (s *Server) changed(f *os.File) (os.FileInfo, error) {
+	fi, _, err := s.bumped(f)
+	return fi, err
+}
+
+// bumped is changed, also returning the new version.
+func (s *Server) bumped(f *os.File) (os.FileInfo, uint64, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	s.versions.bump(st)
+	v := s.versions.bump(st)
 	s.cache.RemoveFile(st.Ino)
-	return fi, nil
+	return fi, v, nil
+}
+
+// fileLocks serialize the changes through the server to one file (striped
+// by file id): mutate holds one from the stat before a change to the
+// attributes after it, so that the version before and the version after
+// are consecutive versions of the file.
+const fileLockStripes = 64
+
+// mutate applies change to open file f (file id ino, 0: unknown) and starts
+// the file's new version. It returns the attributes after the change and
+// prev, the version the file had right before it with no other change
+// through the server in between; prev is 0 when that cannot be told (a
+// change by another program landed at the same time).
+func (s *Server) mutate(f *os.File, ino uint64, change func() error) (r *wire.AttrReply, prev uint64, err error) {
+	if ino == 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, 0, err
+		}
+		ino = fi.Sys().(*syscall.Stat_t).Ino
+	}
+	mu := &s.fileLocks[ino%fileLockStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	prev = s.versions.observe(fi.Sys().(*syscall.Stat_t))
+	if err := change(); err != nil {
+		return nil, 0, err
+	}
+	fi, v, err := s.bumped(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	r = s.fattr(f, fi)
+	if r.Attr.Version != v {
+		prev = 0 // the file changed again between the bump and the stat
+	}
+	return r, prev, nil
 }
 
 func (s *Server) chtimes(p string, m *wire.SetAttr) error {
@@ -528,24 +578,25 @@ func (s *Server) write(c *wire.Conn, m *wire.Write) (*wire.AttrReply, error) {
 	if of == nil {
 		return nil, fmt.Errorf("write to unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
-	return s.writeTo(of, m)
+	r, _, err := s.writeTo(of, m)
+	return r, err
 }
 
-// writeTo writes m's data to an open file.
-func (s *Server) writeTo(of *openFile, m *wire.Write) (*wire.AttrReply, error) {
-	// pwrite(2) itself: os.File.WriteAt refuses O_APPEND files, for which the
-	// kernel appends whatever the offset, as a local append would.
-	if err := pwriteAll(of.f, m.Data, int64(m.Offset)); err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
-			s.log.Warn("export disk is full", "err", err)
-		}
-		return nil, err
+// writeTo writes m's data to an open file. It returns the attributes after
+// the write and the version right before it (mutate).
+func (s *Server) writeTo(of *openFile, m *wire.Write) (*wire.AttrReply, uint64, error) {
+	return s.mutate(of.f, of.ino, func() error { return s.pwrite(of.f, m.Data, m.Offset) })
+}
+
+// pwrite writes p at off. It is pwrite(2) itself: os.File.WriteAt refuses
+// O_APPEND files, for which the kernel appends whatever the offset, as a
+// local append would.
+func (s *Server) pwrite(f *os.File, p []byte, off uint64) error {
+	err := pwriteAll(f, p, int64(off))
+	if errors.Is(err, syscall.ENOSPC) {
+		s.log.Warn("export disk is full", "err", err)
 	}
-	fi, err := s.changed(of.f)
-	if err != nil {
-		return nil, err
-	}
-	return s.fattr(of.f, fi), nil
+	return err
 }
 
 func pwriteAll(f *os.File, p []byte, off int64) error {

@@ -231,11 +231,18 @@ func (p *hintsPolicy) read(_ *wire.Conn, _ *client, _ *wire.ReadBlock, _ *os.Fil
 	return true
 }
 
-// served: blocks the server serves are not hashed (a client reading alone
-// pays nothing); a block is hashed when a client first asks for its digest
-// to check a peer's copy (digest), and the hand-outs on open carry the
-// digests known by then.
-func (p *hintsPolicy) served(*os.File, block.ID, uint64, []byte, bool) {}
+// served: a block read from the export is hashed while its bytes are at
+// hand: the client it goes to holds its master copy, which peers will ask
+// it for and check against this digest (digest, and the hand-outs on open
+// carry the digests known). Reading the block again from the export for
+// its digest later would cost a disk read per block where the disk is
+// slow (bench replay --disk-latency). Blocks served from memory were
+// hashed when they were read.
+func (p *hintsPolicy) served(f *os.File, id block.ID, v uint64, data []byte, fromDisk bool) {
+	if fromDisk && len(data) > 0 {
+		p.s.learnDigest(f, id, v, data)
+	}
+}
 
 func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wire.Msg) (wire.Msg, error, bool) {
 	switch m := m.(type) {
@@ -320,8 +327,11 @@ func (p *hintsPolicy) open(ctx context.Context, c *wire.Conn, cl *client, m *wir
 const MaxDigestRun = 16
 
 // digest answers a client's question for the digests of a run of blocks (a
-// peer served one and the open's hand-out had no digest for it): from the
-// table, else hashed from the server's memory cache or the export.
+// peer served the first, m.Index, and the open's hand-out had no digest
+// for it): from the table, else hashed from the server's memory cache or,
+// for the first block only, from the export; the others' digests come
+// along when known without a read of the export (a client asks again for
+// one it still lacks).
 func (p *hintsPolicy) digest(c *wire.Conn, m *wire.HintsDigest) (*wire.HintsDigestRep, error) {
 	p.digestRequests.Add(1)
 	of := p.s.handles.get(m.Handle, c)
@@ -343,11 +353,17 @@ func (p *hintsPolicy) digest(c *wire.Conn, m *wire.HintsDigest) (*wire.HintsDige
 	bs := uint64(p.s.cfg.BlockSize)
 	end := min(m.Index+uint64(max(1, min(m.Count, MaxDigestRun))), (a.Size+bs-1)/bs)
 	for idx := m.Index; idx < end; idx++ {
-		sum, err := p.s.digestFor(of.f, block.ID{File: m.File, Index: idx}, a.Version, a.Size)
-		if err != nil {
-			break // changed while hashed: the client reads from the server
+		id := block.ID{File: m.File, Index: idx}
+		sum, known := p.s.digestKnown(id, a.Version)
+		if !known && idx == m.Index {
+			if sum, err = p.s.digestFor(of.f, id, a.Version, a.Size); err != nil {
+				break // changed while hashed: the client reads from the server
+			}
+			known = true
 		}
-		r.Digests = append(r.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
+		if known {
+			r.Digests = append(r.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
+		}
 	}
 	return r, nil
 }

@@ -10,13 +10,14 @@ import (
 )
 
 // Policies is every coordination policy the live server runs.
-var Policies = []string{"none", "directory", "hints"}
+var Policies = []string{"none", "directory", "hints", "wholefile"}
 
 // policy is the server's side of a coordination policy: the live server
 // feeds it events (clients joining and leaving, files changing, blocks
 // entering and leaving its memory, misses reaching it, the policy's own
 // messages) and carries out what it decides. Each policy is an adapter
-// around a state machine of internal/coord (pdirectory.go, phints.go);
+// around a state machine of internal/coord (pdirectory.go, phints.go,
+// pwholefile.go);
 // `none` is policyNone. The server never asks which policy runs.
 type policy interface {
 	// joined and left bracket a client's connection.
@@ -49,8 +50,10 @@ func newPolicy(s *Server) (policy, error) {
 		return newDirectoryPolicy(s)
 	case "hints":
 		return newHintsPolicy(s)
+	case "wholefile":
+		return newWholeFilePolicy(s)
 	}
-	return nil, fmt.Errorf("unknown policy %q: use none, directory or hints", s.cfg.Policy)
+	return nil, fmt.Errorf("unknown policy %q: use none, directory, hints or wholefile", s.cfg.Policy)
 }
 
 // policyNone is plain client–server caching: every miss is served by the

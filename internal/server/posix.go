@@ -206,12 +206,11 @@ func (s *Server) fallocate(c *wire.Conn, m *wire.Fallocate) (*wire.AttrReply, er
 	if of == nil {
 		return nil, fmt.Errorf("fallocate of unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
-	if err := unix.Fallocate(int(of.f.Fd()), m.Mode, int64(m.Offset), int64(m.Length)); err != nil {
-		return nil, &os.PathError{Op: "fallocate", Path: "(handle)", Err: err}
-	}
-	fi, err := s.changed(of.f)
-	if err != nil {
-		return nil, err
-	}
-	return s.fattr(of.f, fi), nil
+	r, _, err := s.mutate(of.f, of.ino, func() error {
+		if err := unix.Fallocate(int(of.f.Fd()), m.Mode, int64(m.Offset), int64(m.Length)); err != nil {
+			return &os.PathError{Op: "fallocate", Path: "(handle)", Err: err}
+		}
+		return nil
+	})
+	return r, err
 }

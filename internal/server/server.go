@@ -32,7 +32,7 @@ type Config struct {
 	Secret    []byte           // the cluster secret, used when Security is nil
 	Security  *wire.Security   // TLS and authentication; nil: TLS with Secret, or plaintext on loopback without one
 	Conns     wire.ConnLimits  // caps on connections and handshakes
-	Policy    string           // coordination policy: "none" (default), "directory" or "hints" (Policies)
+	Policy    string           // coordination policy: "none" (default), "directory", "hints" or "wholefile" (Policies)
 	Directory directory.Config // the directory policy's settings
 	// DiscardCacheSize is the hints policy's discard cache in server
 	// memory (young master copies clients evicted by mistake), rounded down
@@ -124,7 +124,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("block size %d: want a power of two from 4KiB to 8MiB", c.BlockSize)
 	}
 	if !slices.Contains(Policies, c.Policy) {
-		return fmt.Errorf("unknown policy %q: use none, directory or hints", c.Policy)
+		return fmt.Errorf("unknown policy %q: use none, directory, hints or wholefile", c.Policy)
 	}
 	if c.Squash != SquashRoot && c.Squash != SquashAll && c.Squash != SquashNone {
 		return fmt.Errorf("unknown squash mode %q: use root, all or none", c.Squash)
@@ -192,6 +192,9 @@ type Server struct {
 	xattrWarn            sync.Once
 	testCrashAfterAppend bool // drc.go's test hook
 	crashOnce            atomic.Bool
+
+	// fileLocks: changes through the server to one file, one at a time (ops.go mutate).
+	fileLocks [fileLockStripes]sync.Mutex
 
 	mu       sync.Mutex
 	conns    map[*wire.Conn]struct{}

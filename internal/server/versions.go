@@ -44,8 +44,9 @@ func (v *versions) observe(st *syscall.Stat_t) uint64 {
 		f = &fileState{}
 		v.files[st.Ino] = f
 	} else if f.size == st.Size && f.mtime == mt && f.ctime == ct {
+		ver := f.version // read under mu: another observe may rewrite *f
 		v.mu.Unlock()
-		return f.version
+		return ver
 	}
 	v.next++
 	*f = fileState{version: v.next, size: st.Size, mtime: mt, ctime: ct}

@@ -211,6 +211,36 @@ type csvReader struct {
 	header bool
 	n      int64
 	f      [64][]byte
+	// roles[col] is what column col (from 1) holds, for parseFast; last
+	// is the last column it needs.
+	roles [65]csvRole
+	last  int
+}
+
+// csvRole is what a csv column holds.
+type csvRole uint8
+
+const (
+	csvNone csvRole = iota
+	csvID
+	csvTime
+	csvSize
+	csvOp
+	csvClient
+)
+
+func newCSVReader(lr *lineReader, spec CSVSpec) *csvReader {
+	c := &csvReader{lr: lr, spec: spec, header: spec.Header}
+	for _, col := range []struct {
+		n    int
+		role csvRole
+	}{{spec.IDCol, csvID}, {spec.TimeCol, csvTime}, {spec.SizeCol, csvSize}, {spec.OpCol, csvOp}, {spec.ClientCol, csvClient}} {
+		if col.n > 0 {
+			c.roles[col.n] = col.role
+			c.last = max(c.last, col.n)
+		}
+	}
+	return c
 }
 
 func (c *csvReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, c.fast, c.Next) }
@@ -227,6 +257,13 @@ func (c *csvReader) fast(dst []Access) int {
 	buf, _ := br.Peek(br.Buffered())
 	n, pos := 0, 0
 	for n < len(dst) {
+		if a, j, ok := c.parseFast(buf[pos:]); ok {
+			dst[n] = a
+			c.n++
+			n++
+			pos += j + 1
+			continue
+		}
 		j := bytes.IndexByte(buf[pos:], '\n')
 		if j < 0 || j > maxLine {
 			break
@@ -247,6 +284,101 @@ func (c *csvReader) fast(dst []Access) int {
 	br.Discard(pos)
 	c.lr.line += n
 	return n
+}
+
+// parseFast parses the plain line at the start of buf in one pass over
+// its bytes, the columns it needs only, without splitting it, and returns
+// where the line's '\n' is. It gives up (ok false) on anything else —
+// quotes, blanks around a field, '\r', a missing column, a value that does
+// not parse, a line not wholly in buf — which the line parser handles
+// (with the same result, or the error).
+func (c *csvReader) parseFast(buf []byte) (a Access, end int, ok bool) {
+	a = Access{Op: OpRead, Time: time.Duration(c.n) * LIRSInterval}
+	d := c.spec.Delim
+	col, i := 1, 0
+	for {
+		j := i
+		for j < len(buf) && buf[j] != d && buf[j] != '\n' {
+			j++
+		}
+		if j == len(buf) {
+			return a, 0, false // not wholly buffered
+		}
+		if r := c.roles[col]; r != csvNone {
+			if !c.fastField(&a, r, buf[i:j]) {
+				return a, 0, false
+			}
+		}
+		if col == c.last {
+			if buf[j] != '\n' {
+				k := bytes.IndexByte(buf[j:], '\n')
+				if k < 0 {
+					return a, 0, false
+				}
+				j += k
+			}
+			if j > maxLine || (j > 0 && buf[j-1] == '\r') {
+				return a, 0, false
+			}
+			return a, j, true
+		}
+		if buf[j] == '\n' {
+			return a, 0, false // a column is missing
+		}
+		col, i = col+1, j+1
+	}
+}
+
+// fastField parses v, column role r of a plain line, into a.
+func (c *csvReader) fastField(a *Access, r csvRole, v []byte) bool {
+	switch r {
+	case csvID:
+		if c.spec.HashIDs {
+			if len(v) == 0 || v[0] == '"' || isSpace(v[0]) || isSpace(v[len(v)-1]) {
+				return false
+			}
+			h := fnv.New64a()
+			h.Write(v)
+			a.File = h.Sum64()
+			return true
+		}
+		id, ok := parseUint(v, 64)
+		a.File = id
+		return ok
+	case csvTime:
+		sec, ok := parseSeconds(v)
+		if c.spec.TimeScale > 0 {
+			sec *= c.spec.TimeScale
+		}
+		if !ok || sec < 0 || sec > 1e9 || sec != sec {
+			return false
+		}
+		a.Time = secondsToDuration(sec)
+	case csvSize:
+		n, ok := parseUint(v, 32)
+		a.Size = uint32(n)
+		return ok
+	case csvOp:
+		switch string(v) {
+		case "read", "get":
+			a.Op = OpRead
+		case "write", "set":
+			a.Op = OpWrite
+		case "open":
+			a.Op = OpOpen
+		case "close":
+			a.Op = OpClose
+		case "delete":
+			a.Op = OpDelete
+		default:
+			return false
+		}
+	case csvClient:
+		n, ok := parseUint(v, 31)
+		a.Client = int(n)
+		return ok
+	}
+	return true
 }
 
 func (c *csvReader) Next() (Access, error) {
@@ -404,12 +536,39 @@ func (s *sizeDropper) NextBatch(dst []Access) (int, error) {
 
 // blockExpander turns an access to an object of Size bytes into accesses
 // to blocks 0..n-1 of it (n = ceil(Size/bs), at least 1). Accesses without
-// a size pass through. A delete names the object's length in blocks.
+// a size pass through. A delete names the object's length in blocks. It
+// reads its source in batches (the readers' fast paths).
 type blockExpander struct {
 	Source
 	bs   uint64
 	cur  Access
 	left uint64
+	in   []Access // read from Source; in[pos:] not yet expanded
+	pos  int
+	err  error // what Source reported after in
+}
+
+// pull returns the source's next access.
+func (e *blockExpander) pull() (Access, error) {
+	if e.pos == len(e.in) {
+		if e.err != nil {
+			return Access{}, e.err
+		}
+		if e.in == nil {
+			e.in = make([]Access, 0, 512)
+		}
+		n, err := FillBatch(e.Source, e.in[:cap(e.in)])
+		e.in, e.pos, e.err = e.in[:n], 0, err
+		if n == 0 {
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			e.err = err
+			return Access{}, err
+		}
+	}
+	e.pos++
+	return e.in[e.pos-1], nil
 }
 
 func (e *blockExpander) NextBatch(dst []Access) (int, error) {
@@ -429,7 +588,7 @@ func (e *blockExpander) Next() (Access, error) {
 		e.left--
 		return e.cur, nil
 	}
-	a, err := e.Source.Next()
+	a, err := e.pull()
 	if err != nil || a.Size == 0 {
 		a.Size = 0
 		return a, err

@@ -351,6 +351,12 @@ func TestBatchFastPaths(t *testing.T) {
 			csv.WriteString("# comment\n\n")
 		case 1:
 			fmt.Fprintf(&csv, " %d , \"%d\" ,%d, GET ,%d\r\n", i, rng.Uint64N(1000), rng.IntN(9000), rng.IntN(42))
+		case 2:
+			fmt.Fprintf(&csv, "%d,%d,%d,open,%d,extra,columns\n", i, rng.Uint64(), rng.IntN(9000), rng.IntN(42))
+		case 3:
+			fmt.Fprintf(&csv, "%de-3,%d,%d,close,%d\n", i, rng.Uint64N(1000), rng.IntN(9000), rng.IntN(42))
+		case 4:
+			fmt.Fprintf(&csv, "%d,%d,%d,Write,%d\r\n", i, rng.Uint64N(1000), rng.IntN(9000), rng.IntN(42))
 		default:
 			fmt.Fprintf(&csv, "%d.%03d,%d,%d,%s,%d\n", i/1000, i%1000, rng.Uint64N(1<<40), rng.IntN(1<<20), []string{"read", "set", "delete", "get"}[rng.IntN(4)], rng.IntN(42))
 		}
@@ -395,6 +401,66 @@ func TestBatchFastPaths(t *testing.T) {
 		}
 		if len(want) < 30000 {
 			t.Fatalf("%s: only %d accesses", tc.f, len(want))
+		}
+	}
+}
+
+// TestBlockExpanderBatches checks that expanding objects into blocks, which
+// reads its source in batches, gives the blocks of each object in order and
+// the source's error after the last one, whether read in batches or one by
+// one.
+func TestBlockExpanderBatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var in bytes.Buffer
+	for i := range 5000 {
+		fmt.Fprintf(&in, "%d,%d,%d,%s,%d\n", i, rng.Uint64N(100), rng.IntN(40000), []string{"read", "set", "delete", "open"}[rng.IntN(4)], rng.IntN(4))
+	}
+	in.WriteString("1,2,3,bogus,4\n")
+	const bs = 8192
+	raw, err := NewReaderOptions(bytes.NewReader(in.Bytes()), ReadOptions{Format: FormatCSV, CSV: CSVSpec{TimeCol: 1, IDCol: 2, SizeCol: 3, OpCol: 4, ClientCol: 5, Delim: ','}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Access
+	var werr error
+	for {
+		a, err := raw.Next()
+		if err != nil {
+			werr = err
+			break
+		}
+		n := max(1, (uint64(a.Size)+bs-1)/bs)
+		a.Size = 0
+		if a.Op == OpDelete || a.Op == OpOpen {
+			a.Block = n
+			want = append(want, a)
+			continue
+		}
+		for b := range n {
+			a.Block = b
+			want = append(want, a)
+		}
+	}
+	for _, batch := range []bool{true, false} {
+		src, err := NewReaderOptions(bytes.NewReader(in.Bytes()), ReadOptions{Format: FormatCSV, Sizes: SizesBlocks, BlockSize: bs,
+			CSV: CSVSpec{TimeCol: 1, IDCol: 2, SizeCol: 3, OpCol: 4, ClientCol: 5, Delim: ','}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !batch {
+			src = nextOnly{src}
+		}
+		var got []Access
+		buf := make([]Access, 333)
+		for {
+			n, err := FillBatch(src, buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				if fmt.Sprint(err) != fmt.Sprint(werr) || !slices.Equal(got, want) {
+					t.Fatalf("batch %v: %d accesses (err %v), want %d (err %v)", batch, len(got), err, len(want), werr)
+				}
+				break
+			}
 		}
 	}
 }

@@ -150,7 +150,7 @@ func newFormatReader(br *bufio.Reader, o ReadOptions) (Source, error) {
 		if err := spec.validate(); err != nil {
 			return nil, err
 		}
-		src = &csvReader{lr: newLineReader(br), spec: spec, header: spec.Header}
+		src = newCSVReader(newLineReader(br), spec)
 	default:
 		return nil, fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", o.Format)
 	}

@@ -159,8 +159,14 @@ func newMsg(t Type) Msg {
 	if m := newHintsMsg(t); m != nil {
 		return m // msg_hints.go: types 130-149
 	}
+	if m := newWriteBaseMsg(t); m != nil {
+		return m // msg_writebase.go: types 141-149
+	}
 	if m := newWriteBackMsg(t); m != nil {
 		return m // msg_writeback.go: types 150-159
+	}
+	if m := newWholeFileMsg(t); m != nil {
+		return m // msg_wholefile.go: types 170-179
 	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }

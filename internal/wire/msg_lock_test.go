@@ -12,6 +12,8 @@ func lockSampleMsgs() []Msg {
 		&WriteSeq{Seq: 9, Handle: 1, Offset: 4096, Data: []byte("once")},
 		&OpenPinned{Path: "a/f", Flags: 0, Ino: 12, Gen: 34},
 		&LookupPinned{Path: "a/f"},
+		&WriteBase{Seq: 10, Handle: 1, Offset: 8192, Base: 77, Data: []byte("kept")},
+		&WriteReply{Attr: Attr{Ino: 5, Size: 8196, Version: 78}, Prev: 77},
 		&ParentAttrs{},
 		&EntryReply{Open: true, HasAttr: true, Handle: 9, Attr: Attr{Ino: 3, Size: 5}, HasParent: true, Parent: Attr{Ino: 2, Mode: 0o40755}},
 		&EntryReply{HasAttr: true, Attr: Attr{Ino: 4}},

@@ -15,7 +15,9 @@ const (
 // The kernel drops a directory's attributes whenever an entry in it
 // changes, and asks for them again at the next permission check (the next
 // create or unlink in it); with them in the reply the client answers that
-// itself. A server that does not know it answers ENOSYS.
+// itself. A server that does not know it answers ENOSYS. It also says
+// that the server knows Commit: a client sends Commits only on a
+// connection whose ParentAttrs was answered OK.
 type ParentAttrs struct{}
 
 // EntryReply is the reply of an entry change under ParentAttrs: what the

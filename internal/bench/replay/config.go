@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/sim"
+	"github.com/coopfs/coopfs/internal/sim/dirsim"
 )
 
 // Policies a replay can run, in report order.
@@ -48,6 +50,11 @@ type Config struct {
 	Seed int64
 	// ServerLink and ClientLink are the testbed's tc rates.
 	ServerLink, ClientLink string
+	// DiskLatency, when positive, puts the live server's export on a
+	// slow disk: a slowfs mount (internal/bench/slowfs) whose every read
+	// costs DiskLatency and bypasses the page cache. 0: the export is a
+	// plain directory (its "disk" is the page cache).
+	DiskLatency time.Duration
 	// Binary is the coopfs executable ("" = this program).
 	Binary string
 	// Keep leaves the run directory (export, logs).
@@ -105,6 +112,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("replay: cache sizes must hold at least one block (%d bytes)", c.BlockSize)
 	case c.WarmUp < 0:
 		return fmt.Errorf("replay: --warmup %d: want >= 0", c.WarmUp)
+	case c.DiskLatency < 0:
+		return fmt.Errorf("replay: --disk-latency %v: want >= 0", c.DiskLatency)
 	}
 	return nil
 }
@@ -138,5 +147,7 @@ func (c *Config) params(clients int) sim.Params {
 	p.ServerCacheBlocks = int(c.ServerCache / c.BlockSize)
 	p.WarmUp = c.WarmUp
 	p.Seed = c.Seed
-	return p
+	// The live agent keeps a writer's copies across its own writes
+	// (WriteBase): so do nfs and directory here (hints always does).
+	return p.WithOption(dirsim.OptKeepOwn, "on")
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/bench/nscluster"
+	"github.com/coopfs/coopfs/internal/bench/slowfs"
 	"github.com/coopfs/coopfs/internal/bench/workload"
 	"github.com/coopfs/coopfs/internal/sim"
 )
@@ -49,9 +50,11 @@ func runLive(ctx context.Context, cfg *Config, t *trace, policy, dir string) (*l
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	defer os.RemoveAll(export)
-	if err := t.writeExport(export, cfg.BlockSize); err != nil {
+	unmount, err := exportOn(ctx, cfg, t, export)
+	if err != nil {
 		return nil, err
 	}
+	defer unmount()
 	cl, err := nscluster.Start(ctx, nscluster.Config{Binary: cfg.Binary, Clients: t.clients,
 		ServerLink: cfg.ServerLink, ClientLink: cfg.ClientLink, Export: export, Dir: filepath.Join(dir, "run-"+policy),
 		ServerArgs: cfg.serverArgs(policy),
@@ -72,6 +75,34 @@ func runLive(ctx context.Context, cfg *Config, t *trace, policy, dir string) (*l
 		return nil, err
 	}
 	return res, cl.Close()
+}
+
+// exportOn writes the trace's files into export; with cfg.DiskLatency they
+// go into a backing directory beside it, mounted at export through slowfs.
+// The returned function unmounts (and removes the backing directory).
+func exportOn(ctx context.Context, cfg *Config, t *trace, export string) (func(), error) {
+	if cfg.DiskLatency <= 0 {
+		return func() {}, t.writeExport(export, cfg.BlockSize)
+	}
+	backing := export + ".disk"
+	if err := os.MkdirAll(backing, 0o755); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if err := t.writeExport(backing, cfg.BlockSize); err != nil {
+		os.RemoveAll(backing)
+		return nil, err
+	}
+	s, err := slowfs.Mount(ctx, slowfs.Config{Backing: backing, Mountpoint: export, Latency: cfg.DiskLatency, Logger: cfg.Logger})
+	if err != nil {
+		os.RemoveAll(backing)
+		return nil, fmt.Errorf("replay: --disk-latency: %w", err)
+	}
+	return func() {
+		if err := s.Unmount(); err != nil {
+			cfg.Logger.Warn("slow export not unmounted", "dir", export, "err", err)
+		}
+		os.RemoveAll(backing)
+	}, nil
 }
 
 // player replays a trace through the mounts of a cluster.

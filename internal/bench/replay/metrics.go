@@ -46,6 +46,13 @@ type Side struct {
 	// ReplacementPct them over what the links could carry.
 	ReplacementBytes float64 `json:"replacement_bytes,omitempty"`
 	ReplacementPct   float64 `json:"replacement_pct_of_links,omitempty"`
+	// CoopTracePct and ReplacementTracePct are the same bytes over what
+	// the links carry in the trace's own time for the counted accesses
+	// (its timestamps: the office the trace stands for), where the replay
+	// plays them as fast as the cluster answers; 0 for a trace without
+	// times.
+	CoopTracePct        float64 `json:"coop_overhead_pct_of_links_trace_time,omitempty"`
+	ReplacementTracePct float64 `json:"replacement_pct_of_links_trace_time,omitempty"`
 	// ServerBytesOut is what the server sent (live only).
 	ServerBytesOut float64 `json:"server_bytes_out,omitempty"`
 	// Extra holds raw counts worth seeing (live: per message type).

@@ -65,6 +65,18 @@ var lines = []line{
 		}
 		return s.ReplacementPct, true
 	}, "%.3f"},
+	{"coop control % (trace time)", func(_ *Report, row *Row, s *Side) (float64, bool) {
+		if s == row.Sim || s.CoopTracePct == 0 {
+			return 0, false
+		}
+		return s.CoopTracePct, true
+	}, "%.3f"},
+	{"replacement % (trace time)", func(_ *Report, row *Row, s *Side) (float64, bool) {
+		if s == row.Sim || s.ReplacementTracePct == 0 {
+			return 0, false
+		}
+		return s.ReplacementTracePct, true
+	}, "%.3f"},
 	{"server sent MiB", func(_ *Report, row *Row, s *Side) (float64, bool) {
 		if s == row.Sim {
 			return 0, false
@@ -94,6 +106,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		"client cache %.1f MiB, server memory %.1f MiB, links: server %s, clients %s\n\n",
 		r.Accesses, r.Reads, r.WarmUp, r.Clients, r.Files, float64(r.DataBytes)/(1<<20), r.BlockSize>>10,
 		float64(r.ClientCache)/(1<<20), float64(r.ServerCache)/(1<<20), r.ServerLink, r.ClientLink)
+	if r.DiskLatency > 0 {
+		fmt.Fprintf(&b, "live server disk: every read of the export costs %v (slowfs, no page cache)\n\n", r.DiskLatency)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head, sub := "\t", "\t"
 	for _, row := range r.Rows {

@@ -33,12 +33,14 @@ type Report struct {
 	// Mode is how the live replay played the counted accesses:
 	// "sequential" (one at a time in trace order) or "parallel" (one
 	// closed-loop player per client).
-	Mode       string    `json:"mode"`
-	ServerLink string    `json:"server_link"`
-	ClientLink string    `json:"client_link"`
-	Started    time.Time `json:"started"`
-	Rows       []*Row    `json:"rows"`
-	Notes      []string  `json:"notes,omitempty"`
+	Mode       string `json:"mode"`
+	ServerLink string `json:"server_link"`
+	ClientLink string `json:"client_link"`
+	// DiskLatency is the live export's read latency (0: page cache).
+	DiskLatency time.Duration `json:"disk_latency_ns,omitempty"`
+	Started     time.Time     `json:"started"`
+	Rows        []*Row        `json:"rows"`
+	Notes       []string      `json:"notes,omitempty"`
 }
 
 // Row is one policy, simulated and live.
@@ -82,6 +84,9 @@ func runPolicy(ctx context.Context, cfg *Config, t *trace, slice *sim.Slice, pol
 	ls := fromLive(policy, live)
 	ls.CoopOverheadPct = overheadPct(ls.CoopBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
 	ls.ReplacementPct = overheadPct(ls.ReplacementBytes, live.elapsed, cfg.ServerLink, cfg.ClientLink, t.clients)
+	span := t.span(cfg.WarmUp)
+	ls.CoopTracePct = overheadPct(ls.CoopBytes, span, cfg.ServerLink, cfg.ClientLink, t.clients)
+	ls.ReplacementTracePct = overheadPct(ls.ReplacementBytes, span, cfg.ServerLink, cfg.ClientLink, t.clients)
 	row.Live, row.BadReads, row.LiveSeconds = &ls, live.bad, live.elapsed.Seconds()
 	return row, nil
 }
@@ -121,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Workload: t.name, Accesses: len(t.accesses), Reads: t.reads, Clients: t.clients,
 		Files: len(t.blocks), DataBytes: t.bytes(cfg.BlockSize), BlockSize: cfg.BlockSize,
 		ClientCache: cfg.ClientCache, ServerCache: cfg.ServerCache, ServerLink: cfg.ServerLink,
-		ClientLink: cfg.ClientLink, Started: time.Now(), Mode: "sequential"}
+		ClientLink: cfg.ClientLink, DiskLatency: cfg.DiskLatency, Started: time.Now(), Mode: "sequential"}
 	if cfg.Parallel {
 		rep.Mode = "parallel"
 	}

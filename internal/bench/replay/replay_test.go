@@ -120,8 +120,37 @@ func TestReplayE2E(t *testing.T) {
 	t.Logf("\n%s", text.String())
 }
 
+// TestReplayDiskLatencyE2E: with --disk-latency the live server reads its
+// export through slowfs; the reads counted at the server's disk each took
+// at least the latency (a lower bound of a sleep: no flake), and every
+// block read is still the right one.
+func TestReplayDiskLatencyE2E(t *testing.T) {
+	if err := Unavailable(); err != nil {
+		t.Skipf("the namespace testbed cannot run here: %v", err)
+	}
+	const lat = 40 * time.Millisecond
+	var progress bytes.Buffer
+	r, err := Run(context.Background(), Config{Workload: tinyTrace(), Binary: clustertest.Binary(t), Progress: &progress,
+		Policies: []string{"none"}, DiskLatency: lat})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	l := r.Rows[0].Live
+	if l == nil || r.Rows[0].BadReads != 0 {
+		t.Fatalf("live %+v, bad reads %d", l, r.Rows[0].BadReads)
+	}
+	if min := l.ServerDisk * float64(lat) / float64(time.Millisecond); l.ServerDisk == 0 || l.AvgReadMs < min {
+		t.Errorf("server disk %.3f of the reads, average read %.2f ms: want at least %.2f ms", l.ServerDisk, l.AvgReadMs, min)
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if !strings.Contains(text.String(), "every read of the export costs 40ms") {
+		t.Errorf("the table does not say the disk is slow:\n%s", text.String())
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{}, {Workload: tinyTrace(), Policies: []string{"nope"}},
+	for _, c := range []Config{{}, {Workload: tinyTrace(), Policies: []string{"nope"}}, {Workload: tinyTrace(), DiskLatency: -1},
 		{Workload: tinyTrace(), BlockSize: 5000}, {Workload: tinyTrace(), ClientCache: 10}} {
 		c.setDefaults()
 		if err := c.validate(); err == nil {
@@ -212,4 +241,19 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The overhead over the trace's own time: the counted accesses' span.
+func TestTraceSpanOverhead(t *testing.T) {
+	tr := &trace{accesses: []sim.Access{{Time: time.Second}, {Time: 3 * time.Second}, {Time: 11 * time.Second}}}
+	if got := tr.span(1); got != 8*time.Second {
+		t.Errorf("span after 1 warm-up access = %v, want 8s", got)
+	}
+	if got := tr.span(5); got != 10*time.Second {
+		t.Errorf("span with a warm-up longer than the trace = %v, want the whole trace, 10s", got)
+	}
+	// 1 MB over 8 s on a 100 Mbit server link and one 100 Mbit client: 0.5 %.
+	if got := overheadPct(1e6, 8*time.Second, "100mbit", "100mbit", 1); got < 0.499 || got > 0.501 {
+		t.Errorf("overheadPct = %v, want 0.5", got)
+	}
 }

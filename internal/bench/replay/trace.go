@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/sim"
 )
@@ -23,6 +24,18 @@ type trace struct {
 	// blocks is every file's size in blocks: the largest block accessed
 	// plus one, or the size an open or delete names, whichever is larger.
 	blocks map[uint64]uint64
+}
+
+// span is the trace's own time from the first counted access (after warm
+// of them) to the last: 0 when the trace has no times.
+func (t *trace) span(warm int) time.Duration {
+	if warm < 0 || warm >= len(t.accesses) {
+		warm = 0
+	}
+	if len(t.accesses) == 0 {
+		return 0
+	}
+	return max(0, t.accesses[len(t.accesses)-1].Time-t.accesses[warm].Time)
 }
 
 // load reads up to max accesses (max < 0: all) of w.

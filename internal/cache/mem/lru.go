@@ -116,6 +116,28 @@ func (l *lru) removeFile(file uint64) {
 	}
 }
 
+// relabel moves file's blocks held at version from to version to, in
+// place (recency unchanged); blocks at other versions are dropped, and so
+// are the blocks take asks for, which are appended to out.
+func (l *lru) relabel(file uint64, from, to block.Version, take func(index uint64, n int) bool, out []Taken) []Taken {
+	fh := l.files[file]
+	for h := fh.Front(); h != 0; {
+		next := list.Next(l.fl, h)
+		e := l.c.Value(h)
+		switch idx := l.c.Key(h).Index; {
+		case e.v != from:
+			l.unlink(h)
+		case take != nil && take(idx, len(e.data)):
+			out = append(out, Taken{Index: idx, Data: e.data})
+			l.unlink(h)
+		default:
+			e.v = to
+		}
+		h = next
+	}
+	return out
+}
+
 // oldest returns the least recently used block.
 func (l *lru) oldest() (evicted, bool) {
 	if h := l.c.Oldest(); h != 0 {

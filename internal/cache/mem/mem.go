@@ -103,6 +103,26 @@ func (c *Cache) RemoveFile(file uint64) {
 	c.core.removeFile(file)
 }
 
+// Taken is a block Relabel took out of the cache: its index in the file
+// and its data (still shared read-only).
+type Taken struct {
+	Index uint64
+	Data  []byte
+}
+
+// Relabel moves every block of file held at version from to version to,
+// without touching recency or counters: the file changed, but not these
+// blocks (a writer's own write-through). Blocks of file at any other
+// version are dropped, and so are those take (if not nil) reports true
+// for, given their index and length: they are returned, for the caller to
+// store again (Put) at version to once it has brought them up to date.
+// OnEvict is not called.
+func (c *Cache) Relabel(file uint64, from, to block.Version, take func(index uint64, n int) bool) []Taken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.core.relabel(file, from, to, take, nil)
+}
+
 // Peek returns the version held for id, without touching recency or the
 // hit/miss counters (for policies that look before they act).
 func (c *Cache) Peek(id block.ID) (block.Version, bool) {

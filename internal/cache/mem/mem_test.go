@@ -113,12 +113,47 @@ func TestCoreInvariants(t *testing.T) {
 			l.put(i, block.Version(rng.IntN(2)), make([]byte, rng.IntN(45)), nil)
 		case r < 9:
 			l.remove(i)
-		default:
+		case r < 10 && op%2 == 0:
 			l.removeFile(i.File)
+		default:
+			l.relabel(i.File, 0, 1, func(idx uint64, _ int) bool { return idx == i.Index }, nil)
 		}
 		if err := l.check(); err != nil {
 			t.Fatalf("op %d: %v", op, err)
 		}
+	}
+}
+
+// TestRelabel: a file's blocks at the old version move to the new one in
+// place (recency unchanged), other versions go, and the blocks taken out
+// are returned with their data.
+func TestRelabel(t *testing.T) {
+	c, _ := New(Config{Capacity: 1 << 20})
+	id := func(f, i uint64) block.ID { return block.ID{File: f, Index: i} }
+	c.Put(id(1, 0), 5, []byte("a"))
+	c.Put(id(1, 1), 5, []byte("b"))
+	c.Put(id(1, 2), 4, []byte("old"))
+	c.Put(id(1, 3), 5, []byte("d"))
+	c.Put(id(2, 0), 5, []byte("other file"))
+	taken := c.Relabel(1, 5, 6, func(idx uint64, n int) bool { return idx == 1 && n == 1 })
+	if len(taken) != 1 || taken[0].Index != 1 || string(taken[0].Data) != "b" {
+		t.Fatalf("taken %+v, want block 1 with its data", taken)
+	}
+	for _, want := range []struct {
+		id   block.ID
+		v    block.Version
+		held bool
+	}{{id(1, 0), 6, true}, {id(1, 3), 6, true}, {id(1, 0), 5, false}, {id(1, 1), 6, false},
+		{id(1, 2), 4, false}, {id(1, 2), 6, false}, {id(2, 0), 5, true}} {
+		if got := c.Contains(want.id, want.v); got != want.held {
+			t.Errorf("Contains(%v, %d) = %v, want %v", want.id, want.v, got, want.held)
+		}
+	}
+	if old, _, _ := c.Oldest(); old != id(1, 0) {
+		t.Errorf("oldest %v after relabel, want %v (recency unchanged)", old, id(1, 0))
+	}
+	if err := c.core.check(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,7 +10,13 @@ type bkey block.ID
 
 func (k bkey) Hash() uint64 { return lru.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
 
-// entry is one cached block's metadata.
+// fkey is a file id hashable by lru.Table.
+type fkey uint64
+
+func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+// entry is one cached block's metadata. It holds no pointers: the slab of
+// entries is not scanned by the garbage collector.
 type entry struct {
 	id     block.ID
 	ver    block.Version // the file version the data belongs to
@@ -18,162 +24,257 @@ type entry struct {
 	seq    uint64        // tie-break among equal stamps: later insert or touch is younger
 	master bool          // the master copy (fetched from the server, or forwarded as such)
 	global bool          // arrived by forward (a global block in the seed's terms)
-	heapAt int           // index in ageCache.heap
-
-	fprev, fnext *entry // the file's entries, for invalidation
+	// inHeap says where the entry is ordered: the heap (at heapAt) or the
+	// age list.
+	inHeap bool
+	heapAt int32
 }
 
 // ageCache holds block metadata ordered by age: the oldest block (smallest
-// stamp) is evicted first. Blocks referenced now go to the young end; blocks
-// forwarded with their old age are "valued by age like local ones" (seed 002
-// 4.3), which an LRU list cannot do in O(1), hence an indexed min-heap:
-// O(log n) per insert, touch and eviction (a 4-ary heap).
+// (stamp, seq)) is evicted first. Blocks referenced now go to the young
+// end; blocks forwarded with their old age are "valued by age like local
+// ones" (seed 002 4.3), which an LRU list alone cannot do in O(1).
+//
+// Entries live in a slab and are named by int32 handles (0 is none). They
+// are ordered in two parts whose union is the age order:
+//   - the age list (an lru.List, oldest at the back): an entry whose age
+//     is younger than every listed entry's when it is inserted or touched
+//     is appended at the young end in O(1). In the simulator, and in a
+//     live client whose clock moves forward, that is every reference;
+//   - an indexed 4-ary min-heap for the others (a forwarded block with its
+//     old age, a setAge, a stamp from a clock behind): O(log n).
+//
+// The oldest block is the older of the list's back and the heap's top.
+// (stamp, seq) is a total order (seq is unique), so which entry goes first
+// does not depend on which part holds it.
 //
 // The index is an lru.Table (open addressing: no tombstones under the
-// cache's insert/delete churn).
+// cache's insert/delete churn); the per-file lists (for invalidation) are
+// lru.Lists over the same handles, their heads in an lru.Table.
 //
-// INVARIANT: len(heap) == byID.Len() <= capacity after every public call;
-// heap[i].heapAt == i; every entry is on the list of its file.
+// INVARIANT: len(live entries) == byID.Len() == list.Len()+len(heap) <=
+// capacity after every public call; heap[i].h's heapAt == i; the list is
+// in age order; every entry is on the list of its file.
 type ageCache struct {
 	capacity int
 	seq      uint64
-	byID     lru.Table[bkey, *entry]
-	files    map[uint64]*entry    // head of each file's list
-	heap     []hnode              // the entries with their ages inline: comparisons touch no entry
+	byID     lru.Table[bkey, int32]
+	ents     []entry    // ents[0] is unused: handle 0 is none
+	age      []lru.Link // the age list's links, by handle (Next: older)
+	flinks   []lru.Link // the file lists' links, by handle
+	list     lru.List   // front: youngest, back: oldest
+	heap     []hnode    // the other entries, with their ages inline: comparisons touch no entry
+	files    lru.Table[fkey, lru.List]
+	free     []int32
 	watch    func(block.ID, bool) // ClientConfig.Watch
 }
 
-// hnode is a heap slot: an entry and a copy of its age (stamp, seq).
+// hnode is a heap slot: an entry's handle and a copy of its age (stamp, seq).
 type hnode struct {
 	stamp Time
 	seq   uint64
-	e     *entry
+	h     int32
 }
 
 func newAgeCache(capacity int, watch func(block.ID, bool)) *ageCache {
-	return &ageCache{capacity: capacity, files: make(map[uint64]*entry), watch: watch}
+	return &ageCache{capacity: capacity, watch: watch}
 }
 
-func (c *ageCache) len() int { return len(c.heap) }
+func (c *ageCache) len() int { return c.byID.Len() }
 
-func (c *ageCache) full() bool { return len(c.heap) >= c.capacity }
+func (c *ageCache) full() bool { return c.byID.Len() >= c.capacity }
 
-func (c *ageCache) get(id block.ID) *entry {
-	e, _ := c.byID.Get(bkey(id))
-	return e
+// at returns the entry of handle h (valid until the next insert).
+func (c *ageCache) at(h int32) *entry { return &c.ents[h] }
+
+// get returns id's handle, 0 if not cached.
+func (c *ageCache) get(id block.ID) int32 {
+	h, _ := c.byID.Get(bkey(id))
+	return h
+}
+
+// oldestHandle returns the oldest entry's handle (0 if empty).
+func (c *ageCache) oldestHandle() int32 {
+	b := c.list.Back()
+	if len(c.heap) == 0 {
+		return b
+	}
+	if top := &c.heap[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
+		return top.h
+	}
+	return b
+}
+
+// older reports whether age (s1, q1) is older than (s2, q2).
+func older(s1 Time, q1 uint64, s2 Time, q2 uint64) bool {
+	return s1 < s2 || (s1 == s2 && q1 < q2)
 }
 
 // oldest returns the age of the oldest block, or Free while there is room.
 func (c *ageCache) oldest() Time {
-	if !c.full() || len(c.heap) == 0 {
+	if !c.full() || c.len() == 0 {
 		return Free
 	}
-	return c.heap[0].stamp
+	return c.ents[c.oldestHandle()].stamp
 }
 
 // insert adds id with the given age. The caller makes room first.
-func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, global bool) *entry {
+func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, global bool) int32 {
 	c.seq++
-	e := &entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global, heapAt: len(c.heap)}
-	c.byID.Put(bkey(id), e)
-	if h := c.files[id.File]; h != nil {
-		e.fnext, h.fprev = h, e
+	var h int32
+	if n := len(c.free); n > 0 {
+		h, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		if len(c.ents) == 0 {
+			c.ents = append(c.ents, entry{})
+		}
+		h = int32(len(c.ents))
+		c.ents = append(c.ents, entry{})
+		c.age = lru.Grow(c.age, h)
+		c.flinks = lru.Grow(c.flinks, h)
 	}
-	c.files[id.File] = e
-	c.heap = append(c.heap, hnode{stamp, e.seq, e})
-	c.up(e.heapAt)
+	c.ents[h] = entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global}
+	c.byID.Put(bkey(id), h)
+	if fl := c.files.Ref(fkey(id.File)); fl != nil {
+		fl.PushFront(c.flinks, h)
+	} else {
+		var l lru.List
+		l.PushFront(c.flinks, h)
+		c.files.Put(fkey(id.File), l)
+	}
+	c.place(h)
 	if c.watch != nil {
 		c.watch(id, true)
 	}
-	return e
+	return h
 }
 
-// touch makes e referenced at now (never makes it older).
-func (c *ageCache) touch(e *entry, now Time) {
-	if now < e.stamp {
+// place orders h (not yet ordered): at the young end of the list if it is
+// younger than every listed entry, else in the heap.
+func (c *ageCache) place(h int32) {
+	e := &c.ents[h]
+	if f := c.list.Front(); f == 0 || older(c.ents[f].stamp, c.ents[f].seq, e.stamp, e.seq) {
+		e.inHeap = false
+		c.list.PushFront(c.age, h)
 		return
 	}
-	c.seq++
-	e.stamp, e.seq = now, c.seq
-	h := &c.heap[e.heapAt]
-	h.stamp, h.seq = now, c.seq
-	c.down(e.heapAt)
+	e.inHeap, e.heapAt = true, int32(len(c.heap))
+	c.heap = append(c.heap, hnode{e.stamp, e.seq, h})
+	c.up(int(e.heapAt))
 }
 
-// setAge gives e a stamp (a forwarded copy merging with a local one).
-func (c *ageCache) setAge(e *entry, stamp Time) {
-	e.stamp = stamp
-	c.heap[e.heapAt].stamp = stamp
-	c.fix(e.heapAt)
-}
-
-// popOldest removes and returns the oldest entry (nil if empty).
-func (c *ageCache) popOldest() *entry {
-	if len(c.heap) == 0 {
-		return nil
+// unplace takes h out of the age order.
+func (c *ageCache) unplace(h int32) {
+	e := &c.ents[h]
+	if !e.inHeap {
+		c.list.Remove(c.age, h)
+		return
 	}
-	e := c.heap[0].e
-	c.remove(e)
-	return e
-}
-
-// remove takes e out of the cache.
-func (c *ageCache) remove(e *entry) {
-	i := e.heapAt
-	last := len(c.heap) - 1
+	i, last := int(e.heapAt), len(c.heap)-1
 	if i != last {
 		c.swap(i, last)
 	}
-	c.heap[last] = hnode{}
 	c.heap = c.heap[:last]
 	if i != last {
 		c.fix(i)
 	}
-	c.byID.Delete(bkey(e.id))
-	if e.fprev != nil {
-		e.fprev.fnext = e.fnext
-	} else if e.fnext != nil {
-		c.files[e.id.File] = e.fnext
-	} else {
-		delete(c.files, e.id.File)
+	e.inHeap = false
+}
+
+// touch makes h referenced at now (never makes it older).
+func (c *ageCache) touch(h int32, now Time) {
+	e := &c.ents[h]
+	if now < e.stamp {
+		return
 	}
-	if e.fnext != nil {
-		e.fnext.fprev = e.fprev
+	c.seq++
+	if !e.inHeap && c.list.Front() == h { // already the youngest
+		e.stamp, e.seq = now, c.seq
+		return
 	}
-	e.fprev, e.fnext = nil, nil
-	e.heapAt = -1
+	c.unplace(h)
+	e.stamp, e.seq = now, c.seq
+	c.place(h)
+}
+
+// setAge gives h a stamp (a forwarded copy merging with a local one).
+func (c *ageCache) setAge(h int32, stamp Time) {
+	c.unplace(h)
+	c.ents[h].stamp = stamp
+	c.place(h)
+}
+
+// popOldest removes and returns the oldest entry (ok false if empty).
+func (c *ageCache) popOldest() (e entry, ok bool) {
+	h := c.oldestHandle()
+	if h == 0 {
+		return entry{}, false
+	}
+	e = c.ents[h]
+	c.remove(h)
+	return e, true
+}
+
+// remove takes h out of the cache.
+func (c *ageCache) remove(h int32) {
+	c.unplace(h)
+	id := c.ents[h].id
+	c.byID.Delete(bkey(id))
+	fl := c.files.Ref(fkey(id.File))
+	fl.Remove(c.flinks, h)
+	if fl.Len() == 0 {
+		c.files.Delete(fkey(id.File))
+	}
+	c.ents[h] = entry{}
+	c.free = append(c.free, h)
 	if c.watch != nil {
-		c.watch(e.id, false)
+		c.watch(id, false)
 	}
 }
 
-// dropFile removes every block of file and returns them.
-func (c *ageCache) dropFile(file uint64, out []*entry) []*entry {
-	for e := c.files[file]; e != nil; {
-		next := e.fnext
-		c.remove(e)
-		out = append(out, e)
-		e = next
+// fileHandles appends the handles of file's entries to out.
+func (c *ageCache) fileHandles(file uint64, out []int32) []int32 {
+	fl, _ := c.files.Get(fkey(file))
+	for h := fl.Front(); h != 0; h = lru.Next(c.flinks, h) {
+		out = append(out, h)
 	}
 	return out
 }
 
+// dropFile removes every block of file and appends their ids to out.
+func (c *ageCache) dropFile(file uint64, out []block.ID) []block.ID {
+	fl, _ := c.files.Get(fkey(file))
+	for h := fl.Front(); h != 0; {
+		next := lru.Next(c.flinks, h)
+		out = append(out, c.ents[h].id)
+		c.remove(h)
+		h = next
+	}
+	return out
+}
+
+// each calls f for every cached entry (in no particular order).
+func (c *ageCache) each(f func(e *entry)) {
+	for h := c.list.Front(); h != 0; h = lru.Next(c.age, h) {
+		f(&c.ents[h])
+	}
+	for _, n := range c.heap {
+		f(&c.ents[n.h])
+	}
+}
+
 func (c *ageCache) less(i, j int) bool {
 	a, b := &c.heap[i], &c.heap[j]
-	if a.stamp != b.stamp {
-		return a.stamp < b.stamp
-	}
-	return a.seq < b.seq
+	return older(a.stamp, a.seq, b.stamp, b.seq)
 }
 
 func (c *ageCache) swap(i, j int) {
 	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.heap[i].e.heapAt, c.heap[j].e.heapAt = i, j
+	c.ents[c.heap[i].h].heapAt, c.ents[c.heap[j].h].heapAt = int32(i), int32(j)
 }
 
 // The heap is 4-ary: half the levels of a binary heap, and a node's
-// children share a cache line or two. (stamp, seq) is a total order, so the
-// order of removal does not depend on the heap's shape.
+// children share a cache line or two.
 const heapArity = 4
 
 func (c *ageCache) up(i int) {
@@ -215,32 +316,50 @@ func (c *ageCache) fix(i int) {
 
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
-	if len(c.heap) != c.byID.Len() {
-		return errorf("age cache: heap has %d entries, index %d", len(c.heap), c.byID.Len())
+	n := c.list.Len() + len(c.heap)
+	if n != c.byID.Len() {
+		return errorf("age cache: list %d + heap %d entries, index %d", c.list.Len(), len(c.heap), c.byID.Len())
 	}
-	if len(c.heap) > c.capacity {
-		return errorf("age cache: %d entries over capacity %d", len(c.heap), c.capacity)
+	if n > c.capacity {
+		return errorf("age cache: %d entries over capacity %d", n, c.capacity)
 	}
-	for i, h := range c.heap {
-		e := h.e
-		if e.heapAt != i || h.stamp != e.stamp || h.seq != e.seq {
+	for i, hn := range c.heap {
+		e := &c.ents[hn.h]
+		if !e.inHeap || int(e.heapAt) != i || hn.stamp != e.stamp || hn.seq != e.seq {
 			return errorf("age cache: entry %v at %d says %d", e.id, i, e.heapAt)
 		}
 		if i > 0 && c.less(i, (i-1)/heapArity) {
 			return errorf("age cache: heap order broken at %d", i)
 		}
 	}
-	n := 0
-	for f, h := range c.files {
-		for e := h; e != nil; e = e.fnext {
-			if e.id.File != f || c.get(e.id) != e {
-				return errorf("age cache: file list of %d holds %v", f, e.id)
-			}
-			n++
+	var prev *entry
+	for h := c.list.Back(); h != 0; h = lru.Prev(c.age, h) {
+		e := &c.ents[h]
+		if e.inHeap {
+			return errorf("age cache: listed entry %v marked in the heap", e.id)
 		}
+		if prev != nil && !older(prev.stamp, prev.seq, e.stamp, e.seq) {
+			return errorf("age cache: age list out of order at %v", e.id)
+		}
+		prev = e
 	}
-	if n != len(c.heap) {
-		return errorf("age cache: file lists hold %d entries, heap %d", n, len(c.heap))
+	files := 0
+	var err error
+	c.files.Range(func(f fkey, fl lru.List) bool {
+		for h := fl.Front(); h != 0; h = lru.Next(c.flinks, h) {
+			if id := c.ents[h].id; id.File != uint64(f) || c.get(id) != h {
+				err = errorf("age cache: file list of %d holds %v", f, id)
+				return false
+			}
+			files++
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if files != n {
+		return errorf("age cache: file lists hold %d entries, cache %d", files, n)
 	}
 	return nil
 }

@@ -82,13 +82,13 @@ type peer struct {
 type Client struct {
 	cfg   ClientConfig
 	cache *ageCache
-	hints map[uint64]map[uint64]Hint // file → block index → hint
+	hints hintStore // block → hint, by file
 	peers []peer
-	index map[ClientID]int // peer id → position in peers
+	index idMap[int] // peer id → position in peers
 	// others counts the hints naming another participant (MaxHints).
 	others int
 	// scratch for Invalidate
-	dropped []*entry
+	dropped []block.ID
 }
 
 // NewClient returns a client with an empty cache, no hints, and every peer
@@ -97,16 +97,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, cfg.Watch),
-		hints: make(map[uint64]map[uint64]Hint), index: make(map[ClientID]int)}
+	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, cfg.Watch)}
 	for _, id := range cfg.Peers {
 		if id == cfg.ID || id < 0 {
 			continue
 		}
-		if _, dup := c.index[id]; dup {
+		if _, dup := c.index.get(id); dup {
 			continue
 		}
-		c.index[id] = len(c.peers)
+		c.index.set(id, len(c.peers))
 		c.peers = append(c.peers, peer{id: id, oldest: Free})
 	}
 	return c, nil
@@ -121,21 +120,20 @@ func (c *Client) Oldest() BootAge { return BootAge{Age: c.cache.oldest(), Boot: 
 
 // Has reports whether b is cached, and whether as the master copy.
 func (c *Client) Has(b block.ID) (cached, master bool) {
-	if e := c.cache.get(b); e != nil {
-		return true, e.master
+	if e := c.cache.get(b); e != 0 {
+		return true, c.cache.at(e).master
 	}
 	return false, false
 }
 
 // HintFor returns the client's hint for b, if any (self included).
 func (c *Client) HintFor(b block.ID) (Hint, bool) {
-	h, ok := c.hints[b.File][b.Index]
-	return h, ok
+	return c.hints.get(b)
 }
 
 // OldestOf returns what the client believes the oldest block of p is.
 func (c *Client) OldestOf(p ClientID) (Time, bool) {
-	i, ok := c.index[p]
+	i, ok := c.index.get(p)
 	if !ok {
 		return 0, false
 	}
@@ -147,9 +145,9 @@ func (c *Client) OldestOf(p ClientID) (Time, bool) {
 // copy, or the server.
 func (c *Client) Read(now Time, b block.ID, v block.Version) Route {
 	e, stale := c.lookup(b, v)
-	if e != nil {
+	if e != 0 {
 		c.cache.touch(e, now)
-		return Route{Kind: RouteLocal, Master: e.master}
+		return Route{Kind: RouteLocal, Master: c.cache.at(e).master}
 	}
 	r := c.follow(b, NoClient)
 	r.Stale = stale
@@ -158,16 +156,21 @@ func (c *Client) Read(now Time, b block.ID, v block.Version) Route {
 
 // lookup finds b for version v (0: any). A copy of an older version is
 // dropped (stale = true) and not returned.
-func (c *Client) lookup(b block.ID, v block.Version) (e *entry, stale bool) {
-	e = c.cache.get(b)
-	if e == nil || v == 0 || e.ver == 0 || e.ver >= v {
-		return e, false
+func (c *Client) lookup(b block.ID, v block.Version) (h int32, stale bool) {
+	h = c.cache.get(b)
+	if h == 0 {
+		return 0, false
 	}
-	c.cache.remove(e)
-	if e.master {
+	e := c.cache.at(h)
+	if v == 0 || e.ver == 0 || e.ver >= v {
+		return h, false
+	}
+	master := e.master
+	c.cache.remove(h)
+	if master {
 		c.deleteHint(b)
 	}
-	return nil, true
+	return 0, true
 }
 
 // ServeRequest handles a request for b that a peer (from) sent here
@@ -177,9 +180,9 @@ func (c *Client) lookup(b block.ID, v block.Version) (e *entry, stale bool) {
 // follows its own hint or sends the request to the server.
 func (c *Client) ServeRequest(now Time, b block.ID, v block.Version, from ClientID, hops int) Route {
 	e, stale := c.lookup(b, v)
-	if e != nil {
+	if e != 0 {
 		c.cache.touch(e, now)
-		return Route{Kind: RouteLocal, Master: e.master}
+		return Route{Kind: RouteLocal, Master: c.cache.at(e).master}
 	}
 	if hops >= c.cfg.MaxHops {
 		return Route{Kind: RouteServer, Stale: stale}
@@ -208,7 +211,7 @@ func (c *Client) follow(b block.ID, from ClientID) Route {
 
 // usable reports whether a hint names a live holder in its current life.
 func (c *Client) usable(h Hint) bool {
-	i, ok := c.index[h.Holder]
+	i, ok := c.index.get(h.Holder)
 	if !ok {
 		return false
 	}
@@ -227,8 +230,9 @@ func (c *Client) usable(h Hint) bool {
 // (servedMaster: from holds the master copy, which the client now hints).
 // It returns the replacement the insertion caused.
 func (c *Client) Fill(now Time, b block.ID, v block.Version, master bool, from ClientID, fromBoot BootID, servedMaster bool) Eviction {
-	if e, _ := c.lookup(b, v); e != nil { // raced with another fill
-		c.cache.touch(e, now)
+	if h, _ := c.lookup(b, v); h != 0 { // raced with another fill
+		c.cache.touch(h, now)
+		e := c.cache.at(h)
 		e.ver = max(e.ver, v)
 		if master && !e.master {
 			e.master = true
@@ -256,8 +260,9 @@ func (c *Client) Fill(now Time, b block.ID, v block.Version, master bool, from C
 // Write records a write of b at now (write-through: the server has the new
 // data). The writer's copy is the master copy of the new data.
 func (c *Client) Write(now Time, b block.ID, v block.Version) Eviction {
-	if e := c.cache.get(b); e != nil {
-		c.cache.touch(e, now)
+	if h := c.cache.get(b); h != 0 {
+		c.cache.touch(h, now)
+		e := c.cache.at(h)
 		e.master, e.ver = true, max(e.ver, v)
 		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 		return Eviction{}
@@ -275,22 +280,22 @@ func (c *Client) makeRoom(now Time) Eviction {
 	if !c.cache.full() {
 		return Eviction{}
 	}
-	v := c.cache.popOldest()
+	v, _ := c.cache.popOldest()
 	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if !v.master {
 		return ev
 	}
-	c.deleteHint(v.id)
-	if c.cfg.ServeOnly {
-		return ev
+	t := -1
+	if !c.cfg.ServeOnly {
+		t = c.target()
 	}
-	t := c.target()
 	if t < 0 || c.peers[t].oldest >= v.stamp {
+		c.deleteHint(v.id)
 		return ev
 	}
 	p := &c.peers[t]
 	ev.Kind, ev.To, ev.ToBoot = EvictForward, p.id, p.boot
-	c.setHint(v.id, Hint{Holder: p.id, Boot: p.boot, Since: now})
+	c.setHint(v.id, Hint{Holder: p.id, Boot: p.boot, Since: now}) // replaces the self hint
 	// Until the ack says otherwise, assume the forward replaced the
 	// target's oldest block by this (younger) one: a forwarding client that
 	// never hears back does not keep picking the same target.
@@ -322,18 +327,23 @@ func (c *Client) target() int {
 // carries this client's oldest block back to the sender.
 func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block.ID, v block.Version, stamp Time, fromOldest Time) ForwardAck {
 	c.Observe(from, fromBoot)
-	if i, ok := c.index[from]; ok {
+	if i, ok := c.index.get(from); ok {
 		c.peers[i].oldest = fromOldest
 	}
 	var victim Eviction
-	switch e, _ := c.lookup(b, v); {
+	h, _ := c.lookup(b, v)
+	var e *entry
+	if h != 0 {
+		e = c.cache.at(h)
+	}
+	switch {
 	case e != nil && v != 0 && e.ver != 0 && e.ver > v:
 		// The copy here is newer than the forwarded one: keep it, drop that.
 		return ForwardAck{Oldest: c.Oldest(), Victim: Eviction{Kind: EvictDrop, Block: b, Version: v, Master: true, Stamp: stamp}}
 	case e != nil: // a copy is here already: it becomes the master copy
 		e.master, e.global = true, true
 		if stamp > e.stamp {
-			c.cache.setAge(e, stamp)
+			c.cache.setAge(h, stamp)
 		}
 		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 	case c.cache.full() && stamp < c.cache.oldest():
@@ -362,7 +372,7 @@ func (c *Client) evictForForward() Eviction {
 	if !c.cache.full() {
 		return Eviction{}
 	}
-	v := c.cache.popOldest()
+	v, _ := c.cache.popOldest()
 	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if v.master {
 		c.deleteHint(v.id)
@@ -403,7 +413,7 @@ func (c *Client) young(stamp Time) bool {
 // ForwardAcked completes the age exchange after a forward to target.
 func (c *Client) ForwardAcked(target ClientID, oldest BootAge) {
 	c.Observe(target, oldest.Boot)
-	if i, ok := c.index[target]; ok {
+	if i, ok := c.index.get(target); ok {
 		c.peers[i].oldest = oldest.Age
 	}
 }
@@ -422,7 +432,7 @@ func (c *Client) ForwardFailed(target ClientID, b block.ID) {
 // carries its boot id). A newer boot id means p restarted: its cache is
 // empty (free memory) and older hints naming it are stale.
 func (c *Client) Observe(p ClientID, boot BootID) {
-	i, ok := c.index[p]
+	i, ok := c.index.get(p)
 	if !ok || boot == 0 {
 		return
 	}
@@ -441,7 +451,7 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 // PeerFailed records a timeout on a message to p: hints and oldest-block
 // entries naming p are ignored until p is heard from again.
 func (c *Client) PeerFailed(p ClientID) {
-	if i, ok := c.index[p]; ok {
+	if i, ok := c.index.get(p); ok {
 		c.peers[i].failed = true
 	}
 }
@@ -453,11 +463,11 @@ func (c *Client) Join(p ClientID, boot BootID) {
 	if p == c.cfg.ID || p < 0 {
 		return
 	}
-	if _, ok := c.index[p]; ok {
+	if _, ok := c.index.get(p); ok {
 		c.PeerBooted(p, boot)
 		return
 	}
-	c.index[p] = len(c.peers)
+	c.index.set(p, len(c.peers))
 	c.peers = append(c.peers, peer{id: p, boot: boot, oldest: Free})
 }
 
@@ -472,7 +482,7 @@ func (c *Client) DropHint(b block.ID) {
 // PeerBooted records that p (re)started in life boot (the manager's client
 // list after a restart, or a message from it).
 func (c *Client) PeerBooted(p ClientID, boot BootID) {
-	if i, ok := c.index[p]; ok {
+	if i, ok := c.index.get(p); ok {
 		q := &c.peers[i]
 		if boot > q.boot {
 			q.boot, q.oldest = boot, Free
@@ -484,9 +494,10 @@ func (c *Client) PeerBooted(p ClientID, boot BootID) {
 // ExportHints returns the client's hints for file (its own master copies
 // included): what the manager hands the next client that opens the file.
 func (c *Client) ExportHints(file uint64, out []BlockHint) []BlockHint {
-	for idx, h := range c.hints[file] {
+	c.hints.file(file, func(idx uint64, h Hint) bool {
 		out = append(out, BlockHint{Index: idx, Hint: h})
-	}
+		return true
+	})
 	return out
 }
 
@@ -517,29 +528,18 @@ func (c *Client) ImportHints(file uint64, v block.Version, hs []BlockHint) int {
 // It returns the blocks dropped (valid until the next call).
 func (c *Client) Invalidate(file uint64) []block.ID {
 	c.dropped = c.cache.dropFile(file, c.dropped[:0])
-	for _, h := range c.hints[file] {
+	c.hints.dropFile(file, func(h Hint) {
 		if h.Holder != c.cfg.ID {
 			c.others--
 		}
-	}
-	delete(c.hints, file)
-	ids := make([]block.ID, len(c.dropped))
-	for i, e := range c.dropped {
-		ids[i] = e.id
-	}
-	return ids
+	})
+	return c.dropped
 }
 
 func (c *Client) setHint(b block.ID, h Hint) {
-	m := c.hints[b.File]
-	if m == nil {
-		m = make(map[uint64]Hint)
-		c.hints[b.File] = m
-	}
-	if old, ok := m[b.Index]; ok && old.Holder != c.cfg.ID {
+	if old, ok := c.hints.set(b, h); ok && old.Holder != c.cfg.ID {
 		c.others--
 	}
-	m[b.Index] = h
 	if h.Holder != c.cfg.ID {
 		c.others++
 		if c.cfg.MaxHints > 0 && c.others > c.cfg.MaxHints {
@@ -549,14 +549,8 @@ func (c *Client) setHint(b block.ID, h Hint) {
 }
 
 func (c *Client) deleteHint(b block.ID) {
-	if m := c.hints[b.File]; m != nil {
-		if old, ok := m[b.Index]; ok && old.Holder != c.cfg.ID {
-			c.others--
-		}
-		delete(m, b.Index)
-		if len(m) == 0 {
-			delete(c.hints, b.File)
-		}
+	if old, ok := c.hints.del(b); ok && old.Holder != c.cfg.ID {
+		c.others--
 	}
 }
 
@@ -564,19 +558,22 @@ func (c *Client) deleteHint(b block.ID) {
 // last: the file being hinted now), until MaxHints*9/10 remain.
 func (c *Client) pruneHints(keep uint64) {
 	target := c.cfg.MaxHints * 9 / 10
+	var drop []block.ID
 	for _, pass := range [2]bool{false, true} {
-		for f, m := range c.hints {
+		for _, f := range c.hints.fileIDs() {
 			if f == keep && !pass {
 				continue
 			}
-			for idx, h := range m {
+			drop = drop[:0]
+			c.hints.file(f, func(idx uint64, h Hint) bool {
 				if h.Holder != c.cfg.ID {
-					delete(m, idx)
-					c.others--
+					drop = append(drop, block.ID{File: f, Index: idx})
 				}
-			}
-			if len(m) == 0 {
-				delete(c.hints, f)
+				return true
+			})
+			for _, b := range drop {
+				c.hints.del(b)
+				c.others--
 			}
 			if c.others <= target {
 				return
@@ -595,18 +592,21 @@ func (c *Client) Check() error {
 		return fmt.Errorf("client %d: %w", c.cfg.ID, err)
 	}
 	others := 0
-	for f, m := range c.hints {
-		for idx, h := range m {
-			if h.Holder != c.cfg.ID {
-				others++
-			}
-			b := block.ID{File: f, Index: idx}
-			e := c.cache.get(b)
-			self := h.Holder == c.cfg.ID
-			if self != (e != nil && e.master) {
-				return fmt.Errorf("client %d: hint for %v names %d, cached master %v", c.cfg.ID, b, h.Holder, e != nil && e.master)
-			}
+	var err error
+	c.hints.each(func(b block.ID, h Hint) bool {
+		if h.Holder != c.cfg.ID {
+			others++
 		}
+		e := c.cache.get(b)
+		master := e != 0 && c.cache.at(e).master
+		if self := h.Holder == c.cfg.ID; self != master {
+			err = fmt.Errorf("client %d: hint for %v names %d, cached master %v", c.cfg.ID, b, h.Holder, master)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	if others != c.others {
 		return fmt.Errorf("client %d: %d hints name others, counted %d", c.cfg.ID, others, c.others)
@@ -614,15 +614,14 @@ func (c *Client) Check() error {
 	if c.cfg.MaxHints > 0 && others > c.cfg.MaxHints {
 		return fmt.Errorf("client %d: %d hints name others, bound %d", c.cfg.ID, others, c.cfg.MaxHints)
 	}
-	for _, h := range c.cache.heap {
-		e := h.e
-		if id := e.id; e.master {
+	c.cache.each(func(e *entry) {
+		if id := e.id; e.master && err == nil {
 			if h, ok := c.HintFor(id); !ok || h.Holder != c.cfg.ID {
-				return fmt.Errorf("client %d: master copy of %v without a self hint", c.cfg.ID, id)
+				err = fmt.Errorf("client %d: master copy of %v without a self hint", c.cfg.ID, id)
 			}
 		}
-	}
-	return nil
+	})
+	return err
 }
 
 // Revalidate marks every cached block of file as belonging to version v:
@@ -630,7 +629,9 @@ func (c *Client) Check() error {
 // a token, so they were invalidated on every earlier write), and the new
 // version must not make them look stale.
 func (c *Client) Revalidate(file uint64, v block.Version) {
-	for e := c.cache.files[file]; e != nil; e = e.fnext {
+	var scratch [64]int32
+	for _, h := range c.cache.fileHandles(file, scratch[:0]) {
+		e := c.cache.at(h)
 		e.ver = max(e.ver, v)
 	}
 }
@@ -638,12 +639,13 @@ func (c *Client) Revalidate(file uint64, v block.Version) {
 // Drop removes b from the cache if cached (a write-through made it stale on
 // the server memory participant). It reports whether b was cached.
 func (c *Client) Drop(b block.ID) bool {
-	e := c.cache.get(b)
-	if e == nil {
+	h := c.cache.get(b)
+	if h == 0 {
 		return false
 	}
-	c.cache.remove(e)
-	if e.master {
+	master := c.cache.at(h).master
+	c.cache.remove(h)
+	if master {
 		c.deleteHint(b)
 	}
 	return true
@@ -652,11 +654,14 @@ func (c *Client) Drop(b block.ID) bool {
 // Cached reports whether b is cached in a version no older than v (0: any),
 // and whether as the master copy. Unlike Read it changes nothing.
 func (c *Client) Cached(b block.ID, v block.Version) (cached, master bool) {
-	e := c.cache.get(b)
-	if e == nil || (v != 0 && e.ver != 0 && e.ver < v) {
+	h := c.cache.get(b)
+	if h == 0 {
 		return false, false
 	}
-	return true, e.master
+	if e := c.cache.at(h); v == 0 || e.ver == 0 || e.ver >= v {
+		return true, e.master
+	}
+	return false, false
 }
 
 // VersionedBlock is a cached block and the file version of its data.
@@ -668,12 +673,11 @@ type VersionedBlock struct {
 // Masters appends the master copies the client caches (checks and
 // diagnostics; O(cache size)).
 func (c *Client) Masters(out []VersionedBlock) []VersionedBlock {
-	for _, h := range c.cache.heap {
-		e := h.e
+	c.cache.each(func(e *entry) {
 		if e.master {
 			out = append(out, VersionedBlock{ID: e.id, Version: e.ver})
 		}
-	}
+	})
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
 )
 
 // MemoryUse is how the server uses its memory (seed 002 section 4.5.1).
@@ -88,7 +89,7 @@ func (c *ServerConfig) validate() error {
 type fileState struct {
 	last     ClientID // last client that opened the file (NoClient: none)
 	lastBoot BootID
-	holders  map[ClientID]struct{} // clients holding a token (may cache blocks)
+	holders  []ClientID    // clients holding a token (may cache blocks), unordered
 	writer   ClientID              // holder of the write token (NoClient: none)
 	version  block.Version         // grows with every new writer
 }
@@ -127,11 +128,15 @@ type FetchResult struct {
 // Server is the manager (file tokens, hint hand-out) and the server memory,
 // as a state machine. Not safe for concurrent use.
 type Server struct {
-	cfg   ServerConfig
-	files map[uint64]*fileState
-	boots map[ClientID]BootID
-	down  map[ClientID]bool
-	mem   *ageCache // disk cache or discard cache
+	cfg ServerConfig
+	// files indexes the file states, kept in a slab (fstates[0] unused)
+	// with a free list.
+	files   lru.Table[fkey, int32]
+	fstates []fileState
+	ffree   []int32
+	boots   idMap[BootID]
+	down    idMap[bool]
+	mem     *ageCache // disk cache or discard cache
 	coop  *Client   // MemoryCoop participant
 	revok []ClientID
 }
@@ -141,8 +146,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, files: make(map[uint64]*fileState), boots: make(map[ClientID]BootID),
-		down: make(map[ClientID]bool)}
+	s := &Server{cfg: cfg}
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
@@ -175,28 +179,59 @@ func (s *Server) MemoryLen() int {
 	return 0
 }
 
-func (s *Server) file(f uint64) *fileState {
-	fs := s.files[f]
-	if fs == nil {
-		fs = &fileState{last: NoClient, writer: NoClient, holders: make(map[ClientID]struct{}), version: 1}
-		s.files[f] = fs
+// lookup returns file f's state, nil if the server has none (valid until
+// the next file call).
+func (s *Server) lookup(f uint64) *fileState {
+	if i, ok := s.files.Get(fkey(f)); ok {
+		return &s.fstates[i]
 	}
+	return nil
+}
+
+// file returns file f's state, made if need be (valid until the next
+// file call).
+func (s *Server) file(f uint64) *fileState {
+	if i, ok := s.files.Get(fkey(f)); ok {
+		return &s.fstates[i]
+	}
+	var i int32
+	if n := len(s.ffree); n > 0 {
+		i, s.ffree = s.ffree[n-1], s.ffree[:n-1]
+	} else {
+		if len(s.fstates) == 0 {
+			s.fstates = append(s.fstates, fileState{})
+		}
+		i = int32(len(s.fstates))
+		s.fstates = append(s.fstates, fileState{})
+	}
+	fs := &s.fstates[i]
+	*fs = fileState{last: NoClient, writer: NoClient, holders: fs.holders[:0], version: 1}
+	s.files.Put(fkey(f), i)
 	return fs
+}
+
+// holds reports whether c is among fs's token holders.
+func (fs *fileState) holds(c ClientID) bool {
+	for _, h := range fs.holders {
+		if h == c {
+			return true
+		}
+	}
+	return false
 }
 
 // Holds reports whether client c holds a token for file that allows the
 // access (any token to read; the write token to write). A client that does
 // not must Open first.
 func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
-	fs := s.files[file]
+	fs := s.lookup(file)
 	if fs == nil {
 		return false
 	}
 	if write {
 		return fs.writer == c
 	}
-	_, ok := fs.holders[c]
-	return ok
+	return fs.holds(c)
 }
 
 // OpenIsLocal reports whether client c can open file without contacting
@@ -206,7 +241,7 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 // hints on every other client's open, which tells it that it is no longer
 // the last one; and a revocation takes its token.
 func (s *Server) OpenIsLocal(c ClientID, file uint64, write bool) bool {
-	fs := s.files[file]
+	fs := s.lookup(file)
 	return fs != nil && fs.last == c && s.Holds(c, file, write)
 }
 
@@ -218,22 +253,23 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	s.ClientSeen(c, boot)
 	fs := s.file(file)
 	r := OpenResult{HintsFrom: NoClient, Downgraded: NoClient}
-	if fs.last != NoClient && fs.last != c && !s.down[fs.last] && s.boots[fs.last] == fs.lastBoot {
+	if fs.last != NoClient && fs.last != c && !s.isDown(fs.last) && s.bootOf(fs.last) == fs.lastBoot {
 		r.HintsFrom, r.HintsBoot = fs.last, fs.lastBoot
 	}
 	fs.last, fs.lastBoot = c, boot
 	s.revok = s.revok[:0]
 	if write {
 		if fs.writer != c {
-			for h := range fs.holders {
+			kept := fs.holders[:0]
+			for _, h := range fs.holders {
 				if h != c {
 					s.revok = append(s.revok, h)
+				} else {
+					kept = append(kept, h)
 				}
 			}
+			fs.holders = kept
 			sortIDs(s.revok)
-			for _, h := range s.revok {
-				delete(fs.holders, h)
-			}
 			fs.writer = c
 			fs.version++
 			r.NewVersion = true
@@ -242,7 +278,9 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 		r.Downgraded = fs.writer
 		fs.writer = NoClient
 	}
-	fs.holders[c] = struct{}{}
+	if !fs.holds(c) {
+		fs.holders = append(fs.holders, c)
+	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
 }
@@ -251,15 +289,13 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 // valid until the next call), the server memory drops the file's blocks.
 func (s *Server) Delete(file uint64) []ClientID {
 	s.revok = s.revok[:0]
-	if fs := s.files[file]; fs != nil {
-		for h := range fs.holders {
-			s.revok = append(s.revok, h)
-		}
+	if fs := s.lookup(file); fs != nil {
+		s.revok = append(s.revok, fs.holders...)
 		sortIDs(s.revok)
 		// Keep the file's state with a new version: copies cached outside
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
-		clear(fs.holders)
+		fs.holders = fs.holders[:0]
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}
@@ -287,18 +323,18 @@ func (s *Server) Fetch(now Time, b block.ID) FetchResult {
 		return FetchResult{Master: true}
 	}
 	e := s.mem.get(b)
-	if e != nil && e.ver < v { // stale
+	if e != 0 && s.mem.at(e).ver < v { // stale
 		s.mem.remove(e)
-		e = nil
+		e = 0
 	}
 	if s.cfg.Memory == MemoryDiscard {
-		if e == nil {
+		if e == 0 {
 			return FetchResult{Master: true}
 		}
 		s.mem.remove(e) // the master copy moves back to a client
 		return FetchResult{Memory: true, Discard: true, Master: true}
 	}
-	if e != nil {
+	if e != 0 {
 		s.mem.touch(e, now)
 		return FetchResult{Memory: true, Master: true}
 	}
@@ -317,10 +353,15 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // version): a live server whose own version table changed or forgot the
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
-func (s *Server) Forget(file uint64) { delete(s.files, file) }
+func (s *Server) Forget(file uint64) {
+	if i, ok := s.files.Delete(fkey(file)); ok {
+		s.fstates[i] = fileState{holders: s.fstates[i].holders[:0]}
+		s.ffree = append(s.ffree, i)
+	}
+}
 
 // Files returns how many files the manager has state for.
-func (s *Server) Files() int { return len(s.files) }
+func (s *Server) Files() int { return s.files.Len() }
 
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its
@@ -333,7 +374,7 @@ func (s *Server) NewVersion(file uint64) block.Version {
 
 // Version returns file's current version (1 for a file never written).
 func (s *Server) Version(file uint64) block.Version {
-	if fs := s.files[file]; fs != nil {
+	if fs := s.lookup(file); fs != nil {
 		return fs.version
 	}
 	return 1
@@ -347,8 +388,8 @@ func (s *Server) AcceptDiscard(b block.ID, v block.Version, stamp Time) bool {
 	if s.cfg.Memory != MemoryDiscard || s.mem == nil || s.cfg.MemoryBlocks == 0 || v < s.Version(b.File) {
 		return false
 	}
-	if e := s.mem.get(b); e != nil {
-		if stamp > e.stamp {
+	if e := s.mem.get(b); e != 0 {
+		if stamp > s.mem.at(e).stamp {
 			s.mem.setAge(e, stamp)
 		}
 		return true
@@ -372,14 +413,14 @@ func (s *Server) WriteThrough(now Time, b block.ID) {
 		s.coop.Drop(b)
 	case s.mem == nil || s.cfg.MemoryBlocks == 0:
 	case s.cfg.Memory == MemoryDiskCache:
-		if e := s.mem.get(b); e != nil {
+		if e := s.mem.get(b); e != 0 {
 			s.mem.touch(e, now)
-			e.ver = s.Version(b.File)
+			s.mem.at(e).ver = s.Version(b.File)
 		} else {
 			s.diskCacheInsert(b, s.Version(b.File), now)
 		}
 	default:
-		if e := s.mem.get(b); e != nil {
+		if e := s.mem.get(b); e != 0 {
 			s.mem.remove(e)
 		}
 	}
@@ -391,25 +432,25 @@ func (s *Server) InMemory(b block.ID) bool {
 		ok, _ := s.coop.Has(b)
 		return ok
 	}
-	return s.mem != nil && s.mem.get(b) != nil
+	return s.mem != nil && s.mem.get(b) != 0
 }
 
 // ClientSeen records that client c is alive in life boot. A new boot id
 // means c restarted: hints it handed out before are stale.
 func (s *Server) ClientSeen(c ClientID, boot BootID) {
-	if boot > s.boots[c] {
-		s.boots[c] = boot
+	if boot > s.bootOf(c) {
+		s.boots.set(c, boot)
 		if s.coop != nil {
 			s.coop.PeerBooted(c, boot)
 		}
 	}
-	delete(s.down, c)
+	s.down.del(c)
 }
 
 // ClientFailed records that a message to c timed out: the manager hands out
 // no hints from c until it is seen again.
 func (s *Server) ClientFailed(c ClientID) {
-	s.down[c] = true
+	s.down.set(c, true)
 	if s.coop != nil {
 		s.coop.PeerFailed(c)
 	}
@@ -427,3 +468,13 @@ func (s *Server) Check() error {
 }
 
 func sortIDs(ids []ClientID) { slices.Sort(ids) }
+
+func (s *Server) bootOf(c ClientID) BootID {
+	b, _ := s.boots.get(c)
+	return b
+}
+
+func (s *Server) isDown(c ClientID) bool {
+	d, _ := s.down.get(c)
+	return d
+}

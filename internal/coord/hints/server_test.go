@@ -123,28 +123,35 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-// TestAgeCacheAgainstReference drives the heap with random operations and
-// compares evictions with a simple linear-scan reference.
+// TestAgeCacheAgainstReference drives the age cache (its list and heap)
+// with random operations — references, inserts with old ages, touches
+// from a clock behind, setAge, removals, file drops — and compares
+// evictions with a simple linear-scan reference.
 func TestAgeCacheAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	c := newAgeCache(16, nil)
 	ref := map[uint64]Time{}
 	refSeq := map[uint64]uint64{}
 	var seq uint64
-	for step := 0; step < 5000; step++ {
+	for step := 0; step < 20000; step++ {
 		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40)))
 		key := id.File*1000 + id.Index
 		now := Time(step)
-		switch rng.IntN(4) {
+		if rng.IntN(8) == 0 {
+			now -= Time(rng.IntN(30)) // a clock behind
+		}
+		switch rng.IntN(5) {
 		case 0, 1: // reference
-			if e := c.get(id); e != nil {
+			if e := c.get(id); e != 0 {
 				c.touch(e, now)
-				seq++
-				ref[key], refSeq[key] = now, seq
+				if now >= ref[key] {
+					seq++
+					ref[key], refSeq[key] = now, seq
+				}
 				continue
 			}
 			if c.full() {
-				v := c.popOldest()
+				v, _ := c.popOldest()
 				var wk uint64
 				first := true
 				for k, st := range ref {
@@ -163,14 +170,20 @@ func TestAgeCacheAgainstReference(t *testing.T) {
 			ref[key], refSeq[key] = st, seq
 		case 2: // drop a file
 			if rng.IntN(20) == 0 {
-				for _, e := range c.dropFile(id.File, nil) {
-					delete(ref, e.id.File*1000+e.id.Index)
+				for _, id := range c.dropFile(id.File, nil) {
+					delete(ref, id.File*1000+id.Index)
 				}
 			}
 		case 3:
-			if e := c.get(id); e != nil {
+			if e := c.get(id); e != 0 {
 				c.remove(e)
 				delete(ref, key)
+			}
+		case 4:
+			if e := c.get(id); e != 0 {
+				st := now - Time(rng.IntN(60))
+				c.setAge(e, st)
+				ref[key] = st
 			}
 		}
 		if err := c.check(); err != nil {

@@ -19,6 +19,10 @@ const (
 	OptServerLink = "server_link_mbps" // server link bandwidth in Mbit/s (default 100; 0: no contention)
 	OptClientLink = "client_link_mbps" // each client's link bandwidth in Mbit/s (default 100; 0: none)
 	OptForward    = "forward_choice"   // "round-robin" (default, the seed's) or "balanced" (coopfs serve --forward-choice)
+	// OptKeepOwn: "off" (default) or "on": a writer's copies of the version
+	// its write replaced stay valid (the live agent's WriteBase, NFS's weak
+	// cache consistency); off, only the block written does.
+	OptKeepOwn = "keep_own_writes"
 )
 
 // Sim is the directory (NFS-cc) algorithm in the simulator: client LRU
@@ -39,6 +43,7 @@ const (
 type Sim struct {
 	p       sim.Params
 	none    bool
+	keepOwn bool // OptKeepOwn
 	dir     *directory.Directory
 	holders []*directory.Holder
 	caches  []*cache
@@ -70,6 +75,13 @@ func New(p sim.Params) (*Sim, error) {
 		s.none = true
 	default:
 		return nil, fmt.Errorf("%w: %s = %q, want directory or none", sim.ErrConfig, OptPolicy, pol)
+	}
+	switch k := p.Option(OptKeepOwn, "off"); k {
+	case "on":
+		s.keepOwn = true
+	case "off":
+	default:
+		return nil, fmt.Errorf("%w: %s = %q, want on or off", sim.ErrConfig, OptKeepOwn, k)
 	}
 	var hc directory.HolderConfig
 	switch n := p.Option(OptNotify, "on"); n {
@@ -206,10 +218,15 @@ func (s *Sim) changed(file uint64, c *sim.Counters) block.Version {
 }
 
 // write is write-through: a new version of the file at the server (the
-// block in its memory), the writer keeping the new copy.
+// block in its memory), the writer keeping the new copy (with OptKeepOwn,
+// its copies of the version before too: nobody else changed them).
 func (s *Sim) write(a sim.Access, c *sim.Counters) {
 	id := block.ID{File: a.File, Index: a.Block}
+	prev := s.version(a.File)
 	v := s.changed(a.File, c)
+	if s.keepOwn {
+		s.caches[a.Client].relabel(a.File, prev, v)
+	}
 	c.Msg(a.Client, sim.NodeServer, true)
 	s.serverInsert(id, v)
 	s.clientInsert(a.Client, id, v, a.Time, c)

@@ -147,8 +147,30 @@ func TestWriteInvalidates(t *testing.T) {
 	}
 }
 
+// With keep_own_writes a writer's copies of the version its write replaced
+// stay valid (the live agent's WriteBase); another client's write still
+// makes them stale. Off (the default), only the block written does.
+func TestKeepOwnWrites(t *testing.T) {
+	wr := func(c int, b uint64) sim.Access { return sim.Access{Client: c, File: 1, Block: b, Op: sim.OpWrite} }
+	tr := []sim.Access{rd(0, 1), wr(0, 2), rd(0, 1), rd(0, 2), wr(1, 2), rd(0, 1)}
+	for _, c := range []struct {
+		keep  string
+		local int64
+	}{{"off", 1}, {"on", 2}} {
+		p := tinyParams().WithOption(OptKeepOwn, c.keep)
+		s := newSim(t, p)
+		m, err := sim.Run(context.Background(), &sim.Slice{Label: "k", Accesses: tr}, s, p, sim.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Hits.Local != c.local {
+			t.Errorf("keep_own_writes=%s: local hits %d, want %d", c.keep, m.Hits.Local, c.local)
+		}
+	}
+}
+
 func TestOptions(t *testing.T) {
-	for _, kv := range [][2]string{{OptPolicy, "x"}, {OptNotify, "maybe"}, {OptQueueLen, "0"}, {OptEntries, "-3"}, {OptServerLink, "fast"}} {
+	for _, kv := range [][2]string{{OptPolicy, "x"}, {OptNotify, "maybe"}, {OptKeepOwn, "yes"}, {OptQueueLen, "0"}, {OptEntries, "-3"}, {OptServerLink, "fast"}} {
 		if _, err := New(tinyParams().WithOption(kv[0], kv[1])); err == nil {
 			t.Errorf("%s=%s accepted", kv[0], kv[1])
 		}

@@ -49,6 +49,18 @@ func (l *cache) remove(id block.ID) {
 	}
 }
 
+// relabel moves the cached blocks of file at version from to version to
+// (O(cache size); recency unchanged).
+func (l *cache) relabel(file uint64, from, to block.Version) {
+	for h := l.c.Newest(); h != 0; h = l.c.Older(h) {
+		if l.c.Key(h).File == file {
+			if n := l.c.Value(h); n.ver == from {
+				n.ver = to
+			}
+		}
+	}
+}
+
 // insert caches id (version ver, data ready at ready) as the newest block,
 // replacing a cached copy. It returns the evicted block, if any.
 func (l *cache) insert(id block.ID, ver block.Version, ready time.Duration) (victim block.ID, evicted bool) {

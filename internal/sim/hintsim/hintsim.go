@@ -64,7 +64,7 @@ type Algorithm struct {
 	pending map[uint64]map[uint64]struct{}
 	// holders indexes, per block, the clients whose caches hold it (a bit
 	// per client, kept through hints.ClientConfig.Watch) so that the
-	// oracle scans only them; nil with more than 64 clients (then every
+	// oracle scans only them; nil with one client or more than 64 (then every
 	// client is asked).
 	holders *sim.Table[sim.Key, uint64]
 	// SecondMasters counts server fetches that created a second master copy
@@ -113,7 +113,7 @@ func New(p sim.Params) (*Algorithm, error) {
 	if mem == hints.MemoryCoop && p.ServerCacheBlocks > 0 {
 		peers = append(append([]hints.ClientID(nil), ids...), a.coopID)
 	}
-	if p.Clients <= 64 {
+	if p.Clients > 1 && p.Clients <= 64 { // one client: the oracle asks it directly
 		a.holders = new(sim.Table[sim.Key, uint64])
 	}
 	for i := range ids {

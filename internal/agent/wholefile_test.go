@@ -1,0 +1,227 @@
+package agent_test
+
+import (
+	"bytes"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/obs"
+)
+
+// newWholeAgent mounts (without FUSE) a client of a wholefile server with
+// a disk tier in disk and a memory tier of 8 blocks (files live on disk),
+// every file whole (no minimum size).
+func newWholeAgent(t *testing.T, addr, disk, listen string) *hintsAgent {
+	t.Helper()
+	if listen == "" {
+		listen = freeAddr(t)
+	}
+	m := obs.NewMetrics()
+	a, err := agent.New(asRoot(), agent.Config{Server: addr, Policy: "wholefile", Metrics: m, CacheSize: 8 * hbs,
+		// A long timeout: a holder slowed down by a loaded machine must not
+		// count as failed (the tests below check where the bytes came from).
+		Listen: listen, ReadAhead: 1, ForwardTimeout: 30 * time.Second, ReconnectTimeout: time.Second,
+		Disk: agent.DiskConfig{Dir: disk, Size: 1 << 20}, WholeFileMinSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hintsAgent{Agent: a, m: m, listen: listen}
+	t.Cleanup(func() { h.close() })
+	return h
+}
+
+func (h *hintsAgent) close() {
+	if !h.closed {
+		h.closed = true
+		h.Agent.Close()
+	}
+}
+
+func (h *hintsAgent) serverReads(t *testing.T) float64 {
+	return h.layer(t, obs.LayerServerDisk) + h.layer(t, obs.LayerServerMemory)
+}
+
+func (h *hintsAgent) attr(t *testing.T, path string) (ino, version uint64) {
+	t.Helper()
+	at, err := h.Lookup(asRoot(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at.Ino, at.Version
+}
+
+// TestWholeFileStaggered: staggered readers; the first reads from the
+// server and becomes a holder, a reopen is a whole-file hit, and the later
+// readers fetch the whole file from the holders without the server.
+func TestWholeFileStaggered(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(32*hbs+100, 3)
+	writeExport(t, export, "f", data)
+	sm := obs.NewMetrics()
+	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	c0 := newWholeAgent(t, addr, t.TempDir(), "")
+	c0.mustRead(t, "f", data)
+	before := c0.serverReads(t)
+	c0.mustRead(t, "f", data)
+	if c0.count(t, "coopfs_wholefile_hits_total") != 1 || c0.serverReads(t) != before {
+		t.Errorf("reopen: %v hits, server reads %v → %v", c0.count(t, "coopfs_wholefile_hits_total"), before, c0.serverReads(t))
+	}
+	for i := 1; i <= 3; i++ {
+		c := newWholeAgent(t, addr, t.TempDir(), "")
+		c.mustRead(t, "f", data)
+		if n := c.serverReads(t); n != 0 {
+			t.Errorf("reader %d: %v reads from the server, want none", i, n)
+		}
+		if c.count(t, "coopfs_wholefile_segments_total") == 0 || c.layer(t, obs.LayerPeer) == 0 {
+			t.Errorf("reader %d fetched nothing from holders", i)
+		}
+	}
+	if got := scrape(t, sm).Sum("coopfs_wholefile_haves_total", nil); got != 4 {
+		t.Errorf("server: %v clients joined the map, want 4", got)
+	}
+}
+
+// TestWholeFileFailingPeer: one of two holders lost blocks in the middle of
+// both halves of the file (a holder failing mid-segment) and the other
+// sends corrupt blocks in a second round: the reader gets the right bytes,
+// the failed work moves to the other holder or the server.
+func TestWholeFileFailingPeer(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(64*hbs, 4)
+	writeExport(t, export, "f", data)
+	addr := startPolicyServer(t, export, "wholefile", obs.NewMetrics(), 0)
+	c0 := newWholeAgent(t, addr, t.TempDir(), "")
+	c1 := newWholeAgent(t, addr, t.TempDir(), "")
+	c0.mustRead(t, "f", data)
+	c1.mustRead(t, "f", data)
+	ino, v := c1.attr(t, "f")
+	for _, idx := range []uint64{12, 44} {
+		agent.WholeFileTamper(c1.Agent, ino, v, idx, true)
+	}
+	c2 := newWholeAgent(t, addr, t.TempDir(), "")
+	c2.mustRead(t, "f", data)
+	if c2.count(t, "coopfs_wholefile_peer_failures_total") == 0 {
+		t.Error("the holder missing blocks did not fail")
+	}
+	if c2.serverReads(t) != 0 {
+		t.Errorf("%v blocks from the server: the other holder should have taken the failed segment", c2.serverReads(t))
+	}
+
+	// Corrupt copies at every holder but one: checked against the
+	// server's digests, refetched.
+	for idx := uint64(0); idx < 64; idx++ {
+		agent.WholeFileTamper(c0.Agent, ino, v, idx, false)
+	}
+	c3 := newWholeAgent(t, addr, t.TempDir(), "")
+	c3.mustRead(t, "f", data)
+	if c3.count(t, "coopfs_wholefile_bad_blocks_total") == 0 {
+		t.Error("no bad block counted from the corrupt holder")
+	}
+
+	// Every holder's peer side dead: the reader falls back to the server.
+	for _, c := range []*hintsAgent{c0, c1, c2, c3} {
+		agent.ClosePeerListener(c.Agent)
+	}
+	c4 := newWholeAgent(t, addr, t.TempDir(), "")
+	c4.mustRead(t, "f", data)
+	if c4.count(t, "coopfs_wholefile_peer_failures_total") == 0 || c4.serverReads(t) == 0 {
+		t.Errorf("dead holders: %v failures, %v server reads", c4.count(t, "coopfs_wholefile_peer_failures_total"), c4.serverReads(t))
+	}
+}
+
+// TestWholeFileRestart: a client restarted with a current copy on disk
+// uses it without moving data and serves it; restarted with a stale copy
+// (the file changed while it was down) it reads the new version, and
+// nobody is handed its old copy.
+func TestWholeFileRestart(t *testing.T) {
+	export := t.TempDir()
+	v1, v2 := pattern(24*hbs, 5), pattern(24*hbs, 6)
+	writeExport(t, export, "f", v1)
+	addr := startPolicyServer(t, export, "wholefile", obs.NewMetrics(), 0)
+	disk, listen := t.TempDir(), freeAddr(t)
+	c0 := newWholeAgent(t, addr, disk, listen)
+	c0.mustRead(t, "f", v1)
+	c0.close()
+
+	c0 = newWholeAgent(t, addr, disk, listen)
+	c0.mustRead(t, "f", v1)
+	if c0.count(t, "coopfs_wholefile_hits_total") != 1 || c0.serverReads(t) != 0 || c0.layer(t, obs.LayerPeer) != 0 {
+		t.Errorf("restart with a current copy: %v hits, %v server reads, %v peer reads",
+			c0.count(t, "coopfs_wholefile_hits_total"), c0.serverReads(t), c0.layer(t, obs.LayerPeer))
+	}
+	c1 := newWholeAgent(t, addr, t.TempDir(), "")
+	c1.mustRead(t, "f", v1)
+	if c1.serverReads(t) != 0 {
+		t.Errorf("the restarted holder did not serve: %v server reads", c1.serverReads(t))
+	}
+	c0.close()
+
+	writeExport(t, export, "f", v2) // changed while c0 is down
+	c0 = newWholeAgent(t, addr, disk, listen)
+	c0.mustRead(t, "f", v2)
+	if c0.count(t, "coopfs_wholefile_hits_total") != 0 {
+		t.Error("a stale copy counted as current")
+	}
+	c1.mustRead(t, "f", v2) // c1 holds v1: revalidated, then served v2
+	c2 := newWholeAgent(t, addr, t.TempDir(), "")
+	c2.mustRead(t, "f", v2)
+}
+
+// TestWholeFileFigure1 is seed 001's figure 1 through three clients: c1
+// and c2 open and read a 4 KB file, c1 writes "X" at 0 and closes, c2
+// writes "Y" at 1 and closes, c3 opens and reads "XY". The first commit
+// leaves c1's copy valid (the counter did not move since its open; its own
+// writes kept its blocks current); the second follows another since c2's
+// open: it leaves no valid copy (commit race).
+func TestWholeFileFigure1(t *testing.T) {
+	export := t.TempDir()
+	writeExport(t, export, "f", bytes.Repeat([]byte("."), 4096))
+	sm := obs.NewMetrics()
+	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	c1 := newWholeAgent(t, addr, t.TempDir(), "")
+	c2 := newWholeAgent(t, addr, t.TempDir(), "")
+	c3 := newWholeAgent(t, addr, t.TempDir(), "")
+	f1, _, err := c1.Open(asRoot(), "f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, _, err := c2.Open(asRoot(), "f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := f1.ReadAt(asRoot(), buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f2.ReadAt(asRoot(), buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f1.WriteAt(asRoot(), []byte("X"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f1.Flush(asRoot())
+	f1.Release(asRoot())
+	if _, err := f2.WriteAt(asRoot(), []byte("Y"), 1); err != nil {
+		t.Fatal(err)
+	}
+	f2.Flush(asRoot())
+	f2.Release(asRoot())
+	got, err := readAll(asRoot(), c3.Agent, "f")
+	if err != nil || len(got) < 2 || string(got[:2]) != "XY" {
+		t.Fatalf("c3 read %q (%v), want XY…", got[:min(2, len(got))], err)
+	}
+	s := scrape(t, sm)
+	if s.Sum("coopfs_wholefile_commits_total", nil) != 2 || s.Sum("coopfs_wholefile_valid_commits_total", nil) != 1 {
+		t.Errorf("commits %v, valid %v; want 2 and 1", s.Sum("coopfs_wholefile_commits_total", nil), s.Sum("coopfs_wholefile_valid_commits_total", nil))
+	}
+	// Everyone reads the committed content, holders of the older copies
+	// included.
+	for _, c := range []*hintsAgent{c1, c2, c3} {
+		got, err := readAll(asRoot(), c.Agent, "f")
+		if err != nil || string(got[:2]) != "XY" {
+			t.Errorf("reread: %q (%v)", got[:min(2, len(got))], err)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package proxy
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// writeBack serves the requests that write-back answers here or prepares:
+// writes complete in dirty frames; an fsync of a dirty file syncs them; a
+// setattr or fallocate of a dirty file writes it back first, then goes
+// upstream. done is false for a request to relay.
+func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep wire.Msg, done bool, err error) {
+	switch m := m.(type) {
+	// A write at an offset applied twice leaves the same data: WriteSeq
+	// and WriteBase need no reply cache here.
+	case *wire.Write:
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
+	case *wire.WriteSeq:
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
+	case *wire.WriteBase:
+		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, true)
+	case *wire.Fsync:
+		if hd, ok := cl.handleInfo(m.Handle); ok && w.holds(hd.ino) {
+			if err := w.sync(); err != nil {
+				return nil, true, err
+			}
+			return &wire.OK{}, true, nil
+		}
+	case *wire.SetAttr:
+		ino := uint64(0)
+		if hd, ok := cl.handleInfo(m.Handle); ok && m.Handle != 0 {
+			ino = hd.ino
+		} else if df := w.find(m.Path); df != nil {
+			ino = df.ino
+		}
+		if err := w.flushBefore(ctx, ino); err != nil {
+			return nil, true, err
+		}
+	case *wire.Fallocate:
+		if hd, ok := cl.handleInfo(m.Handle); ok {
+			if err := w.flushBefore(ctx, hd.ino); err != nil {
+				return nil, true, err
+			}
+		}
+	}
+	return nil, false, nil
+}
+
+// wbWrite completes a write here; a WriteBase (base) is answered with a
+// WriteReply whose Prev is the version clients saw right before this
+// write. A write through a handle the proxy did not see opened for writing
+// goes upstream (which decides), after the file's dirty data, if any, is
+// written back.
+func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data []byte, base bool) (wire.Msg, bool, error) {
+	hd, ok := cl.handleInfo(h)
+	if !ok || !hd.writable || hd.attr.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		if ok {
+			if err := w.flushBefore(ctx, hd.ino); err != nil {
+				return nil, true, err
+			}
+		}
+		return nil, false, nil
+	}
+	if hd.appending {
+		if df := w.file(hd.ino); df != nil {
+			w.mu.Lock()
+			off = uint64(df.size)
+			w.mu.Unlock()
+		} else {
+			off = hd.attr.Size
+			if fv, known := w.c.current(hd.ino); known {
+				off = fv.size
+			}
+		}
+	}
+	attr, prev, err := w.write(ctx, cl, h, hd, off, data)
+	if err != nil {
+		return nil, true, err
+	}
+	if base {
+		return &wire.WriteReply{Attr: attr, Prev: prev}, true, nil
+	}
+	return &wire.AttrReply{Attr: attr}, true, nil
+}
+
+// afterChange updates the dirty files after a change the upstream made: a
+// file unlinked or renamed over is stale (its dirty data is never written
+// back), a renamed one is written back under its new name.
+func (cl *client) afterChange(w *writeBack, m wire.Msg) {
+	switch m := m.(type) {
+	case *wire.Unlink:
+		w.removed(m.Path)
+	case *wire.Rename:
+		w.afterRename(m.Old, m.New, m.Flags)
+		cl.p.renamedHandles(m.Old, m.New, m.Flags)
+	}
+}
+
+// renamedHandles moves every client's handles after a rename.
+func (p *Proxy) renamedHandles(oldPath, newPath string, flags uint32) {
+	p.mu.Lock()
+	clients := make([]*client, 0, len(p.clients))
+	for cl := range p.clients {
+		clients = append(clients, cl)
+	}
+	p.mu.Unlock()
+	const exchange = 2 // RENAME_EXCHANGE
+	for _, cl := range clients {
+		if flags&exchange != 0 {
+			tmp := "\x00exchange"
+			cl.renamedHandles(oldPath, tmp)
+			cl.renamedHandles(newPath, oldPath)
+			cl.renamedHandles(tmp, newPath)
+			continue
+		}
+		cl.renamedHandles(oldPath, newPath)
+	}
+}

@@ -1,0 +1,222 @@
+package wire
+
+// Message types 170–179: the `wholefile` policy (issue 12, seed 001). See
+// docs/protocol.md, "The wholefile policy".
+const (
+	TWholeOpen      Type = 170 // client → server: an open's commit counter and valid-cache map; answered by WholeOpenReply
+	TWholeOpenReply Type = 171 // the counter, the holders of the current version and the digests to check them
+	TWholeHave      Type = 172 // client → server, one-way: I now hold this version of the file whole
+	TWholeCommit    Type = 173 // client → server: close after writes; answered by WholeCommitReply
+	TWholeCommitRep Type = 174 // the new counter, and whether the closer's copy is the valid one
+	TWholeDrop      Type = 175 // client → server, one-way: I no longer hold the file whole
+	TWholeRead      Type = 176 // requester → holder: a run of blocks of the file at a version; answered by WholeData
+	TWholeData      Type = 177 // the blocks, back to back
+)
+
+// WholeOpen follows an open of a large file under the wholefile policy
+// (Handle names it). Version is the data version the open saw; Have says
+// the client holds that version whole (its copy is current: it becomes a
+// holder and fetches nothing). NoData asks for the counter only (an open
+// for writing), without holders or digests.
+type WholeOpen struct {
+	Handle, File, Version uint64
+	Have, NoData          bool
+}
+
+// WholeHolder is a client in a file's valid-cache map: its id and peer
+// listener.
+type WholeHolder struct {
+	ID     uint32
+	Listen string
+}
+
+// WholeOpenReply answers WholeOpen: the file's commit counter (handed back
+// on commit), the data version the map is for, the holders of that version
+// (the opener excluded) and, when there are holders, the SHA-256 of every
+// block of that version (what the holders must send).
+type WholeOpenReply struct {
+	Version uint64
+	Commit  uint64
+	Holders []WholeHolder
+	Digests []BlockDigestMsg
+}
+
+// WholeHave tells the server the client now holds Version of File whole:
+// it joins the map if Version is still current. Handle is the client's
+// open of the file, if it still has one (0: none): the server hashes the
+// file's blocks through it ahead of the next opener.
+type WholeHave struct {
+	Handle, File, Version uint64
+}
+
+// WholeCommit is sent on close after writes: Opened is the counter the
+// client's open was handed, Version the data version its last write left,
+// Whole whether it holds that version whole.
+type WholeCommit struct {
+	Handle, File, Opened, Version uint64
+	Whole                         bool
+}
+
+// WholeCommitRep answers WholeCommit: the new counter and whether the
+// closer is now the (only) holder.
+type WholeCommitRep struct {
+	Commit uint64
+	Valid  bool
+}
+
+// WholeDrop tells the server the client no longer holds File whole.
+type WholeDrop struct {
+	File uint64
+}
+
+// WholeRead asks a holder for Count blocks of File from Index, at
+// Version (a holder serves only that version).
+type WholeRead struct {
+	File, Version, Index uint64
+	Count                uint32
+}
+
+// WholeData answers WholeRead: the blocks back to back in Data, Lens
+// giving each one's length.
+type WholeData struct {
+	Version uint64
+	Lens    []uint32
+	Data    []byte
+}
+
+func newWholeFileMsg(t Type) Msg {
+	switch t {
+	case TWholeOpen:
+		return &WholeOpen{}
+	case TWholeOpenReply:
+		return &WholeOpenReply{}
+	case TWholeHave:
+		return &WholeHave{}
+	case TWholeCommit:
+		return &WholeCommit{}
+	case TWholeCommitRep:
+		return &WholeCommitRep{}
+	case TWholeDrop:
+		return &WholeDrop{}
+	case TWholeRead:
+		return &WholeRead{}
+	case TWholeData:
+		return &WholeData{}
+	}
+	return nil
+}
+
+func (*WholeOpen) Type() Type { return TWholeOpen }
+func (m *WholeOpen) encode(e *encoder) {
+	e.u64(m.Handle)
+	e.u64(m.File)
+	e.u64(m.Version)
+	e.boolean(m.Have)
+	e.boolean(m.NoData)
+}
+func (m *WholeOpen) decode(d *decoder) {
+	m.Handle = d.u64()
+	m.File = d.u64()
+	m.Version = d.u64()
+	m.Have = d.boolean()
+	m.NoData = d.boolean()
+}
+
+func (*WholeOpenReply) Type() Type { return TWholeOpenReply }
+func (m *WholeOpenReply) encode(e *encoder) {
+	e.u64(m.Version)
+	e.u64(m.Commit)
+	e.u64(uint64(len(m.Holders)))
+	for _, h := range m.Holders {
+		e.u32(h.ID)
+		e.str(h.Listen)
+	}
+	encodeDigests(e, m.Digests)
+}
+func (m *WholeOpenReply) decode(d *decoder) {
+	m.Version = d.u64()
+	m.Commit = d.u64()
+	if n := d.count(2); n > 0 {
+		m.Holders = make([]WholeHolder, n)
+		for i := range m.Holders {
+			m.Holders[i] = WholeHolder{ID: d.u32(), Listen: d.str()}
+		}
+	}
+	m.Digests = decodeDigests(d)
+}
+
+func (*WholeHave) Type() Type { return TWholeHave }
+func (m *WholeHave) encode(e *encoder) {
+	e.u64(m.Handle)
+	e.u64(m.File)
+	e.u64(m.Version)
+}
+func (m *WholeHave) decode(d *decoder) {
+	m.Handle = d.u64()
+	m.File = d.u64()
+	m.Version = d.u64()
+}
+
+func (*WholeCommit) Type() Type { return TWholeCommit }
+func (m *WholeCommit) encode(e *encoder) {
+	e.u64(m.Handle)
+	e.u64(m.File)
+	e.u64(m.Opened)
+	e.u64(m.Version)
+	e.boolean(m.Whole)
+}
+func (m *WholeCommit) decode(d *decoder) {
+	m.Handle = d.u64()
+	m.File = d.u64()
+	m.Opened = d.u64()
+	m.Version = d.u64()
+	m.Whole = d.boolean()
+}
+
+func (*WholeCommitRep) Type() Type { return TWholeCommitRep }
+func (m *WholeCommitRep) encode(e *encoder) {
+	e.u64(m.Commit)
+	e.boolean(m.Valid)
+}
+func (m *WholeCommitRep) decode(d *decoder) {
+	m.Commit = d.u64()
+	m.Valid = d.boolean()
+}
+
+func (*WholeDrop) Type() Type          { return TWholeDrop }
+func (m *WholeDrop) encode(e *encoder) { e.u64(m.File) }
+func (m *WholeDrop) decode(d *decoder) { m.File = d.u64() }
+
+func (*WholeRead) Type() Type { return TWholeRead }
+func (m *WholeRead) encode(e *encoder) {
+	e.u64(m.File)
+	e.u64(m.Version)
+	e.u64(m.Index)
+	e.u32(m.Count)
+}
+func (m *WholeRead) decode(d *decoder) {
+	m.File = d.u64()
+	m.Version = d.u64()
+	m.Index = d.u64()
+	m.Count = d.u32()
+}
+
+func (*WholeData) Type() Type { return TWholeData }
+func (m *WholeData) encode(e *encoder) {
+	e.u64(m.Version)
+	e.u64(uint64(len(m.Lens)))
+	for _, l := range m.Lens {
+		e.u32(l)
+	}
+}
+func (m *WholeData) decode(d *decoder) {
+	m.Version = d.u64()
+	if n := d.count(1); n > 0 {
+		m.Lens = make([]uint32, n)
+		for i := range m.Lens {
+			m.Lens[i] = d.u32()
+		}
+	}
+}
+func (m *WholeData) payload() []byte     { return m.Data }
+func (m *WholeData) setPayload(p []byte) { m.Data = p }
