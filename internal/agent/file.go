@@ -26,15 +26,16 @@ type file struct {
 	// caller opened the file; a reopen after reconnecting is made as them.
 	caller vfs.Caller
 
-	mu      sync.Mutex
-	h       uint64 // server handle, valid in session generation gen
-	gen     uint64
-	attr    wire.Attr
-	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
-	nextOff int64       // where a sequential reader reads next
-	ahead   uint64      // blocks below this index were already read ahead
-	hold    holding     // writes and attribute changes held back (pipe.go)
-	holdErr error       // a held operation's failure, sent on another's behalf (pipe.go)
+	mu       sync.Mutex
+	h        uint64 // server handle, valid in session generation gen
+	gen      uint64
+	attr     wire.Attr
+	locked   atomic.Bool // the file took locks: its release is not queued (release.go)
+	nextOff  int64       // where a sequential reader reads next
+	ahead    uint64      // blocks below this index were already read ahead
+	hold     holding     // writes and attribute changes held back (pipe.go)
+	holdErr  error       // a held operation's failure, sent on another's behalf (pipe.go)
+	holdLost error       // held operations the server refused: every close and fsync says so (pipe.go)
 
 	holdOn   atomic.Bool // hold.on, read without mu
 	commitMu sync.Mutex  // orders the file's commits (pipe.go)
@@ -459,6 +460,9 @@ func (f *file) Fsync(ctx context.Context) error {
 		return f.a.wb.sync()
 	}
 	if _, err := f.commit(ctx); err != nil {
+		return err
+	}
+	if err := f.takeHoldErr(); err != nil {
 		return err
 	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)

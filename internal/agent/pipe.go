@@ -317,14 +317,48 @@ func (f *file) commit(ctx context.Context) (sent bool, err error) {
 	defer f.a.holds.bytes.Add(-int64(len(data)))
 	seq := f.a.writeSeq.Add(1)
 	cctx := vfs.WithCaller(ctx, f.caller)
+	var rel []uint64
+	var relGen uint64
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
-		return as(cctx, &wire.Commit{Seq: seq, Handle: h, Ops: ops, Data: data})
+		// Releases of files closed before ride along (release.go); on a
+		// broken connection the server closed them with it.
+		f.mu.Lock()
+		relGen = f.gen
+		f.mu.Unlock()
+		rel = f.a.releases.take(relGen)
+		return as(cctx, &wire.Commit{Seq: seq, Handle: h, Ops: ops, Release: rel, Data: data})
 	}, true)
 	if errors.Is(err, syscall.ENOSYS) {
 		f.a.holds.noCommit.Store(true)
+		for _, h := range rel {
+			if !f.a.releases.add(relGen, h) {
+				f.a.sess.call(ctx, &wire.Release{Handle: h}, false)
+			}
+		}
 		r, err = f.replay(ctx, ops, data)
 	}
 	if err != nil {
+		var re *wire.RemoteError
+		if !errors.As(err, &re) {
+			// Not the server's answer (it could not be reached, the
+			// connection broke, the file could not be reopened): nothing
+			// is lost; the operations go again, first, with the next
+			// commit (each is idempotent: positional writes, absolute
+			// attributes), and this one's caller gets the error.
+			f.mu.Lock()
+			f.hold.ops = append(ops, f.hold.ops...)
+			f.hold.data = append(data, f.hold.data...)
+			f.mu.Unlock()
+			f.a.holds.bytes.Add(int64(len(data)))
+			return true, err
+		}
+		// The server applied the operations up to the one that failed:
+		// the rest are dropped, and every later close and fsync of the
+		// file reports it (a close in another process sharing the open
+		// file — a child's close-on-exec — must not be the only one).
+		f.mu.Lock()
+		f.holdLost = err
+		f.mu.Unlock()
 		return true, err
 	}
 	ar, ok := r.(*wire.AttrReply)
@@ -374,6 +408,15 @@ func (f *file) endHold(ctx context.Context, quiet bool) error {
 	}
 	_, err := f.commit(ctx)
 	f.mu.Lock()
+	if len(f.hold.ops) > 0 {
+		// Put back (commit): the file goes on holding them, and the next
+		// close, fsync or release sends them again.
+		if quiet {
+			f.holdErr, err = err, nil
+		}
+		f.mu.Unlock()
+		return err
+	}
 	wasOn := f.hold.on
 	f.hold.on = false
 	ino := f.attr.Ino
@@ -392,12 +435,16 @@ func (f *file) endHold(ctx context.Context, quiet bool) error {
 	return f.takeHoldErr()
 }
 
-// takeHoldErr returns (once) the failure of held operations sent on
-// another operation's behalf.
+// takeHoldErr returns the failure of held operations: once, when they
+// were sent on another operation's behalf; at every call, when the server
+// refused one (holdLost).
 func (f *file) takeHoldErr() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.holdErr
 	f.holdErr = nil
+	if err == nil {
+		err = f.holdLost
+	}
 	return err
 }

@@ -29,6 +29,11 @@ func (s *Server) commit(c *wire.Conn, m *wire.Commit) (*wire.AttrReply, error) {
 	if cl == nil {
 		return nil, syscall.EPROTO
 	}
+	defer func() {
+		for _, h := range m.Release {
+			s.release(c, h) // an unknown handle: nothing to close
+		}
+	}()
 	id := writeID{cl.bootID, m.Seq}
 	e, dup := s.drc.begin(id)
 	if dup {

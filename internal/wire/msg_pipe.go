@@ -51,12 +51,16 @@ type CommitOp struct {
 // the server holds the data then (close-to-open). Seq names the commit
 // for exactly-once, as WriteSeq's does (a resent commit is answered from
 // the server's reply cache). The reply is the file's attributes after the
-// last operation.
+// last operation. Release lists handles of files closed before, which the
+// server closes after the commit whatever its outcome, as a ReleaseBatch
+// would (the client's queued releases ride along instead of a message of
+// their own).
 type Commit struct {
-	Seq    uint64
-	Handle uint64
-	Ops    []CommitOp
-	Data   []byte
+	Seq     uint64
+	Handle  uint64
+	Ops     []CommitOp
+	Release []uint64
+	Data    []byte
 }
 
 func newPipeMsg(t Type) Msg {
@@ -132,6 +136,10 @@ func (m *Commit) encode(e *encoder) {
 		e.i64(a.Atime)
 		e.i64(a.Mtime)
 	}
+	e.u64(uint64(len(m.Release)))
+	for _, h := range m.Release {
+		e.u64(h)
+	}
 }
 func (m *Commit) decode(d *decoder) {
 	m.Seq = d.u64()
@@ -146,6 +154,10 @@ func (m *Commit) decode(d *decoder) {
 			continue
 		}
 		op.Attr = &SetAttr{Valid: d.u32(), Mode: d.u32(), UID: d.u32(), GID: d.u32(), Atime: d.i64(), Mtime: d.i64()}
+	}
+	m.Release = make([]uint64, d.count(1))
+	for i := range m.Release {
+		m.Release[i] = d.u64()
 	}
 }
 func (m *Commit) payload() []byte     { return m.Data }
