@@ -35,6 +35,7 @@ func benchWorkloads() []benchWorkload {
 		{"coop", "cooperative benchmarks on a netns testbed: concurrent copy, patterns, discard, andrew, fault (root)", false, runBenchCoop},
 		{"replay", "a trace played live on a netns testbed and in the simulator, side by side: hit ratios, messages, hints, read time (root)", false, runBenchReplay},
 		{"proxy", "the caching proxy on a netns testbed: a second client behind a LAN proxy, a warm restart (root)", false, runBenchProxy},
+		{"wholefile", "seed 001's experiments on a netns testbed, per policy: staggered readers, web server, overloaded server, overhead, cluster warm-up (root)", false, runBenchWholefile},
 		{"meta", "metadata and small files: tar x, find+stat, grep -r, du, python import, rm -rf vs ext4 and bindfs; close-to-open across mounts", false, runBenchMeta},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
 	}
@@ -63,7 +64,7 @@ func benchUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: coopfs bench WORKLOAD [flags]\n\nWorkloads:")
 	for _, b := range benchWorkloads() {
 		if !b.hidden {
-			fmt.Fprintf(w, "  %-7s %s\n", b.name, b.summary)
+			fmt.Fprintf(w, "  %-9s %s\n", b.name, b.summary)
 		}
 	}
 	fmt.Fprintln(w, "\nRun 'coopfs bench WORKLOAD -h' for its flags; workloads print a table and write JSON and plots.")

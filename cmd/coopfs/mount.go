@@ -31,6 +31,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
 	attrTimeout := fs.Duration("attr-timeout", fusefs.DefaultAttrTimeout, "how long the kernel caches attributes between opens")
 	readAhead := fs.Int("read-ahead", 4, "blocks fetched ahead of a sequential reader")
+	noCallbacks := fs.Bool("no-callbacks", false, "ask the server for no callbacks: every open, lookup and listing is a message (close-to-open by revalidation, attributes cached for --attr-timeout)")
+	coveredTimeout := fs.Duration("covered-timeout", fusefs.DefaultCoveredTimeout, "how long the kernel caches attributes and names that a server callback covers (a break invalidates them at once)")
 	reconnect := fs.Duration("reconnect-timeout", 30*time.Second, "how long to retry an unreachable server before failing (at mount and later)")
 	diskF := addDiskFlags(fs)
 	var writePolicy cache.WritePolicy
@@ -72,7 +74,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("connecting", "server", *serverAddr)
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
-		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard,
+		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
 		WholeFileMinSize: wholeFileMinSize(wholeMin),
 		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},
@@ -93,7 +95,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
-		ReadOnly: writePolicy == cache.ReadOnly}, log)
+		ReadOnly: writePolicy == cache.ReadOnly, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks}, log)
 	if err != nil {
 		return err
 	}

@@ -225,3 +225,27 @@ func TestE2EProxyWriteBackFull(t *testing.T) {
 	flushProxy(t, px)
 	wantExport(t, srv, "after", []byte("room again"))
 }
+
+// TestE2EProxyWriteBackCascade: client → write-back LAN proxy → WAN proxy
+// → server. The LAN proxy's own connection (its write delegations, its
+// write-back) goes through the WAN proxy; a client direct on the server
+// opens the file after close and sees the data, recalled through both.
+func TestE2EProxyWriteBackCascade(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t), "--recall-timeout", "10s")
+	wan := startProxy(t, srv.addr, "--name", "wan")
+	lan := startProxy(t, wan.addr, wbProxyArgs(filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h", "--name", "lan")...)
+	a := startMount(t, lan.addr, "--name", "A")
+	direct := startMount(t, srv.addr, "--name", "direct")
+	data := patterned(1<<20+7, 11)
+	writeFile(t, a.path("f"), data)
+	if got, _ := exportFile(t, srv, "f"); len(got) != 0 {
+		t.Fatalf("the export has %d bytes of f before any write-back", len(got))
+	}
+	readWant(t, direct.path("f"), data)
+	wantExport(t, srv, "f", data)
+	more := patterned(70000, 12)
+	writeFile(t, a.path("g"), more)
+	flushProxy(t, lan)
+	wantExport(t, srv, "g", more)
+}

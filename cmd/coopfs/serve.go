@@ -39,6 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	handlerTimeout := fs.Duration("handler-timeout", server.DefaultLimits.HandlerTimeout, "deadline of one request (a hung export is answered ETIMEDOUT); below the clients' request timeout")
 	recallTimeout := fs.Duration("recall-timeout", server.DefaultRecallTimeout, "how long an open waits for a write-back client to write back the file it holds unflushed writes to")
 	recallPolicy := fs.String("recall-timeout-policy", server.RecallEIO, "what such an open gets when the holder does not answer in time: eio, or stale (the last version written back)")
+	callbackTimeout := fs.Duration("callback-timeout", server.DefaultCallbackTimeout, "how long a change waits for a client to acknowledge the break of its callback; a client silent past it is disconnected")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -70,7 +71,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
-		PingTimeout: *pingTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
+		PingTimeout: *pingTimeout, CallbackTimeout: *callbackTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
 		Conns:         connF.limits(),
 		Limits:        server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout},
 		RecallTimeout: *recallTimeout, RecallTimeoutPolicy: *recallPolicy})

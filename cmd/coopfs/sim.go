@@ -570,6 +570,41 @@ type benchRow struct {
 	PerCPUSec float64 `json:"accesses_per_cpu_s"`
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	MissRatio float64 `json:"miss_ratio"` // reads that missed the local cache / reads
+	// Load1 is the machine's 1-minute load average when the run started
+	// (the rates mean little on a loaded machine).
+	Load1 float64 `json:"load1"`
+	// TargetMps is issue 13's speed target for the algorithm in M
+	// accesses/s (0: none); MetWall and MetCPU say whether the run reached
+	// it in wall-clock time and per CPU-second.
+	TargetMps float64 `json:"target_m_per_s,omitempty"`
+	MetWall   bool    `json:"met_wall,omitempty"`
+	MetCPU    bool    `json:"met_cpu,omitempty"`
+	// VsLibCacheSim is this run's accesses per CPU-second over
+	// libCacheSim's on the same trace (0: not run there).
+	VsLibCacheSim float64 `json:"vs_libcachesim_cpu,omitempty"`
+}
+
+// speedTarget is issue 13's target in M accesses/s: 7 for the LRU-class
+// algorithms and Optimal, 3 for hints.
+func speedTarget(algo string) float64 {
+	switch algo {
+	case "baseline", "globallru", "nchance", "gms", "directory", "optimal":
+		return 7
+	case "hints":
+		return 3
+	}
+	return 0
+}
+
+// loadAvg returns the 1-minute load average (0 if unknown).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
 }
 
 // lcsAlgo is libCacheSim's name for the coopfs algorithm that is exactly
@@ -635,6 +670,9 @@ func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("%s, %d clients: %w", a, c, err)
 			}
 			r.Tool, r.Algorithm, r.Clients = "coopfs", a, c
+			if r.TargetMps = speedTarget(a); r.TargetMps > 0 {
+				r.MetWall, r.MetCPU = r.PerSec >= r.TargetMps*1e6, r.PerCPUSec >= r.TargetMps*1e6
+			}
 			rows = append(rows, r)
 			fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, a, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
 			if la, ok := lcsAlgo[a]; ok && c == 1 && *lcs != "" {
@@ -643,6 +681,9 @@ func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					continue
 				}
 				r.Algorithm, r.Clients = a+" ("+la+")", 1
+				if r.PerCPUSec > 0 {
+					rows[len(rows)-1].VsLibCacheSim = rows[len(rows)-1].PerCPUSec / r.PerCPUSec
+				}
 				rows = append(rows, r)
 				fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, la, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
 			}
@@ -653,11 +694,26 @@ func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "| tool | algorithm | clients | accesses | M accesses/s | M accesses/CPU-s | peak RSS MB | miss ratio |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(stdout, "| tool | algorithm | clients | accesses | M accesses/s | M accesses/CPU-s | peak RSS MB | miss ratio | load | target M/s: met wall, per CPU-s | × libCacheSim per CPU-s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.2f | %.2f | %.0f | %.4f |\n", r.Tool, r.Algorithm, r.Clients, r.Accesses, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
+		target, vs := "", ""
+		if r.TargetMps > 0 {
+			target = fmt.Sprintf("%.0f: %s, %s", r.TargetMps, yesNo(r.MetWall), yesNo(r.MetCPU))
+		}
+		if r.VsLibCacheSim > 0 {
+			vs = fmt.Sprintf("%.2f", r.VsLibCacheSim)
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.2f | %.2f | %.0f | %.4f | %.1f | %s | %s |\n", r.Tool, r.Algorithm, r.Clients, r.Accesses,
+			r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio, r.Load1, target, vs)
 	}
 	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // benchRun runs a command reps times and returns the median run (by wall
@@ -667,6 +723,7 @@ func benchRun(ctx context.Context, reps int, bin string, args []string, parse fu
 	var runs []benchRow
 	for range reps {
 		var out, errb bytes.Buffer
+		load := loadAvg()
 		c := exec.CommandContext(ctx, bin, args...)
 		c.Stdout, c.Stderr = &out, &errb
 		start := time.Now()
@@ -682,7 +739,7 @@ func benchRun(ctx context.Context, reps int, bin string, args []string, parse fu
 		if err != nil {
 			return benchRow{}, fmt.Errorf("%s: %w", filepath.Base(bin), err)
 		}
-		r := benchRow{Accesses: n, WallS: wall, MissRatio: miss}
+		r := benchRow{Accesses: n, WallS: wall, MissRatio: miss, Load1: load}
 		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			r.PeakRSSMB = float64(ru.Maxrss) / 1024
 			r.CPUS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()

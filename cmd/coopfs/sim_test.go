@@ -158,6 +158,9 @@ func TestSimBench(t *testing.T) {
 		if r.Accesses != 5000 || r.PeakRSSMB <= 0 || r.MissRatio <= 0 || r.MissRatio >= 1 {
 			t.Errorf("row %+v", r)
 		}
+		if r.TargetMps != 7 || r.MetCPU != (r.PerCPUSec >= 7e6) {
+			t.Errorf("row %+v: target 7 M/s expected, met per CPU-s %v", r, r.MetCPU)
+		}
 	}
 	if rows[1].MissRatio > rows[0].MissRatio {
 		t.Errorf("optimal misses more than LRU: %+v", rows)

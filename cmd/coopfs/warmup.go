@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coopfs/coopfs/internal/agent"
-	"github.com/coopfs/coopfs/internal/block"
 )
 
 // warmRequest is the JSON body of a "warmup" control request. Paths are
@@ -68,8 +67,8 @@ func serveWarmConn(ctx context.Context, a *agent.Agent, c net.Conn, dir, body st
 			return
 		}
 		log.Info("cluster warm-up done", "mountpoint", dir, "clients", p.Clients, "files", len(items),
-			"bytes", block.Size(total).String(), "took", time.Since(start).Round(time.Millisecond).String())
-		line("done %d %d", len(items), p.Bytes)
+			"bytes", human(total), "took", time.Since(start).Round(time.Millisecond).String())
+		line("done %d %d %d", len(items), total, p.Clients)
 		return
 	}
 	var last time.Time
@@ -84,7 +83,7 @@ func serveWarmConn(ctx context.Context, a *agent.Agent, c net.Conn, dir, body st
 		fail(err)
 		return
 	}
-	log.Info("warm-up done", "mountpoint", dir, "files", p.Files, "bytes", block.Size(p.Bytes).String(),
+	log.Info("warm-up done", "mountpoint", dir, "files", p.Files, "bytes", human(p.Bytes),
 		"took", time.Since(start).Round(time.Millisecond).String())
 	line("done %d %d", p.Files, p.Bytes)
 }
@@ -214,9 +213,9 @@ func readWarmReplies(r io.Reader, dir string, bar *warmBar) error {
 				bar.cluster(done, n, b, tb, phase, names)
 			}
 		case "done":
-			var f, b int64
-			fmt.Sscan(rest, &f, &b)
-			bar.done(dir, f, b)
+			var f, b, clients int64
+			fmt.Sscan(rest, &f, &b, &clients)
+			bar.done(dir, f, b, clients)
 			return nil
 		case "error":
 			bar.clear()
@@ -262,7 +261,7 @@ func (b *warmBar) due() bool {
 
 func (b *warmBar) listed(files, bytes int64) {
 	if !b.quiet && !b.tty {
-		fmt.Fprintf(b.w, "warmup: %d files, %v to fetch\n", files, block.Size(bytes))
+		fmt.Fprintf(b.w, "warmup: %d files, %v to fetch\n", files, human(bytes))
 	}
 }
 
@@ -274,7 +273,7 @@ func (b *warmBar) rateETA(done, total int64) (string, string) {
 	}
 	rate := float64(done) / el
 	eta := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
-	return block.Size(int64(rate)).String() + "/s", eta.String()
+	return human(int64(rate)) + "/s", eta.String()
 }
 
 func (b *warmBar) progress(f, tf, by, tb int64) {
@@ -283,10 +282,10 @@ func (b *warmBar) progress(f, tf, by, tb int64) {
 	}
 	rate, eta := b.rateETA(by, tb)
 	if !b.tty {
-		fmt.Fprintf(b.w, "warmup: %d/%d files, %v/%v, %s, ETA %s\n", f, tf, block.Size(by), block.Size(tb), rate, eta)
+		fmt.Fprintf(b.w, "warmup: %d/%d files, %v/%v, %s, ETA %s\n", f, tf, human(by), human(tb), rate, eta)
 		return
 	}
-	b.draw(fmt.Sprintf("%s %d/%d files %v/%v %s ETA %s", bar(by, tb), f, tf, block.Size(by), block.Size(tb), rate, eta))
+	b.draw(fmt.Sprintf("%s %d/%d files %v/%v %s ETA %s", bar(by, tb), f, tf, human(by), human(tb), rate, eta))
 }
 
 func (b *warmBar) cluster(done, n, by, tb int64, phase, names string) {
@@ -295,10 +294,10 @@ func (b *warmBar) cluster(done, n, by, tb int64, phase, names string) {
 	}
 	rate, eta := b.rateETA(by, tb)
 	if !b.tty {
-		fmt.Fprintf(b.w, "warmup --cluster: %s, %d/%d clients done, %v/%v (all clients), %s, ETA %s\n", phase, done, n, block.Size(by), block.Size(tb), rate, eta)
+		fmt.Fprintf(b.w, "warmup --cluster: %s, %d/%d clients done, %v/%v (all clients), %s, ETA %s\n", phase, done, n, human(by), human(tb), rate, eta)
 		return
 	}
-	b.draw(fmt.Sprintf("%s %s %d/%d clients %v/%v %s ETA %s", bar(by, tb), phase, done, n, block.Size(by), block.Size(tb), rate, eta))
+	b.draw(fmt.Sprintf("%s %s %d/%d clients %v/%v %s ETA %s", bar(by, tb), phase, done, n, human(by), human(tb), rate, eta))
 }
 
 func (b *warmBar) draw(s string) {
@@ -313,14 +312,20 @@ func (b *warmBar) clear() {
 	}
 }
 
-func (b *warmBar) done(dir string, files, bytes int64) {
+// done prints the summary; clients > 0 for a cluster warm-up (bytes are
+// then each client's).
+func (b *warmBar) done(dir string, files, bytes, clients int64) {
 	b.clear()
 	el := time.Since(b.start)
 	rate := "-"
 	if s := el.Seconds(); s > 0 {
-		rate = block.Size(int64(float64(bytes)/s)).String() + "/s"
+		rate = human(int64(float64(bytes*max(clients, 1))/s)) + "/s"
 	}
-	fmt.Fprintf(b.w, "warmed up %s: %d files, %v in %s (%s)\n", dir, files, block.Size(bytes), el.Round(time.Millisecond), rate)
+	if clients > 0 {
+		fmt.Fprintf(b.w, "warmed up %s on %d clients: %d files, %v each in %s (%s in all)\n", dir, clients, files, human(bytes), el.Round(time.Millisecond), rate)
+		return
+	}
+	fmt.Fprintf(b.w, "warmed up %s: %d files, %v in %s (%s)\n", dir, files, human(bytes), el.Round(time.Millisecond), rate)
 }
 
 // bar draws a 24-cell bar of done out of total.
@@ -331,4 +336,20 @@ func bar(done, total int64) string {
 		n = int(min(done, total) * cells / total)
 	}
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", cells-n) + "]"
+}
+
+// human writes a byte count for people: 6.0 MiB, 312 KiB, 100 B.
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
 }

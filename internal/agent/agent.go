@@ -141,6 +141,8 @@ type Agent struct {
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
+	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -172,6 +174,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
+	cfg.Metrics.Register(a.cbs.metrics()...)
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
@@ -204,6 +207,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return nil, err
 	}
+	a.openMetaIf(ctx)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -263,6 +267,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
+	if m, ok := m.(*wire.WarmupAssign); ok {
+		return a.warmAssigned(m), nil
+	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
 		return r, err
 	}
@@ -279,10 +286,11 @@ func (a *Agent) Close() error {
 	if a.wb != nil {
 		wbErr = a.wb.close(wbCloseTimeout)
 	}
+	a.warm.close()
 	a.policy().close()
 	a.releases.close()
 	a.sess.close()
-	return errors.Join(wbErr, a.closeDisk())
+	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
 }
 
 // BlockSize is the export's block size.
@@ -327,7 +335,7 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 	at, err := a.settledAttr(func() (wire.Attr, error) {
-		return a.attrCall(ctx, &wire.Lookup{Path: path}, true)
+		return a.attrOf(ctx, path, &wire.Lookup{Path: path})
 	}, a.getAttr(ctx, path))
 	a.holds.overlay(&at) // pipe.go
 	return at, err
@@ -338,7 +346,9 @@ func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 	if at, ok := a.dirs.get(path); ok {
 		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
 	}
-	at, err := a.settledAttr(a.getAttr(ctx, path), nil)
+	at, err := a.settledAttr(func() (wire.Attr, error) {
+		return a.attrOf(ctx, path, &wire.GetAttr{Path: path})
+	}, a.getAttr(ctx, path))
 	a.holds.overlay(&at) // pipe.go
 	return at, err
 }
@@ -372,6 +382,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	}
 	// A file with dirty data keeps its size here (writeback_attr.go).
 	attr, err := a.settledAttr(ask, again)
+	a.changedHere(false, path)
 	if err != nil {
 		return attr, err
 	}
@@ -413,6 +424,12 @@ func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, erro
 // their attributes, one message per page. A server that does not know
 // ReadDirPlus is asked with ReadDir (entries without attributes).
 func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPlus, error) {
+	if ents, ok := a.cachedList(path); ok {
+		a.cbs.hits.Add(1)
+		return ents, nil
+	}
+	a.cbs.misses.Add(1)
+	tok := a.cbs.token()
 	var all []wire.DirEntryPlus
 	for {
 		mark := a.wb.mark()
@@ -437,6 +454,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
+			a.cbs.installList(ctx, tok, path, all)
 			return all, nil
 		}
 	}
@@ -457,6 +475,7 @@ func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntr
 // Mkdir implements fusefs.Backend.
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
+	defer a.changedHere(false, path)
 	return a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
 }
 
@@ -467,6 +486,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
 	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
+	defer a.changedHere(true, path)
 	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
 	if err == nil {
 		a.wb.removed(path)
@@ -478,6 +498,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
 	t := a.dirs.begin(path) // the directory itself goes
 	defer a.dirs.end(t, nil)
+	defer a.changedHere(true, path)
 	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
 	return err
 }
@@ -487,6 +508,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	a.endAllHolds(ctx)
 	a.dirs.clear() // dirattrs.go: directories move, and with them the paths below
 	defer a.dirs.clear()
+	defer a.changedHere(true, oldPath, newPath)
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	if err == nil {
@@ -498,14 +520,20 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
 	a.endAllHolds(ctx)
-	return a.settledAttr(func() (wire.Attr, error) {
+	defer a.changedHere(false, oldPath, newPath)
+	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
 	}, a.getAttr(ctx, newPath))
+	if err == nil {
+		a.changedIno(at.Ino)
+	}
+	return at, err
 }
 
 // Symlink implements fusefs.Backend.
 func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
+	defer a.changedHere(false, path)
 	return a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
 }
 
@@ -538,6 +566,10 @@ func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
 // Open implements fusefs.Backend: it revalidates the file's version with the
 // server (close-to-open) and drops cached blocks of an older version.
 func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
+	if f, attr, ok := a.openCached(ctx, path, flags); ok {
+		a.cbs.hits.Add(1)
+		return f, attr, nil
+	}
 	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
 }
 
@@ -569,6 +601,10 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		}
 		return a.sess.call(ctx, as(ctx, m), idempotent)
 	}
+	if !idempotent {
+		defer a.changedHere(false, path)
+	}
+	tok := a.cbs.token()
 	mark := a.wb.mark()
 	r, gen, err := call()
 	// The per-client handle cap: files closed a moment ago make room once
@@ -613,6 +649,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		}
 	}
 	keep := a.noteVersion(or.Attr.Ino, or.Attr.Version)
+	if idempotent {
+		a.cbs.install(ctx, tok, path, or.Attr)
+	}
 	c, _ := vfs.CallerOf(ctx)
 	f := &file{a: a, path: path, flags: flags, h: or.Handle, gen: gen, attr: or.Attr, keep: keep && !create, caller: c}
 	if flags&syscall.O_TRUNC != 0 {
@@ -645,6 +684,7 @@ func (a *Agent) noteVersion(ino, v uint64) bool {
 	}
 	a.mu.Unlock()
 	if known && old != v {
+		a.changedIno(ino)
 		a.dropFile(ino)
 	} else if !known {
 		a.dropOtherDiskVersion(ino, v)

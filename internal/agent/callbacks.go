@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -27,15 +28,8 @@ import (
 // state machine keyed by path (the protocol names files by path), indexed
 // by inode (breaks name inodes).
 
-// Invalidator is the kernel's cache of the mount (fusefs), told when
-// callbacks break.
-type Invalidator interface {
-	// Invalidate drops the kernel's attributes of inode ino and, for a
-	// directory, its entries (the dentries below it).
-	Invalidate(ino uint64, dir bool)
-	// InvalidateAll drops everything the kernel cached of the mount.
-	InvalidateAll()
-}
+// Invalidator is the kernel's cache of the mount (vfs.Invalidator).
+type Invalidator = vfs.Invalidator
 
 // maxCachedPaths bounds the paths the agent caches; past it the cache is
 // emptied (the server's callbacks then only cost breaks nobody needs).
@@ -69,6 +63,14 @@ type cbCache struct {
 	kids  map[string]map[string]struct{}
 	byIno map[uint64]map[string]struct{}
 	lists map[string][]wire.DirEntryPlus
+	// neg is the names known missing, by directory: a directory's
+	// callback covers its entries, so an entry break (or a create by this
+	// agent) is heard of before the name could appear.
+	neg    map[string]map[string]struct{}
+	negLen int
+	// overflowed is set when install emptied the cache (maxCachedPaths):
+	// the kernel must forget everything too.
+	overflowed bool
 }
 
 func newCBCache() *cbCache {
@@ -83,6 +85,8 @@ func (c *cbCache) clear() {
 	c.kids = make(map[string]map[string]struct{})
 	c.byIno = make(map[uint64]map[string]struct{})
 	c.lists = make(map[string][]wire.DirEntryPlus)
+	c.neg = make(map[string]map[string]struct{})
+	c.negLen = 0
 }
 
 // reset starts over for session generation gen (0: not registered).
@@ -121,8 +125,10 @@ func (c *cbCache) install(tok cbToken, p string, a wire.Attr) bool {
 	}
 	if len(c.paths) >= maxCachedPaths {
 		c.reset(c.gen)
+		c.overflowed = true
 		return false
 	}
+	c.unmiss(p)
 	h := c.paths[p]
 	if h != nil && h.ino != a.Ino {
 		c.drop(p) // the name denotes another object now
@@ -165,6 +171,56 @@ func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
 	}
 }
 
+// maxMissing bounds the names known missing; past it they are forgotten.
+const maxMissing = 1 << 18
+
+// installMissing notes that name p did not exist after tok (a lookup
+// answered ENOENT), if its directory's callback holds.
+func (c *cbCache) installMissing(tok cbToken, p string) {
+	if p == "" {
+		return
+	}
+	dir := parentOf(p)
+	par, ok := c.paths[dir]
+	if !ok || !par.dir || !c.fresh(tok, par.ino) {
+		return
+	}
+	if c.negLen >= maxMissing {
+		c.neg = make(map[string]map[string]struct{})
+		c.negLen = 0
+	}
+	if c.neg[dir] == nil {
+		c.neg[dir] = make(map[string]struct{})
+	}
+	if _, ok := c.neg[dir][path.Base(p)]; !ok {
+		c.neg[dir][path.Base(p)] = struct{}{}
+		c.negLen++
+	}
+}
+
+// missing reports whether p is known not to exist.
+func (c *cbCache) missing(p string) bool {
+	_, ok := c.neg[parentOf(p)][path.Base(p)]
+	return ok && p != ""
+}
+
+// unmiss forgets that p was missing.
+func (c *cbCache) unmiss(p string) {
+	dir := parentOf(p)
+	if s, ok := c.neg[dir]; ok {
+		if _, ok := s[path.Base(p)]; ok {
+			delete(s, path.Base(p))
+			c.negLen--
+		}
+	}
+}
+
+// unmissAll forgets the missing names of directory p.
+func (c *cbCache) unmissAll(p string) {
+	c.negLen -= len(c.neg[p])
+	delete(c.neg, p)
+}
+
 func join(dir, name string) string {
 	if dir == "" {
 		return name
@@ -189,6 +245,7 @@ func (c *cbCache) drop(p string) {
 	for k := range c.kids[p] {
 		c.drop(join(p, k))
 	}
+	c.unmissAll(p)
 	delete(c.kids, p)
 	delete(c.paths, p)
 	delete(c.lists, p)
@@ -209,26 +266,47 @@ func (c *cbCache) drop(p string) {
 	}
 }
 
-// brokenObj is an object whose callback broke, for the kernel.
+// brokenObj is what a break tells the kernel to forget: the attributes of
+// the object at path and, for a directory, its entry name
+// (wire.BreakEntries: all of them; wire.BreakAttr: none).
 type brokenObj struct {
-	ino uint64
-	dir bool
+	path string
+	name string
 }
 
 // breakItems applies a server's break and returns what the kernel must
-// forget. A broken directory loses its whole subtree (its entries'
-// callback is gone with it).
+// forget. A file's attributes go (its callback is revoked); a directory
+// keeps its callback and its name, and loses its attributes, its listing
+// and the subtree of the entry that changed.
 func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 	c.seq++
 	var out []brokenObj
 	for _, it := range items {
 		c.broke[it.Ino] = c.seq
-		dir := false
 		for p := range c.byIno[it.Ino] {
-			dir = dir || c.paths[p].dir
-			c.drop(p)
+			h := c.paths[p]
+			if h == nil {
+				continue // dropped with an entry broken above
+			}
+			out = append(out, brokenObj{path: p, name: it.Name})
+			h.hasAttr = false
+			if p != "" {
+				delete(c.lists, parentOf(p)) // the listing carries its attributes
+			}
+			if !h.dir || it.Name == wire.BreakAttr {
+				continue
+			}
+			delete(c.lists, p)
+			if it.Name != wire.BreakEntries {
+				c.unmiss(join(p, it.Name))
+				c.drop(join(p, it.Name))
+				continue
+			}
+			c.unmissAll(p)
+			for k := range c.kids[p] {
+				c.drop(join(p, k))
+			}
 		}
-		out = append(out, brokenObj{ino: it.Ino, dir: dir || it.Name != wire.BreakAttr})
 	}
 	if len(c.broke) > 4*maxCachedPaths {
 		c.broke = make(map[uint64]uint64)
@@ -242,6 +320,7 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 // and attributes, and p's subtree when p is removed or renamed.
 func (c *cbCache) changedHere(p string, gone bool) {
 	par := parentOf(p)
+	c.unmiss(p)
 	delete(c.lists, par)
 	if h, ok := c.paths[par]; ok {
 		h.hasAttr = false
@@ -258,15 +337,19 @@ func (c *cbCache) changedHere(p string, gone bool) {
 func (c *cbCache) changedIno(ino uint64) {
 	for p := range c.byIno[ino] {
 		c.paths[p].hasAttr = false
+		if p != "" {
+			delete(c.lists, parentOf(p))
+		}
 	}
 }
 
 // callbacks is the agent's callback state: the cache, its lock, and the
 // kernel to tell.
 type callbacks struct {
-	mu  sync.Mutex
-	c   *cbCache
-	inv atomic.Pointer[invalidatorBox]
+	mu   sync.Mutex
+	c    *cbCache
+	inv  atomic.Pointer[invalidatorBox]
+	disk metaDiskPtr // what is cached is kept on disk too (metadisk.go); nil: not
 
 	hits, misses, breaks atomic.Int64
 }
@@ -330,7 +413,7 @@ func (cb *callbacks) serveBreak(m *wire.CallbackBreak) wire.Msg {
 			b.InvalidateAll()
 		}
 		for _, o := range objs {
-			b.Invalidate(o.ino, o.dir)
+			b.Invalidate(o.path, o.name)
 		}
 	}
 	return &wire.OK{}

@@ -68,14 +68,17 @@ func TestCallbackCacheInstallBreak(t *testing.T) {
 	}
 	// A break of a file drops it, not its siblings.
 	objs := c.breakItems([]wire.BreakItem{{Ino: 3}})
-	if len(objs) != 1 || objs[0].dir {
+	if len(objs) != 1 || objs[0].path != "a/f" || objs[0].name != wire.BreakAttr {
 		t.Fatalf("broken: %+v", objs)
 	}
 	if _, ok := c.attr("a/f"); ok {
-		t.Fatal("a broken file is still cached")
+		t.Fatal("a broken file's attributes are still cached")
 	}
 	if _, ok := c.attr("a/g"); !ok {
 		t.Fatal("a sibling was dropped")
+	}
+	if _, ok := c.lists["a"]; ok {
+		t.Fatal("a listing kept the attributes of a file whose callback broke")
 	}
 	// A reply read before the break may not be cached.
 	if c.install(tok, "a/f", fileAttr(3)) {
@@ -84,10 +87,25 @@ func TestCallbackCacheInstallBreak(t *testing.T) {
 	if !c.install(c.token(), "a/f", fileAttr(3)) {
 		t.Fatal("fresh state refused")
 	}
-	// A break of a directory drops its subtree.
-	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "x"}})
-	if len(c.paths) != 1 || len(c.lists) != 0 {
-		t.Fatalf("after a directory break: %d paths, %d lists", len(c.paths), len(c.lists))
+	// A break of a directory's entry drops that entry, the listing and
+	// the directory's attributes; the rest stays.
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "f"}})
+	if _, ok := c.paths["a/f"]; ok || len(c.lists) != 0 {
+		t.Fatalf("after an entry break: a/f cached %v, %d lists", ok, len(c.lists))
+	}
+	if _, ok := c.attr("a"); ok {
+		t.Fatal("an entry break kept the directory's attributes")
+	}
+	if _, ok := c.attr("a/g"); !ok {
+		t.Fatal("an entry break dropped another entry")
+	}
+	// A directory's callback stays: names below it may still be cached.
+	if !c.install(c.token(), "a/f", fileAttr(3)) {
+		t.Fatal("refused an entry of a directory whose callback holds")
+	}
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: wire.BreakEntries}})
+	if len(c.paths) != 2 {
+		t.Fatalf("after a break of all entries: %v", c.paths)
 	}
 	if err := checkCache(c); err != nil {
 		t.Fatal(err)
@@ -131,5 +149,40 @@ func TestCallbackCacheOwnChanges(t *testing.T) {
 	}
 	if err := checkCache(c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCallbackCacheMissingNames(t *testing.T) {
+	c := newCBCache()
+	c.reset(3)
+	tok := c.token()
+	c.install(tok, "", dirAttr(1))
+	c.install(tok, "d", dirAttr(2))
+	c.installMissing(tok, "d/x")
+	c.installMissing(tok, "nodir/x") // its directory is not held
+	if !c.missing("d/x") || c.missing("nodir/x") {
+		t.Fatal("missing names")
+	}
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "y"}})
+	if !c.missing("d/x") {
+		t.Fatal("a break of another entry forgot a missing name")
+	}
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: "x"}})
+	if c.missing("d/x") {
+		t.Fatal("a break of the entry kept it missing")
+	}
+	c.installMissing(tok, "d/x") // read before that break
+	if c.missing("d/x") {
+		t.Fatal("a missing name older than a break of its directory was cached")
+	}
+	c.installMissing(c.token(), "d/x")
+	c.changedHere("d/x", false) // created by this agent
+	if c.missing("d/x") {
+		t.Fatal("an own create kept the name missing")
+	}
+	c.installMissing(c.token(), "d/z")
+	c.breakItems([]wire.BreakItem{{Ino: 2, Name: wire.BreakEntries}})
+	if c.missing("d/z") || c.negLen != 0 {
+		t.Fatalf("a break of every entry kept missing names (%d)", c.negLen)
 	}
 }

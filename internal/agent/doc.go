@@ -4,9 +4,11 @@
 // read-ahead and single-flight merging of identical misses, optionally a
 // persistent disk tier under it (tiers.go: reads go memory → disk → peer →
 // server, and peers serve forwarded misses from their disk too), and it
-// implements close-to-open consistency: every open revalidates the file's
-// version with the server, cached blocks are tagged with the version they
-// belong to, and writes reach the server before write(2) returns
+// implements close-to-open consistency: cached blocks are tagged with the
+// version they belong to, an open revalidates the file's version with the
+// server unless a server callback vouches for it (callbacks.go, cached.go:
+// lookups, getattrs, listings and opens of unchanged files need no
+// message), and writes reach the server before write(2) returns
 // (write-through), so they are there by close or fsync.
 //
 // The coordination policy the server runs (learned at the handshake) sits

@@ -72,8 +72,11 @@ func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 // serverAttr asks the server for the open file's attributes.
 func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	f.mu.Lock()
-	path := f.path
+	path, h := f.path, f.h
 	f.mu.Unlock()
+	if h == 0 {
+		return f.lazyAttr(ctx, path)
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
 	if err != nil {
 		return wire.Attr{}, err
@@ -83,6 +86,24 @@ func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 		return wire.Attr{}, fmt.Errorf("fstat: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
 	return ar.Attr, nil
+}
+
+// lazyAttr is Attr of a file opened from the cache (cached.go): the
+// attributes while the callback holds, else the server's fstat of the file
+// reopened by name; when the name no longer leads to it (replaced), the
+// attributes it was opened with.
+func (f *file) lazyAttr(ctx context.Context, path string) (wire.Attr, error) {
+	f.mu.Lock()
+	opened := f.attr
+	f.mu.Unlock()
+	if attr, ok := f.a.cachedAttr(path); ok && attr.Ino == opened.Ino {
+		return attr, nil
+	}
+	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
+	if ar, ok := r.(*wire.AttrReply); ok && err == nil {
+		return ar.Attr, nil
+	}
+	return opened, nil
 }
 
 func (f *file) setAttr(a wire.Attr) {
@@ -105,7 +126,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 		f.mu.Unlock()
 		return h, nil
 	}
-	ino := f.attr.Ino
+	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
 	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
@@ -123,7 +144,9 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	f.mu.Lock()
 	f.h, f.gen = or.Handle, gen
 	f.mu.Unlock()
-	f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	if reopen {
+		f.a.log.Info("reopened file after reconnecting", "path", f.path)
+	}
 	return or.Handle, nil
 }
 
@@ -479,6 +502,9 @@ func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()
+	if h == 0 {
+		return nil // opened from the cache (cached.go), never on the server
+	}
 	if !f.locked.Load() && f.a.releases.add(gen, h) {
 		return nil
 	}

@@ -150,7 +150,12 @@ func (a *Agent) OpenPinned(ctx context.Context, path string, flags uint32, ino, 
 
 // LookupPinned implements fusefs.PinnedOpener.
 func (a *Agent) LookupPinned(ctx context.Context, path string) (wire.Attr, error) {
-	return a.settledAttr(func() (wire.Attr, error) { // a file with dirty data here (writeback_attr.go)
+	tok := a.cbs.token()
+	attr, err := a.settledAttr(func() (wire.Attr, error) { // a file with dirty data here (writeback_attr.go)
 		return a.attrCall(ctx, &wire.LookupPinned{Path: path}, true)
 	}, a.getAttr(ctx, path))
+	if err == nil {
+		a.cbs.install(ctx, tok, path, attr)
+	}
+	return attr, err
 }

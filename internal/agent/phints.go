@@ -92,16 +92,36 @@ func newHintsClient(ctx context.Context, a *Agent, ln net.Listener) (*hintsClien
 		blocks: max(1, int(a.cfg.CacheSize/int64(bs))), members: make(map[uint32]wire.HintsMember),
 		digests: make(map[digestKey][]byte), last: make(map[uint64]uint64), fwd: make(chan struct{}, hintsForwards)}
 	h.peerNet = newPeerNet(a, ln, "hints", wire.HandlerFunc(h.servePeer), a.cfg.ForwardTimeout)
-	r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
-	if err != nil {
-		h.peerNet.close()
-		return nil, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
-	}
-	if list, ok := r.(*wire.HintsPeers); ok {
-		h.setPeers(list)
+	// The server registers a client as a member just after its handshake,
+	// while it already serves its requests; under load the question may
+	// come first and be answered without our id (You 0), and the list the
+	// server pushes at the join may arrive before this policy is in place
+	// (dropped): without an id the client would run without hints for its
+	// whole life. Ask until the answer names us, for a while.
+	for try := 0; ; try++ {
+		r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
+		if err != nil {
+			h.peerNet.close()
+			return nil, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
+		}
+		list, ok := r.(*wire.HintsPeers)
+		if ok {
+			h.setPeers(list)
+		}
+		if (ok && list.You != 0) || try >= peersTries {
+			break
+		}
+		time.Sleep(peersRetryWait)
 	}
 	return h, nil
 }
+
+// A client list without our id is asked for again peersTries times,
+// peersRetryWait apart (newHintsClient).
+const (
+	peersTries     = 100
+	peersRetryWait = 20 * time.Millisecond
+)
 
 func (h *hintsClient) close() { h.peerNet.close() }
 

@@ -22,6 +22,7 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
+	defer a.changedHere(false, path)
 	return a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
 }
 
@@ -52,6 +53,7 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 	a.endAllHolds(ctx)      // a held write would drop security.capability after it
 	t := a.dirs.begin(path) // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
+	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
 }
 
@@ -60,6 +62,7 @@ func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
+	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
 }
 

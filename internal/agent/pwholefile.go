@@ -406,7 +406,11 @@ func (w *wholeClient) closing(ctx context.Context, f *file) {
 	w.mu.Lock()
 	held, ok := w.holding[ino]
 	w.mu.Unlock()
-	if (!ok || held != v) && w.whole(ino, v, size) {
+	if ok && held == v {
+		return
+	}
+	w.a.diskSettled(ctx, ino) // blocks read from the server are on their way to disk
+	if w.whole(ino, v, size) {
 		w.have(f, ino, v)
 	}
 }
@@ -470,4 +474,4 @@ func (w *wholeClient) serveServer(context.Context, wire.Msg) (wire.Msg, error, b
 // DefaultWholeFileMinSize is the default Config.WholeFileMinSize: below
 // it, the open's extra round trip to the server and the fetch's set-up
 // cost more than the data (docs/benchmarks-wholefile.md, "crossover").
-const DefaultWholeFileMinSize = 1 << 20
+const DefaultWholeFileMinSize = 512 << 10

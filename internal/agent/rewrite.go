@@ -90,6 +90,7 @@ func (a *Agent) wrote(ino, base, prev uint64, attr *wire.Attr, off uint64, p []b
 		return
 	}
 	a.versions[ino] = v
+	defer a.changedIno(ino) // callbacks: the server breaks others, not its maker
 	// Taken out: the blocks the write touched and a short last block
 	// that the write made longer (zeros or written bytes follow it now).
 	taken := a.cache.Relabel(ino, block.Version(base), block.Version(v), func(idx uint64, n int) bool {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -29,8 +30,12 @@ type diskTier struct {
 	c      *disk.Cache // nil without --disk-cache
 	sem    chan struct{}
 	wg     sync.WaitGroup // the background writes in flight
-	mu     sync.Mutex     // guards closed and wg.Add
+	mu     sync.Mutex     // guards closed, wg.Add and pending
 	closed bool
+	// pending counts the background writes of each file not done yet;
+	// settled waits on it (a policy that must know what the disk holds).
+	pending map[uint64]int
+	done    *sync.Cond // on mu: a file's pending count fell to zero
 }
 
 // openDisk opens the disk tier once the block size is known (from the
@@ -47,6 +52,7 @@ func (a *Agent) openDisk() error {
 		return fmt.Errorf("open --disk-cache: %w", err)
 	}
 	a.disk.c, a.disk.sem = c, make(chan struct{}, diskWriters)
+	a.disk.pending, a.disk.done = make(map[uint64]int), sync.NewCond(&a.disk.mu)
 	a.metrics.Register(obs.NewTierCollector(obs.LayerLocalDisk, c.Stats))
 	s := c.Stats()
 	a.log.Info("disk cache open", "dir", dc.Dir, "capacity", block.Size(s.Capacity).String(), "blocks_held", s.Entries)
@@ -77,6 +83,9 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 	if d.c == nil {
 		return
 	}
+	d.mu.Lock()
+	d.pending[id.File]++
+	d.mu.Unlock()
 	d.sem <- struct{}{}
 	d.mu.Lock()
 	closed := d.closed
@@ -86,12 +95,43 @@ func (a *Agent) toDisk(id block.ID, v block.Version, data []byte) {
 	d.mu.Unlock()
 	if closed {
 		<-d.sem
+		d.written(id.File)
 		return
 	}
 	go func() {
-		defer func() { <-d.sem; d.wg.Done() }()
+		defer func() { <-d.sem; d.written(id.File); d.wg.Done() }()
 		d.c.Fill(id, v, data) // never over a dirty copy (write-back)
 	}()
+}
+
+// written ends one background write of file ino.
+func (d *diskTier) written(ino uint64) {
+	d.mu.Lock()
+	if d.pending[ino]--; d.pending[ino] <= 0 {
+		delete(d.pending, ino)
+		d.done.Broadcast()
+	}
+	d.mu.Unlock()
+}
+
+// diskSettled waits until the background writes of file ino queued so
+// far are done (the disk tier then holds what reads fetched), or ctx ends.
+func (a *Agent) diskSettled(ctx context.Context, ino uint64) {
+	d := &a.disk
+	if d.c == nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		d.done.Broadcast()
+		d.mu.Unlock()
+	})
+	defer stop()
+	d.mu.Lock()
+	for d.pending[ino] > 0 && ctx.Err() == nil {
+		d.done.Wait()
+	}
+	d.mu.Unlock()
 }
 
 // toDiskNow stores a block in the disk tier before it returns (a whole

@@ -3,7 +3,21 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/vfs"
+	"github.com/coopfs/coopfs/internal/wire"
 )
+
+// The cluster warm-up, client side: the initiator sends the file list to
+// the server (WarmupStart) and polls the job (WarmupStatus); every member
+// fetches what the server assigns it (WarmupAssign) with the fetcher of
+// warmup.go, reporting its progress (WarmupReport). Phase 1 assignments
+// come from the server, phase 2 ones from the peers: through the policy,
+// like any read.
 
 // ClusterProgress is the state of a cluster warm-up as the server reports
 // it to the initiator.
@@ -14,8 +28,147 @@ type ClusterProgress struct {
 	Names                []string // the clients taking part
 }
 
+// warmPoll is how often the initiator asks the server how the job goes;
+// warmReportEvery how often a member reports its bytes.
+const (
+	warmPoll        = 250 * time.Millisecond
+	warmReportEvery = 300 * time.Millisecond
+)
+
+func phaseName(p uint8) string {
+	switch p {
+	case wire.WarmupShares:
+		return "shares"
+	case wire.WarmupPeers:
+		return "peers"
+	case wire.WarmupDone:
+		return "done"
+	}
+	return fmt.Sprintf("phase%d", p)
+}
+
 // WarmCluster warms items on a set of clients together (names; empty:
-// every connected client).
+// every connected client), as the caller in ctx, and returns when every
+// client is done. progress is called after each poll.
 func (a *Agent) WarmCluster(ctx context.Context, items []WarmItem, names []string, progress func(ClusterProgress)) (ClusterProgress, error) {
-	return ClusterProgress{}, errors.New("not yet")
+	start := &wire.WarmupStart{Clients: names, Items: make([]wire.WarmupItem, len(items))}
+	if c, ok := vfs.CallerOf(ctx); ok {
+		start.UID, start.GID = c.UID, c.GID
+	}
+	for i, it := range items {
+		start.Items[i] = wire.WarmupItem{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
+	}
+	r, _, err := a.sess.call(ctx, start, false)
+	if err != nil {
+		return ClusterProgress{}, err
+	}
+	st, ok := r.(*wire.WarmupStarted)
+	if !ok {
+		return ClusterProgress{}, fmt.Errorf("warm-up start: unexpected reply %v", r.Type())
+	}
+	a.log.Info("cluster warm-up started", "job", st.Job, "clients", len(st.Clients))
+	t := time.NewTicker(warmPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ClusterProgress{}, ctx.Err()
+		case <-t.C:
+		}
+		r, _, err := a.sess.call(ctx, &wire.WarmupStatus{Job: st.Job}, true)
+		if err != nil {
+			return ClusterProgress{}, fmt.Errorf("cluster warm-up %d: %w", st.Job, err)
+		}
+		s, ok := r.(*wire.WarmupState)
+		if !ok {
+			return ClusterProgress{}, fmt.Errorf("warm-up status: unexpected reply %v", r.Type())
+		}
+		p := ClusterProgress{Clients: len(s.Names), ClientsDone: int(s.ClientsDone), Bytes: int64(s.Bytes),
+			TotalBytes: int64(s.TotalBytes), Phase: phaseName(s.Phase), Names: s.Names}
+		if progress != nil {
+			progress(p)
+		}
+		if s.Phase == wire.WarmupDone {
+			if s.Err != "" {
+				return p, errors.New(s.Err)
+			}
+			return p, nil
+		}
+	}
+}
+
+// warmers are the assignments this client is working on.
+type warmers struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (w *warmers) init() {
+	w.once.Do(func() { w.ctx, w.cancel = context.WithCancel(context.Background()) })
+}
+
+// close stops the assignments under way and waits for them.
+func (w *warmers) close() {
+	w.init()
+	w.cancel()
+	w.wg.Wait()
+}
+
+// warmAssigned starts an assignment of the server's and answers at once.
+func (a *Agent) warmAssigned(m *wire.WarmupAssign) wire.Msg {
+	a.warm.init()
+	a.warm.wg.Add(1)
+	go func() {
+		defer a.warm.wg.Done()
+		a.runAssignment(a.warm.ctx, m)
+	}()
+	return &wire.OK{}
+}
+
+// runAssignment fetches an assignment's items as the initiating user,
+// reporting its bytes every warmReportEvery and at its end.
+func (a *Agent) runAssignment(ctx context.Context, m *wire.WarmupAssign) {
+	ctx = vfs.WithCaller(ctx, vfs.Caller{UID: m.UID, GID: m.GID})
+	items := make([]WarmItem, len(m.Items))
+	for i, it := range m.Items {
+		items[i] = WarmItem{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
+	}
+	report := func(bytes int64, done bool, err error) {
+		r := &wire.WarmupReport{Job: m.Job, Seq: m.Seq, Bytes: uint64(bytes), Done: done}
+		if err != nil {
+			r.Err = fmt.Sprintf("%s: %v", a.cfg.Name, err)
+		}
+		if _, _, err := a.sess.call(ctx, r, true); err != nil && done {
+			a.log.Warn("cluster warm-up: could not report the end of an assignment", "job", m.Job, "err", err)
+		}
+	}
+	var bytes atomic.Int64
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		t := time.NewTicker(warmReportEvery)
+		defer t.Stop()
+		sent := int64(-1)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if b := bytes.Load(); b != sent {
+					sent = b
+					report(b, false, nil)
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	p, err := a.Warm(ctx, items, func(p WarmProgress) { bytes.Store(p.Bytes) })
+	close(stop)
+	<-ticked
+	a.log.Info("cluster warm-up: assignment done", "job", m.Job, "phase", phaseName(m.Phase), "files", p.Files,
+		"bytes", p.Bytes, "took", time.Since(start).Round(time.Millisecond).String(), "err", err)
+	report(p.Bytes, true, err)
 }

@@ -62,6 +62,13 @@ type Config struct {
 	// ReadOnly mounts read-only: the kernel refuses every change with
 	// EROFS (the read-only write policy).
 	ReadOnly bool
+	// CoveredTimeout is how long the kernel caches attributes and entries
+	// that a server callback covers (the backend invalidates them when
+	// the callback breaks). Zero means DefaultCoveredTimeout (1h).
+	CoveredTimeout time.Duration
+	// NoCallbacks ignores the backend's callbacks: every answer gets the
+	// attribute and entry timeouts.
+	NoCallbacks bool
 }
 
 // withDefaults returns c with zero fields replaced by their defaults and
@@ -70,6 +77,7 @@ func (c Config) withDefaults() Config {
 	c.AttrTimeout = durationDefault(c.AttrTimeout, DefaultAttrTimeout)
 	c.EntryTimeout = durationDefault(c.EntryTimeout, DefaultEntryTimeout)
 	c.NegativeTimeout = durationDefault(c.NegativeTimeout, 0)
+	c.CoveredTimeout = durationDefault(c.CoveredTimeout, DefaultCoveredTimeout)
 	if c.MaxWrite == 0 {
 		c.MaxWrite = DefaultMaxWrite
 	}

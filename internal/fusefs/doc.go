@@ -6,7 +6,9 @@
 // The adapter holds no file data and no policy. Node paths are relative to
 // the export root; inode numbers come from wire.Attr.Ino, so hard links of
 // one file are one inode. Permissions are checked by the kernel
-// (default_permissions), as for a local file system.
+// (default_permissions), as for a local file system. Answers a backend's
+// server callback covers are cached by the kernel for long and invalidated
+// (FUSE notify) when the callback breaks (callbacks.go).
 //
 // Mount validates the mount point, mounts with the options built by
 // MountOptions (shared with the do-nothing benchmark file system in

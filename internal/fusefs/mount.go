@@ -16,6 +16,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/coopfs/coopfs/internal/vfs"
 )
 
 // Mounted is a live mount. It is unmounted by Unmount, by cancelling the
@@ -49,6 +51,10 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	root := &node{a: &adapter{b: b, log: log, ids: newIdentities(), listingTTL: min(dc.AttrTimeout, dc.EntryTimeout)}}
 	if lb, ok := b.(LockBackend); ok && lb.SupportsLocks() {
 		root.a.locks = true
+	}
+	if cb, ok := b.(vfs.Callbacks); ok && !dc.NoCallbacks {
+		root.a.cbs, root.a.covered, root.a.root = cb, dc.CoveredTimeout, &root.Inode
+		cb.SetInvalidator(root.a)
 	}
 	opts := MountOptions(cfg)
 	if rootAttr.Ino != 0 {

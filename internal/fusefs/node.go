@@ -32,8 +32,9 @@ type adapter struct {
 	// dirScans counts the listing entries compared by dirHandle.entry
 	// beyond the one just handed out (tests: a big directory must not
 	// cost a scan of its listing per entry).
-	dirScans atomic.Int64
-	umasks   umasks // the umask of each create in flight (umask.go)
+	dirScans    atomic.Int64
+	umasks      umasks // the umask of each create in flight (umask.go)
+	kernelCache        // callbacks.go
 }
 
 // errno turns err into an errno with ToErrno and logs the errors that become
@@ -159,6 +160,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, n.a.errno("lookup", p, err)
 	}
 	in := n.newChild(ctx, attr, out)
+	n.a.coveredEntry(p, out)
 	lookedUpNow(in)
 	return in, 0
 }
@@ -185,6 +187,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return n.a.errno("getattr", p, err)
 	}
 	fillAttr(&out.Attr, attr)
+	n.a.coveredAttr(p, out)
 	return 0
 }
 
@@ -395,6 +398,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(n.childInos(name))
 	return n.a.errno("unlink", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Unlink(ctx, p) }))
 }
 
@@ -403,6 +407,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if !ok {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(n.childInos(name))
 	return n.a.errno("rmdir", p, n.a.run(ctx, func(ctx context.Context) error { return n.a.b.Rmdir(ctx, p) }))
 }
 
@@ -416,6 +421,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok1 || !ok2 {
 		return syscall.ENOENT
 	}
+	defer n.a.changedChildren(append(n.childInos(name), np.childInos(newName)...))
 	return n.a.errno("rename", oldPath, n.a.run(ctx, func(ctx context.Context) error {
 		return n.a.b.Rename(ctx, oldPath, newPath, flags)
 	}))

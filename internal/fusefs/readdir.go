@@ -143,12 +143,14 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		// attributes (a big directory read slowly): ask the server.
 		return n.Lookup(ctx, name, out)
 	}
-	if p, ok := n.childPath(name); !ok {
+	p, ok := n.childPath(name)
+	if !ok {
 		return nil, syscall.ENOENT
 	} else if _, stale := n.a.stale.since(p); stale {
 		return n.Lookup(ctx, name, out) // the retry's lookup pins the file
 	}
 	in := n.newChild(ctx, e.Attr, out)
+	n.a.coveredEntry(p, out)
 	lookedUpNow(in)
 	return in, 0
 }

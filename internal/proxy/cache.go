@@ -151,7 +151,10 @@ func (c *blockCache) noteVersion(ino, v, size uint64) {
 			break
 		}
 	}
-	if old.version > v { // an older reply overtaken by a newer one
+	// An older reply overtaken by a newer one: only counter versions are
+	// ordered; versions derived from a file's state (derivedBit, the
+	// server's versions.go) are not, and each one is taken as it comes.
+	if old.version > v && old.version&derivedBit == 0 && v&derivedBit == 0 {
 		c.mu.Unlock()
 		return
 	}

@@ -35,7 +35,7 @@ func (cl *client) readBlock(ctx context.Context, orig wire.Msg, m *wire.ReadBloc
 		}
 	}
 	ver := m.Version
-	if ver&mintBit != 0 {
+	if isMinted(ver) {
 		// A version of a dirty file this proxy handed out, since written
 		// back: its data is the upstream's current version.
 		if fv, ok := c.current(m.File); ok {

@@ -36,12 +36,22 @@ import (
 // Versions: while a file is dirty here its frames are tagged with the
 // upstream version it had when it became dirty (so its clean cached blocks
 // serve as the base of partial writes), and every write hands the clients
-// a new version minted here (the high bit set, never an upstream one): a
+// a new version minted here (mintBit, never an upstream one): a
 // client drops what it cached of the file at the old version, as after a
 // write through the server, and reads the new data from the proxy.
 
-// mintBit marks the versions the proxy hands out for its dirty files.
-const mintBit = 1 << 63
+// mintBit marks the versions the proxy hands out for its dirty files: bit
+// 62 set and bit 63 clear. The server's own versions are either counted
+// from its boot time in nanoseconds (below bit 62 until the year 2116) or
+// derived from a file's state, with bit 63 set (the server's versions.go):
+// neither is ever taken for a minted one.
+const (
+	mintBit    = 1 << 62
+	derivedBit = 1 << 63
+)
+
+// isMinted reports whether v is a version minted here.
+func isMinted(v uint64) bool { return v&(mintBit|derivedBit) == mintBit }
 
 // noUID marks a journal record of a file opened without an identity (no
 // As): it is written back without one.
@@ -183,7 +193,7 @@ func (w *writeBack) acquire(ctx context.Context, hd handle) (*dirtyFile, error) 
 		df, ok := w.files[hd.ino]
 		if !ok {
 			tag := hd.attr.Version
-			if fv, known := w.c.current(hd.ino); known && fv.version&mintBit == 0 {
+			if fv, known := w.c.current(hd.ino); known && !isMinted(fv.version) {
 				tag = fv.version
 			}
 			now := time.Now()

@@ -19,18 +19,21 @@ import (
 // A client that sent CallbackRegister on its connection holds a callback on
 // every object (inode) the server hands it: the object of a Lookup,
 // GetAttr or Open, a listed directory and every entry of a ReadDirPlus. A
-// callback on a file covers its attributes and data; on a directory, its
-// attributes and its entries. Any change of an object — through another
-// client, or made directly in the export and noticed by the server
-// (watch.go) — breaks the callbacks on it: the server sends every holder
-// but the changer a CallbackBreak and waits for the acks before the
-// changing request is answered. A break revokes: the holder holds nothing
-// on the object afterwards until it fetches it again (one break per burst
-// of changes, not one per write).
+// callback on a file (kind CallbackRead) covers its attributes and data; on
+// a directory (CallbackDir), its attributes and its entries. Any change of
+// an object — through another client, or made directly in the export and
+// noticed by the server (watch.go) — breaks the callbacks on it: the
+// server sends every holder but the changer a CallbackBreak and waits for
+// the acks before the changing request is answered. A file's break
+// revokes: the holder holds nothing on it afterwards until it fetches it
+// again (one break per burst of writes, not one per write). A directory's
+// does not: the holder's kernel keeps the names it looked up in it for
+// long, so it must hear of every later change of the directory too (each
+// break names the entry that changed).
 //
 // The API, for the features built on it:
 //
-//   - grant(client, seq, kind, inos...) records holders. seq is begin()'s
+//   - grant(client, seq, objs...) records holders. seq is begin()'s
 //     value, taken BEFORE the state handed out was read: a break between
 //     that read and the grant is detected and answered with a break to the
 //     grantee (it may hold stale data), so grants and changes never race.
@@ -39,13 +42,29 @@ import (
 //     acked or the bound (Config.CallbackTimeout) passed; a holder that did
 //     not ack in time is disconnected, which drops everything it held (its
 //     client treats a lost connection as every callback broken).
-//   - Kinds: wire.CallbackRead is "drop what you cached". A write
+//   - Kinds: wire.CallbackDir and CallbackRead are "drop what you
+//     cached" (the first stays granted, the second is revoked). A write
 //     delegation (wire.CallbackWrite, for write-back) is granted the same
 //     way; its break is sent with Kind CallbackWrite and means "flush the
 //     file, then ack": Break already waits for the ack, so the writer's
 //     flush reaches the server before the breaking request is answered. A
 //     holder's kind is the strongest it was granted; a break message
-//     carries the strongest kind among the holder's broken grants.
+//     carries the strongest kind among the holder's broken grants. What
+//     write-back adds: grant CallbackWrite where a client opens for
+//     writing (serveCallbacks, handsOut), and before serving another
+//     client's open or read of that object, Break it (the reader's own
+//     grant comes after, so it sees the flushed data); the agent's
+//     serveBreak flushes the file before it acks a CallbackWrite break.
+//     The holder's flush goes through serveCallbacks like any write and
+//     breaks nobody waiting (the breaker holds nothing on the file yet).
+//     Granting a write delegation must also Break the other clients' read
+//     callbacks on the file (else their opens are answered from their
+//     caches, without the open that recalls the data); the table already
+//     refuses read callbacks on a file delegated to another client.
+//
+// A grant's state may be read before a break and recorded after it; the
+// table's break sequence numbers catch that and the grantee is sent a
+// break of its own (for a directory, of all its entries).
 //
 // The table (cbTable) is an I/O-free core; callbacks wraps it with the
 // connections, the lock and the timing.
@@ -77,20 +96,31 @@ func newCBTable(maxPerClient int) *cbTable {
 
 // grantResult says what a grant needs besides being recorded.
 type grantResult struct {
-	overflow bool     // the client holds too many: break all it holds
-	raced    []uint64 // objects broken since the grant's state was read
+	overflow bool             // the client holds too many: break all it holds
+	raced    []wire.BreakItem // objects broken since the grant's state was read
 }
 
-// grant records client as a holder of objects inos with kind, for state
-// read after sequence number since.
-func (t *cbTable) grant(client uint32, since uint64, kind uint8, inos ...uint64) grantResult {
+// grantObj is one object a reply hands out, with the kind it is granted.
+type grantObj struct {
+	ino  uint64
+	kind uint8
+}
+
+// grant records client as a holder of objs, for state read after sequence
+// number since.
+func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResult {
 	var r grantResult
-	for _, o := range inos {
+	for _, ob := range objs {
+		o, kind := ob.ino, ob.kind
 		if o == 0 {
 			continue
 		}
-		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor {
-			r.raced = append(r.raced, o)
+		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor || t.delegatedElsewhere(o, client) {
+			it := wire.BreakItem{Ino: o}
+			if kind == wire.CallbackDir {
+				it.Name = wire.BreakEntries
+			}
+			r.raced = append(r.raced, it)
 		}
 		h := t.holders[o]
 		if h == nil {
@@ -108,8 +138,22 @@ func (t *cbTable) grant(client uint32, since uint64, kind uint8, inos ...uint64)
 	return r
 }
 
-// take removes the callbacks on the items' objects and returns, per holder
-// other than except, the items it held and the strongest kind among them.
+// delegatedElsewhere reports whether another client than client holds a
+// write delegation on o: a read callback granted then would let the
+// grantee open from its cache without the open that recalls the writer's
+// data, so it is answered by a break at once (as a raced grant).
+func (t *cbTable) delegatedElsewhere(o uint64, client uint32) bool {
+	for c, k := range t.holders[o] {
+		if c != client && k == wire.CallbackWrite {
+			return true
+		}
+	}
+	return false
+}
+
+// take returns, per holder of the items' objects other than except, the
+// items it held and the highest kind among them, and revokes the file
+// callbacks among them.
 func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.CallbackBreak {
 	t.seq++
 	out := make(map[uint32]*wire.CallbackBreak)
@@ -120,10 +164,12 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 			if c == except {
 				continue
 			}
-			taken = append(taken, c)
+			if k != wire.CallbackDir {
+				taken = append(taken, c) // a directory's callback stays
+			}
 			b := out[c]
 			if b == nil {
-				b = &wire.CallbackBreak{Kind: wire.CallbackRead}
+				b = &wire.CallbackBreak{}
 				out[c] = b
 			}
 			b.Items = append(b.Items, it)
@@ -246,38 +292,79 @@ func (cb *callbacks) begin() uint64 {
 	return cb.t.seq
 }
 
-// grant records that client holds a callback of kind on inos (a client that
+// grant records that client holds callbacks on objs (a client that
 // did not register holds none). A grant that raced with a break (the
-// objects changed after since) is followed by a break to the client, sent
-// in the background: the client either receives it before the reply (and
-// does not cache it) or after (and drops it).
-func (cb *callbacks) grant(client uint32, since uint64, kind uint8, inos ...uint64) {
+// objects changed after since), or on an object another client holds a
+// write delegation on, is followed by a break to the client, acked before
+// grant returns (so before the reply is sent): the client does not cache
+// what the reply hands out.
+func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 	cb.mu.Lock()
 	c := cb.conns[client]
 	if c == nil {
 		cb.mu.Unlock()
 		return
 	}
-	r := cb.t.grant(client, since, kind, inos...)
+	r := cb.t.grant(client, since, objs...)
 	var all bool
 	if r.overflow {
 		cb.t.dropClient(client)
 		all = true
 	}
 	cb.mu.Unlock()
-	cb.grants.Add(int64(len(inos)))
+	cb.grants.Add(int64(len(objs)))
 	switch {
 	case all:
 		cb.log.Info("a client holds too many callbacks: breaking them all", "client", client)
 		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, All: true})
 	case len(r.raced) > 0:
+		// Acked before the reply goes out: the client then never uses
+		// what the reply hands out as covered (a break sent after the
+		// reply could reach it after it used the reply).
 		cb.races.Add(1)
-		items := make([]wire.BreakItem, len(r.raced))
-		for i, o := range r.raced {
-			items[i].Ino = o
-		}
-		go cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: items})
+		cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
 	}
+}
+
+// grantWatched is grant for state whose directory may not be watched (the
+// watch limit): then the grant is answered by a break at once, as a raced
+// one is, and the client caches nothing of it.
+func (cb *callbacks) grantWatched(client uint32, since uint64, watched bool, objs ...grantObj) {
+	if !watched {
+		since = 0
+		cb.mu.Lock()
+		cb.t.seq++
+		cb.t.floor = cb.t.seq // every grant below counts as raced
+		for _, o := range objs {
+			cb.t.noteBroken(o.ino)
+		}
+		cb.mu.Unlock()
+	}
+	cb.grant(client, since, objs...)
+}
+
+// breakAll breaks every callback of every client (the export watch lost
+// events).
+func (cb *callbacks) breakAll() {
+	cb.mu.Lock()
+	conns := make(map[uint32]*wire.Conn, len(cb.conns))
+	for id, c := range cb.conns {
+		conns[id] = c
+		cb.t.dropClient(id)
+	}
+	cb.t.seq++
+	clear(cb.t.broke)
+	cb.t.floor = cb.t.seq
+	cb.mu.Unlock()
+	var wg sync.WaitGroup
+	for id, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb.send(context.Background(), id, c, &wire.CallbackBreak{Kind: wire.CallbackRead, All: true})
+		}()
+	}
+	wg.Wait()
 }
 
 // Break breaks the callbacks on the items' objects of every holder but

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"syscall"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -24,8 +26,11 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		cl, _ = c.Value.Load().(*client)
 	}
 	if _, ok := inner.(*wire.CallbackRegister); ok {
-		if cl == nil {
-			return nil, syscall.EPROTO
+		if cl == nil && c != nil {
+			cl = s.clientOf(c)
+		}
+		if cl == nil || s.watch == nil {
+			return nil, fmt.Errorf("callbacks: the export cannot be watched for direct changes: %w", syscall.ENOSYS)
 		}
 		s.cbs.register(cl.id, c)
 		return &wire.OK{}, nil
@@ -38,38 +43,181 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 	}
 	if hands, dir := handsOut(inner); hands {
 		since := s.cbs.begin()
-		var dirIno uint64
-		if dir != "" {
-			dirIno = s.inoOf(dir)
+		watched, dirIno := s.watchFor(inner, dir)
+		ino := s.writtenIno(c, inner)
+		pre := s.breakBefore(inner, ino != 0)
+		if ino != 0 {
+			s.watch.busy(ino)
+			defer s.watch.idle(ino)
 		}
 		r, err := serve()
 		if err == nil {
-			s.cbs.grant(cl.id, since, wire.CallbackRead, grantedInos(r, dirIno)...)
-		}
-		if !changes(inner) {
-			return r, err
-		}
-		if err == nil {
-			s.cbs.Break(ctx, s.breakAfter(inner, r), cl.id)
+			s.cbs.grantWatched(cl.id, since, watched, granted(r, dirIno)...)
+			if changes(inner) {
+				s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
+			}
 		}
 		return r, err
 	}
 	if !changes(inner) {
 		return serve()
 	}
-	pre := s.breakBefore(inner)
+	ino := s.writtenIno(c, inner)
+	pre := s.breakBefore(inner, ino != 0)
+	if ino != 0 {
+		s.watch.busy(ino)
+		defer s.watch.idle(ino)
+	}
 	r, err := serve()
 	if err == nil {
-		s.cbs.Break(ctx, append(pre, s.breakAfter(inner, r)...), cl.id)
+		if ino != 0 {
+			s.recordXattrChange(inner)
+		}
+		s.recordRename(inner)
+		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 	}
 	return r, err
+}
+
+// recordRename records the new state (ctime) of a regular file that m,
+// a rename through the server, moved: else the watcher takes the events
+// that follow the rename on the file's new name (the close of a handle,
+// say) for a direct change, and breaks every holder's callbacks on it —
+// the renaming client's own write delegation too, which writes its dirty
+// data back under it (and, for a file renamed over another, races the
+// agent's own bookkeeping of the rename).
+func (s *Server) recordRename(m wire.Msg) {
+	r, ok := m.(*wire.Rename)
+	if !ok {
+		return
+	}
+	if c, err := clean(r.New); err == nil {
+		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+			s.versions.observe(fi.Sys().(*syscall.Stat_t))
+		}
+	}
+}
+
+// recordXattrChange records the new state (ctime) of a regular file whose
+// extended attributes m changed, so that the watcher takes the event for
+// the server's own (the other requests that change a file record its
+// state themselves).
+func (s *Server) recordXattrChange(m wire.Msg) {
+	var p string
+	switch m := m.(type) {
+	case *wire.SetXattr:
+		p = m.Path
+	case *wire.RemoveXattr:
+		p = m.Path
+	default:
+		return
+	}
+	if c, err := clean(p); err == nil {
+		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+			s.versions.observe(fi.Sys().(*syscall.Stat_t))
+		}
+	}
+}
+
+// clientOf waits for the handshake to record the client of c: a client
+// registers in its very first request, which may be served before the
+// handshake stored who it is.
+func (s *Server) clientOf(c *wire.Conn) *client {
+	for range 1000 {
+		if cl, _ := c.Value.Load().(*client); cl != nil {
+			return cl
+		}
+		select {
+		case <-c.Done():
+			return nil
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// watchFor watches, before m is served, the directory whose inotify events
+// cover what m hands out: a listed directory, else the directory holding
+// the object. It returns whether that worked, and a listed directory's
+// inode number.
+func (s *Server) watchFor(m wire.Msg, listed string) (bool, uint64) {
+	if listed != "" {
+		ino, ok := s.watch.watch(listed)
+		return ok, ino
+	}
+	p := pathOf(m)
+	dir := "."
+	if c, err := clean(p); err == nil && c != "." {
+		dir = path.Dir(c)
+	}
+	_, ok := s.watch.watch(dir)
+	return ok, 0
+}
+
+// writtenIno is the regular file whose content or attributes m changes in
+// place, if any: its inotify events while m is served are the server's own
+// (watch.go).
+func (s *Server) writtenIno(c *wire.Conn, m wire.Msg) uint64 {
+	var h uint64
+	switch m := m.(type) {
+	case *wire.Write:
+		h = m.Handle
+	case *wire.WriteSeq:
+		h = m.Handle
+	case *wire.WriteBase:
+		h = m.Handle
+	case *wire.Commit:
+		h = m.Handle
+	case *wire.Fallocate:
+		h = m.Handle
+	case *wire.SetAttr:
+		if h = m.Handle; h == 0 {
+			return s.regularIno(m.Path)
+		}
+	case *wire.SetXattr:
+		return s.regularIno(m.Path)
+	case *wire.RemoveXattr:
+		return s.regularIno(m.Path)
+	case *wire.Open:
+		return s.regularIno(m.Path) // O_TRUNC
+	case *wire.Create:
+		if m.Flags&syscall.O_TRUNC != 0 {
+			return s.regularIno(m.Path)
+		}
+		return 0
+	default:
+		return 0
+	}
+	if of := s.handles.get(h, c); of != nil {
+		return of.ino
+	}
+	return 0
+}
+
+// pathOf is the path a request names.
+func pathOf(m wire.Msg) string {
+	switch m := m.(type) {
+	case *wire.Lookup:
+		return m.Path
+	case *wire.LookupPinned:
+		return m.Path
+	case *wire.GetAttr:
+		return m.Path
+	case *wire.Open:
+		return m.Path
+	case *wire.OpenPinned:
+		return m.Path
+	case *wire.Create:
+		return m.Path
+	}
+	return ""
 }
 
 // handsOut reports whether m hands out state its caller may cache, and the
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -98,26 +246,39 @@ func changes(m wire.Msg) bool {
 	return wire.Mutates(m)
 }
 
-// grantedInos lists the objects a reply hands out.
-func grantedInos(r wire.Msg, dir uint64) []uint64 {
+// granted lists the objects a reply hands out.
+func granted(r wire.Msg, dir uint64) []grantObj {
 	switch r := r.(type) {
 	case *wire.AttrReply:
-		return []uint64{r.Attr.Ino}
+		return []grantObj{grantOf(&r.Attr)}
 	case *wire.OpenReply:
-		return []uint64{r.Attr.Ino}
+		return []grantObj{grantOf(&r.Attr)}
 	case *wire.ReadDirPlusReply:
-		inos := make([]uint64, 0, len(r.Entries)+1)
-		inos = append(inos, dir)
+		objs := make([]grantObj, 0, len(r.Entries)+1)
+		objs = append(objs, grantObj{ino: dir, kind: wire.CallbackDir})
 		for i := range r.Entries {
 			if e := &r.Entries[i]; e.HasAttr {
-				inos = append(inos, e.Attr.Ino)
+				objs = append(objs, grantOf(&e.Attr))
 			}
 		}
-		return inos
+		return objs
 	case *wire.ReadDirReply:
-		return []uint64{dir}
+		return []grantObj{{ino: dir, kind: wire.CallbackDir}}
+	case *wire.RevalidateReply:
+		objs := make([]grantObj, 0, len(r.Grants))
+		for i := range r.Grants {
+			objs = append(objs, grantOf(&r.Grants[i].Attr))
+		}
+		return objs
 	}
 	return nil
+}
+
+func grantOf(a *wire.Attr) grantObj {
+	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return grantObj{ino: a.Ino, kind: wire.CallbackDir}
+	}
+	return grantObj{ino: a.Ino, kind: wire.CallbackRead}
 }
 
 // inoOf is the inode number of p in the export, 0 if it cannot be found.
@@ -133,6 +294,19 @@ func (s *Server) inoOf(p string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
+// regularIno is the inode number of p if it is a regular file, else 0.
+func (s *Server) regularIno(p string) uint64 {
+	c, err := clean(p)
+	if err != nil {
+		return 0
+	}
+	fi, err := s.root.Lstat(c)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
 // entryItem is the break of entry name p in its directory.
 func (s *Server) entryItem(p string) wire.BreakItem {
 	c, err := clean(p)
@@ -143,73 +317,103 @@ func (s *Server) entryItem(p string) wire.BreakItem {
 	return wire.BreakItem{Ino: s.inoOf(dir), Name: name}
 }
 
-// breakBefore is what a request will break that cannot be found after it:
-// the objects a removal or a rename takes away from their names.
-func (s *Server) breakBefore(m wire.Msg) []wire.BreakItem {
+// breakBefore is what a request will break that is best found before it
+// is served: the objects a removal or a rename takes away from their
+// names, and the entries it changes (whose directories do not change).
+// The entries' inotify events are announced to the watcher: they are the
+// server's own.
+//
+// regular says that m changes a regular file in place (writtenIno): its
+// inotify events are told apart by the file's stat, not announced.
+func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 	var items []wire.BreakItem
-	add := func(p string) {
+	obj := func(p string) {
 		if ino := s.inoOf(p); ino != 0 {
 			items = append(items, wire.BreakItem{Ino: ino})
 		}
 	}
+	entry := func(p string, events int) {
+		it := s.entryItem(p)
+		if it.Ino == 0 {
+			return
+		}
+		items = append(items, it)
+		s.watch.expect(it.Ino, it.Name, events)
+	}
+	// IN_CREATE, and the IN_ATTRIB of a server that restores the mode
+	// (it keeps its umask when it does not act as its callers).
+	created := 1
+	if !s.switchCreds {
+		created = 2
+	}
 	switch m := m.(type) {
+	case *wire.Create:
+		entry(m.Path, 1)
+	case *wire.Mkdir:
+		entry(m.Path, created)
+	case *wire.Symlink:
+		entry(m.Path, 1)
+	case *wire.Mknod:
+		entry(m.Path, created)
+	case *wire.Link:
+		entry(m.New, 1)
 	case *wire.Unlink:
-		add(m.Path)
+		obj(m.Path)
+		entry(m.Path, 1)
 	case *wire.Rmdir:
-		add(m.Path)
+		obj(m.Path)
+		entry(m.Path, 1)
 	case *wire.Rename:
-		add(m.Old)
-		add(m.New)
+		obj(m.Old)
+		obj(m.New)
+		entry(m.Old, 1)
+		entry(m.New, 1)
+	case *wire.SetXattr:
+		obj(m.Path)
+	case *wire.RemoveXattr:
+		obj(m.Path)
+	}
+	switch m.(type) {
+	case *wire.SetAttr, *wire.SetXattr, *wire.RemoveXattr:
+		if regular {
+			break
+		}
+		// The IN_ATTRIB events of a directory's or a symlink's attributes
+		// (a regular file's are told apart by its stat, versions.go).
+		it := s.entryItem(pathOf2(m))
+		s.watch.expect(it.Ino, it.Name, 4)
 	}
 	return items
 }
 
-// breakAfter is what a request that succeeded broke, given its reply.
-func (s *Server) breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
-	var items []wire.BreakItem
-	obj := func() {
-		switch r := r.(type) {
-		case *wire.AttrReply:
-			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
-		case *wire.OpenReply:
-			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
-		case *wire.WriteReply:
-			items = append(items, wire.BreakItem{Ino: r.Attr.Ino})
-		}
-	}
-	entry := func(p string) { items = append(items, s.entryItem(p)) }
+func pathOf2(m wire.Msg) string {
 	switch m := m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open:
-		obj()
-	case *wire.Create:
-		obj()
-		entry(m.Path)
-	case *wire.Mkdir:
-		entry(m.Path)
-	case *wire.Symlink:
-		entry(m.Path)
-	case *wire.Mknod:
-		entry(m.Path)
-	case *wire.Link:
-		obj()
-		entry(m.New)
-	case *wire.Unlink:
-		entry(m.Path)
-	case *wire.Rmdir:
-		entry(m.Path)
-	case *wire.Rename:
-		entry(m.Old)
-		entry(m.New)
+	case *wire.SetAttr:
+		return m.Path
 	case *wire.SetXattr:
-		items = append(items, wire.BreakItem{Ino: s.inoOf(m.Path)})
+		return m.Path
 	case *wire.RemoveXattr:
-		items = append(items, wire.BreakItem{Ino: s.inoOf(m.Path)})
+		return m.Path
 	}
-	out := items[:0]
-	for _, it := range items {
-		if it.Ino != 0 {
-			out = append(out, it)
+	return ""
+}
+
+// breakAfter is what a request that succeeded broke, given its reply.
+func breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
+	var ino uint64
+	switch r := r.(type) {
+	case *wire.AttrReply:
+		ino = r.Attr.Ino
+	case *wire.OpenReply:
+		ino = r.Attr.Ino
+	case *wire.WriteReply:
+		ino = r.Attr.Ino
+	}
+	switch m.(type) {
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
+		if ino != 0 {
+			return []wire.BreakItem{{Ino: ino}}
 		}
 	}
-	return out
+	return nil
 }

@@ -16,9 +16,9 @@ import (
 func TestCallbackTableGrantTakeDrop(t *testing.T) {
 	tb := newCBTable(0)
 	since := tb.seq
-	tb.grant(1, since, wire.CallbackRead, 10, 11)
-	tb.grant(2, since, wire.CallbackRead, 10)
-	tb.grant(2, since, wire.CallbackWrite, 10) // the strongest kind is kept
+	tb.grant(1, since, rd(10), rd(11))
+	tb.grant(2, since, rd(10))
+	tb.grant(2, since, grantObj{10, wire.CallbackWrite}) // the strongest kind is kept
 	if err := tb.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +36,10 @@ func TestCallbackTableGrantTakeDrop(t *testing.T) {
 		t.Fatalf("a revoked holder was broken twice: %+v", again)
 	}
 	// A grant whose state was read before a break of its object raced.
-	if r := tb.grant(2, since, wire.CallbackRead, 10, 12); !slices.Equal(r.raced, []uint64{10}) {
+	if r := tb.grant(2, since, rd(10), rd(12)); !slices.Equal(r.raced, []wire.BreakItem{{Ino: 10}}) {
 		t.Fatalf("raced = %v, want [10]", r.raced)
 	}
-	if r := tb.grant(2, tb.seq, wire.CallbackRead, 10); len(r.raced) != 0 {
+	if r := tb.grant(2, tb.seq, rd(10)); len(r.raced) != 0 {
 		t.Fatalf("a grant after the break raced: %v", r.raced)
 	}
 	if n := tb.dropClient(2); n != 2 {
@@ -53,12 +53,42 @@ func TestCallbackTableGrantTakeDrop(t *testing.T) {
 	}
 }
 
+func rd(ino uint64) grantObj { return grantObj{ino, wire.CallbackRead} }
+
+func TestCallbackTableDirectoriesStayGranted(t *testing.T) {
+	tb := newCBTable(0)
+	tb.grant(1, 0, grantObj{5, wire.CallbackDir})
+	for range 2 {
+		got := tb.take([]wire.BreakItem{{Ino: 5, Name: "x"}}, 2)
+		if len(got) != 1 || got[1].Kind != wire.CallbackDir {
+			t.Fatalf("directory break: %+v", got)
+		}
+	}
+	if r := tb.grant(1, 0, grantObj{5, wire.CallbackDir}); len(r.raced) != 1 || r.raced[0].Name != wire.BreakEntries {
+		t.Fatalf("a raced directory grant must break all its entries: %+v", r.raced)
+	}
+	if err := tb.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCallbackTableNoReadGrantOverAWriteDelegation(t *testing.T) {
+	tb := newCBTable(0)
+	tb.grant(1, 0, grantObj{7, wire.CallbackWrite})
+	if r := tb.grant(2, 0, rd(7)); len(r.raced) != 1 {
+		t.Fatalf("a read grant over another client's write delegation: raced %+v", r.raced)
+	}
+	if r := tb.grant(1, 0, rd(7)); len(r.raced) != 0 {
+		t.Fatal("the delegate's own grant counted as raced")
+	}
+}
+
 func TestCallbackTableBounds(t *testing.T) {
 	tb := newCBTable(3)
-	if r := tb.grant(1, 0, wire.CallbackRead, 1, 2, 3); r.overflow {
+	if r := tb.grant(1, 0, rd(1), rd(2), rd(3)); r.overflow {
 		t.Fatal("overflow at the bound")
 	}
-	if r := tb.grant(1, 0, wire.CallbackRead, 4); !r.overflow {
+	if r := tb.grant(1, 0, rd(4)); !r.overflow {
 		t.Fatal("no overflow past the bound")
 	}
 	// The memory of breaks is bounded: forgetting raises the floor, and a
@@ -69,7 +99,7 @@ func TestCallbackTableBounds(t *testing.T) {
 	if len(tb.broke) > maxBrokeMemory {
 		t.Fatalf("broke holds %d", len(tb.broke))
 	}
-	if r := tb.grant(2, 0, wire.CallbackRead, 5); len(r.raced) != 1 {
+	if r := tb.grant(2, 0, rd(5)); len(r.raced) != 1 {
 		t.Fatal("a grant older than the floor must count as raced")
 	}
 	if err := tb.check(); err != nil {
@@ -151,7 +181,7 @@ func TestChangesBreakOtherHoldersBeforeTheyAreAnswered(t *testing.T) {
 	if got := bb.items(); len(got) != 1 || got[0].Ino != fIno {
 		t.Fatalf("breaks after setattr: %+v, want object %d", got, fIno)
 	}
-	// The break revoked B's callback: another change sends nothing.
+	// The break revoked B's callback on the file: another change sends nothing.
 	if _, err := call(t, a, &wire.SetAttr{Path: "d/f", Valid: wire.SetMode, Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,4 +233,38 @@ func TestUnackedBreakDisconnectsTheHolder(t *testing.T) {
 	if len(stuck.items()) != 1 {
 		t.Fatalf("breaks: %+v", stuck.items())
 	}
+}
+
+func TestDirectChangesInTheExportBreakCallbacks(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o644)
+	_, addr := testServer(t, Config{Export: export})
+	var bb breaks
+	b := dialHandler(t, addr, bb.serve)
+	r, err := call(t, b, &wire.Lookup{Path: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fIno := r.(*wire.AttrReply).Attr.Ino
+	r, err = call(t, b, &wire.GetAttr{Path: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootIno := r.(*wire.AttrReply).Attr.Ino
+	waitBreak := func(what string, want wire.BreakItem) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !slices.Contains(bb.items(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no break %+v within 5s (got %+v)", what, want, bb.items())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	os.WriteFile(filepath.Join(export, "f"), []byte("changed"), 0o644)
+	waitBreak("a file written in the export", wire.BreakItem{Ino: fIno})
+	os.WriteFile(filepath.Join(export, "new"), nil, 0o644)
+	waitBreak("a file made in the export", wire.BreakItem{Ino: rootIno, Name: "new"})
+	os.Chmod(export, 0o711)
+	waitBreak("the directory's mode changed", wire.BreakItem{Ino: rootIno})
 }

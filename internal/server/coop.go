@@ -138,7 +138,7 @@ func (c *coop) discarded(id uint32, blocks []block.ID) {
 // decide runs a Request (or a Retry naming the holder that failed) and
 // returns the action with the holder's connection for a forward. A forward
 // to a client whose connection is gone becomes a retry at once.
-func (c *coop) decide(client uint32, id block.ID, v uint64, retry uint32) (directory.Action, *peerInfo) {
+func (c *coop) decide(client uint32, id block.ID, v uint64, retry uint32, peersFirst bool) (directory.Action, *peerInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl := directory.ClientID(client)
@@ -146,7 +146,11 @@ func (c *coop) decide(client uint32, id block.ID, v uint64, retry uint32) (direc
 	if retry != 0 {
 		act = c.dir.Retry(c.now(), cl, id, block.Version(v), directory.ClientID(retry))
 	} else {
-		act = c.dir.Request(c.now(), cl, id, block.Version(v))
+		if peersFirst {
+			act = c.dir.RequestPeersFirst(c.now(), cl, id, block.Version(v))
+		} else {
+			act = c.dir.Request(c.now(), cl, id, block.Version(v))
+		}
 	}
 	if act.Kind != directory.ActForward {
 		return act, nil

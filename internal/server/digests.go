@@ -117,6 +117,9 @@ func (s *Server) digestFor(f *os.File, id block.ID, v, size uint64) ([]byte, err
 // messages, then the file operations (serveMsg).
 func (s *Server) serveClient(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	cl, _ := c.Value.Load().(*client)
+	if r, err, ok := s.serveWarmup(c, cl, m); ok {
+		return r, err
+	}
 	if r, err, ok := s.pol.serve(ctx, c, cl, m); ok {
 		return r, err
 	}

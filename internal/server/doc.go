@@ -4,7 +4,10 @@
 // content changes, through a client or behind coopfs's back (a change of
 // size, mtime or ctime seen by stat), and every block it hands out is tagged
 // with that version. It keeps a memory block cache of its own (the
-// "server memory" layer in front of the export's disk).
+// "server memory" layer in front of the export's disk). It grants clients
+// callbacks on what it hands out and breaks them before any change —
+// through a client, or made directly in the export and seen by inotify —
+// is answered (callbacks.go, watch.go).
 //
 // The coordination policy (Config.Policy) sits behind one seam (policy.go):
 // the server reports clients joining and leaving, files changing, its

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.lstat(m.Path)
 	case *wire.LookupPinned:
 		return s.lookup(m.Path)
+	case *wire.Revalidate:
+		return s.revalidate(m)
 	case *wire.OpenPinned:
 		return s.openPinned(c, m)
 	case *wire.GetAttr:
@@ -283,6 +286,15 @@ func (s *Server) bumped(f *os.File) (os.FileInfo, uint64, error) {
 		return nil, 0, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
+	if mt, ok := s.versions.nudge(st); ok {
+		// A write within the timestamp granularity: move mtime on so that
+		// the new content has a new, restart-stable version (versions.go).
+		if setMtime(f, mt) == nil {
+			if fi2, err := f.Stat(); err == nil {
+				fi, st = fi2, fi2.Sys().(*syscall.Stat_t)
+			}
+		}
+	}
 	v := s.versions.bump(st)
 	s.cache.RemoveFile(st.Ino)
 	return fi, v, nil
@@ -327,6 +339,17 @@ func (s *Server) mutate(f *os.File, ino uint64, change func() error) (r *wire.At
 		prev = 0 // the file changed again between the bump and the stat
 	}
 	return r, prev, nil
+}
+
+// setMtime sets f's mtime to mt nanoseconds (futimens; the access time
+// is left alone).
+func setMtime(f *os.File, mt int64) error {
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt)}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 func (s *Server) chtimes(p string, m *wire.SetAttr) error {
@@ -623,7 +646,10 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 		// forwarded block, and holds none for the directory to count on.
 		return false
 	}
-	act, holder := s.coop.decide(cl.id, id, v, m.Retry)
+	// A client warming up with others (warmup.go) takes blocks from its
+	// peers before the server's memory: the warm-up's bytes cross the
+	// server's link once.
+	act, holder := s.coop.decide(cl.id, id, v, m.Retry, s.warm.warming(cl.id))
 	if act.Ping != 0 {
 		go s.coop.ping(act.Ping, s.cfg.PingTimeout)
 	}
@@ -633,14 +659,14 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 	// The requester admits the holder's block only if it has this digest.
 	digest, err := s.digestFor(f, id, v, reply.Size)
 	if err != nil {
-		s.coop.decide(cl.id, id, v, uint32(act.To))
+		s.coop.decide(cl.id, id, v, uint32(act.To), false)
 		return false
 	}
 	err = holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
 		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token})
 	if err != nil {
 		// The holder is gone: count the miss against it and serve.
-		s.coop.decide(cl.id, id, v, uint32(act.To))
+		s.coop.decide(cl.id, id, v, uint32(act.To), false)
 		return false
 	}
 	reply.Forwarded, reply.Holder, reply.Digest = true, uint32(act.To), digest

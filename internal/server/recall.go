@@ -126,7 +126,7 @@ func (r *recalls) delegate(cl *client, ino uint64) bool {
 		return false
 	}
 	if k := cb.t.holders[ino][cl.id]; k != wire.CallbackWrite {
-		cb.t.grant(cl.id, cb.t.seq, wire.CallbackWrite, ino)
+		cb.t.grant(cl.id, cb.t.seq, grantObj{ino: ino, kind: wire.CallbackWrite})
 		r.delegations.Add(1)
 	}
 	cb.mu.Unlock()

@@ -176,8 +176,10 @@ type Server struct {
 	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
 	recalls     *recalls     // write delegations of write-back clients (recall.go)
+	watch       *watcher     // inotify on the directories handed out (watch.go); nil: no callbacks
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
 	locks       *lockTable
+	warm        warmJobs     // cluster warm-ups under way (warmup.go)
 	pins        *pins        // recently looked-up files (pins.go)
 	dirs        *dirCursors  // directories being listed (readdir.go)
 	pinnedOpens atomic.Int64 // opens served from a pin (pins.go)
@@ -240,13 +242,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	memCfg := mem.Config{Capacity: cfg.CacheSize, OnEvict: func(id block.ID, _ block.Version) { s.pol.memEvicted(id) }}
 	s.versions = newVersions(s.bootID, s.pol.fileChanged)
+	if s.watch, err = newWatcher(s); err != nil {
+		s.log.Warn("cannot watch the export for direct changes: clients get no callbacks and revalidate every open", "err", err)
+	}
 	s.versions.max = cfg.Limits.MaxFiles
 	if s.cache, err = mem.New(memCfg); err != nil {
 		root.Close()
 		return nil, err
 	}
 	s.cfg.Metrics.Register(obs.NewTierCollector("server_memory", s.cache.Stats))
-	if err := s.cfg.Metrics.Register(s.limitMetrics()...); err != nil {
+	if err := s.cfg.Metrics.Register(append(s.limitMetrics(), s.callbackMetrics()...)...); err != nil {
 		root.Close()
 		return nil, fmt.Errorf("register server metrics: %w", err)
 	}
@@ -314,6 +319,7 @@ func (s *Server) Close() error {
 	for c := range conns {
 		c.Close()
 	}
+	s.watch.close()
 	s.handles.closeAll()
 	s.pins.closeAll()
 	s.dirs.closeAll()

@@ -12,7 +12,7 @@ import (
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
-func TestVersionsOnlyGrowAndFollowStat(t *testing.T) {
+func TestVersionsFollowStatAndSurviveRestarts(t *testing.T) {
 	var changed []uint64
 	v := newVersions(100, func(ino uint64) { changed = append(changed, ino) })
 	st := &syscall.Stat_t{Ino: 7, Size: 10}
@@ -23,29 +23,45 @@ func TestVersionsOnlyGrowAndFollowStat(t *testing.T) {
 	if len(changed) != 0 {
 		t.Fatalf("first sight reported as a change: %v", changed)
 	}
-	st.Mtim.Nsec = 5
-	b := v.observe(st)
-	if b <= a {
-		t.Fatalf("mtime change: version %d after %d", b, a)
+	// A restarted server gives an unchanged file the same version.
+	if later := newVersions(uint64(time.Now().UnixNano()), nil); later.observe(st) != a {
+		t.Fatal("the version of an unchanged file changed with a restart")
 	}
-	c := v.bump(st) // a write within the timestamp granularity
-	if c <= b {
-		t.Fatalf("bump: version %d after %d", c, b)
+	st.Ctim.Nsec = 5
+	b := v.observe(st)
+	if b == a {
+		t.Fatal("a ctime change kept the version")
+	}
+	// A write within the timestamp granularity asks for a nudge, past
+	// every mtime of the tick; without one the version comes from the
+	// counter.
+	mt, ok := v.nudge(st)
+	if !ok || mt <= st.Mtim.Nano() {
+		t.Fatalf("nudge = %d, %v", mt, ok)
+	}
+	c := v.bump(st)
+	if c == b || c == a || c&derivedBit != 0 {
+		t.Fatalf("bump of an unchanged stat: version %d (before %d, %d)", c, a, b)
 	}
 	if v.observe(st) != c {
 		t.Fatal("observe after bump with the same stat changed the version")
 	}
+	st.Mtim.Nsec = mt
+	d := v.bump(st) // the nudged state
+	if d == c || d == b || d&derivedBit == 0 {
+		t.Fatalf("bump of a nudged stat: version %d", d)
+	}
+	st.Mtim.Nsec = 0 // the next write of the tick: mtime back to the tick's
+	if mt2, ok := v.nudge(st); !ok || mt2 <= mt {
+		t.Fatalf("second nudge of the tick = %d, %v; want past %d", mt2, ok, mt)
+	}
 	v.forget(7)
-	if d := v.observe(st); d <= c {
-		t.Fatalf("a file seen again after forget must get a newer version: %d after %d", d, c)
+	st.Ctim.Nsec = 9
+	if e := v.observe(st); e == d || e == b {
+		t.Fatalf("a changed file seen again after forget kept an old version")
 	}
-	if len(changed) != 2 || changed[0] != 7 {
+	if len(changed) != 3 || changed[0] != 7 {
 		t.Fatalf("changes reported: %v", changed)
-	}
-	// A restarted server's versions are all newer than the old ones.
-	later := newVersions(uint64(time.Now().UnixNano()), nil)
-	if later.observe(st) <= c {
-		t.Fatal("versions after a restart must be newer")
 	}
 }
 
@@ -112,5 +128,30 @@ func TestListenReportsPortInUse(t *testing.T) {
 	}
 	if !IsLoopback("127.0.0.1:1") || !IsLoopback("[::1]:1") || !IsLoopback("localhost:1") || IsLoopback("0.0.0.0:1") || IsLoopback("10.0.0.1:1") {
 		t.Error("IsLoopback")
+	}
+}
+
+// A stat taken before a write through the server and observed after it
+// (a getattr or the export's watcher racing the write) must not give the
+// file its older state's derived version back: clients may hold blocks of
+// that version, of other content than the file has now.
+func TestVersionsStaleStatGetsNoOldVersion(t *testing.T) {
+	v := newVersions(100, nil)
+	old := &syscall.Stat_t{Ino: 3, Size: 10}
+	old.Ctim.Nsec, old.Mtim.Nsec = 50, 50
+	a := v.observe(old)
+	cur := *old
+	cur.Ctim.Nsec, cur.Mtim.Nsec = 60, 60
+	b := v.bump(&cur) // the write
+	if c := v.observe(old); c == a || c == b {
+		t.Fatalf("a stale stat got version %d (old %d, current %d)", c, a, b)
+	}
+	// Within one tick: the state before the write's nudge.
+	cur.Mtim.Nsec = 61
+	d := v.bump(&cur)
+	pre := cur
+	pre.Mtim.Nsec = 60
+	if e := v.observe(&pre); e == b || e == d {
+		t.Fatalf("a stale stat of the same tick got version %d (%d, %d)", e, b, d)
 	}
 }

@@ -40,8 +40,8 @@ func TestWriteBasePrev(t *testing.T) {
 		return r.(*wire.WriteReply)
 	}
 	r1 := write(a, 1, opr.Handle, base, "one")
-	if r1.Prev != base || r1.Attr.Version <= base {
-		t.Fatalf("first write: prev %d version %d, want prev %d (the base) and a newer version", r1.Prev, r1.Attr.Version, base)
+	if r1.Prev != base || r1.Attr.Version == base {
+		t.Fatalf("first write: prev %d version %d, want prev %d (the base) and another version", r1.Prev, r1.Attr.Version, base)
 	}
 	r2 := write(a, 2, opr.Handle, r1.Attr.Version, "two")
 	if r2.Prev != r1.Attr.Version {

@@ -91,3 +91,28 @@ type Holder interface {
 	// returns ok false.
 	SetAttrHeld(ctx context.Context, in SetAttrIn) (attr wire.Attr, ok bool, err error)
 }
+
+// Invalidator is the kernel's cache of a mount (the FUSE adapter), which
+// a backend holding the server's callbacks tells what broke.
+type Invalidator interface {
+	// Invalidate drops the kernel's attributes of the object at path (a
+	// path of the mount as the backend's calls name them) and, when name
+	// is not "" (wire.BreakAttr), the entry name of that directory; name
+	// "/" (wire.BreakEntries) is every entry of it.
+	Invalidate(path, name string)
+	// InvalidateAll drops everything the kernel cached of the mount.
+	InvalidateAll()
+}
+
+// Callbacks is what a backend under the server's callbacks offers the
+// FUSE adapter: whether what it just answered for a path is covered by a
+// callback (the kernel may then cache it for long), and a place to hand it
+// the kernel's cache, to invalidate when callbacks break.
+type Callbacks interface {
+	Covered(path string) bool
+	SetInvalidator(inv Invalidator)
+	// Changed says that inode ino changed through the mount (a removal
+	// or a rename of one of its names): what is cached of it under other
+	// names is stale.
+	Changed(ino uint64)
+}

@@ -163,10 +163,16 @@ func newMsg(t Type) Msg {
 		return m // msg_writebase.go: types 141-149
 	}
 	if m := newWriteBackMsg(t); m != nil {
-		return m // msg_writeback.go: types 150-159
+		return m // msg_writeback.go: types 150-151
+	}
+	if m := newRevalidateMsg(t); m != nil {
+		return m // msg_revalidate.go: types 152-159
 	}
 	if m := newWholeFileMsg(t); m != nil {
 		return m // msg_wholefile.go: types 170-179
+	}
+	if m := newWarmupMsg(t); m != nil {
+		return m // msg_warmup.go: types 180-189
 	}
 	return newSecurityMsg(t) // security.go: types 100-109
 }

@@ -35,20 +35,29 @@ type BreakItem struct {
 
 // CallbackBreak tells a holder that the callbacks on Items' objects are
 // broken: it drops what it cached of them (a directory's entries, and the
-// subtree below them) and answers OK. All breaks every callback the client
-// holds (Items is then empty). Kind says what the holder must do before it
-// answers: CallbackRead is "drop"; a future write delegation
-// (CallbackWrite) is "flush the file, then answer".
+// subtree below a changed entry) and answers OK. All breaks every callback
+// the client holds (Items is then empty). Kind says what the holder must do
+// before it answers: CallbackDir and CallbackRead are "drop"; a write
+// delegation's (CallbackWrite) is "flush the file, then answer".
 type CallbackBreak struct {
 	Kind  uint8
 	All   bool
 	Items []BreakItem
 }
 
-// Callback kinds: what a grant promises and what its break asks.
+// Callback kinds: what a grant promises and what its break asks. A break
+// message carries the highest kind among the holder's broken grants.
 const (
-	CallbackRead  uint8 = 1 // attributes, data and entries the client caches for reading
-	CallbackWrite uint8 = 2 // reserved: a write delegation; its break means "flush, then answer"
+	// CallbackDir: a directory's attributes and entries. Its breaks do
+	// not revoke it: the holder keeps being told of every change of the
+	// directory (its kernel keeps the names it looked up for long).
+	CallbackDir uint8 = 1
+	// CallbackRead: a file's attributes and data, revoked by its first
+	// break (one break per burst of writes).
+	CallbackRead uint8 = 2
+	// CallbackWrite: a write delegation of a write-back client
+	// (DelegateWrite, 150); its break means "flush the file, then answer".
+	CallbackWrite uint8 = 3
 )
 
 func newCallbackMsg(t Type) Msg {

@@ -155,7 +155,8 @@ func checkShape(t *testing.T, res *Result, cfg Config) {
 		if c.Ceiling != RowKey(st.Key, TargetPass) || c.Ratio <= 0 || c.Met == nil || c.Target != st.Target {
 			t.Errorf("%s: coopfs row %+v", st.Key, c)
 		}
-		if m := res.Get("msgs/" + st.Key); m == nil || len(m.Samples) != cfg.Repeat || m.Median <= 0 {
+		// A warm step may send no message at all (the server's callbacks).
+		if m := res.Get("msgs/" + st.Key); m == nil || len(m.Samples) != cfg.Repeat || m.Median < 0 {
 			t.Errorf("%s: messages row %+v", st.Key, m)
 		}
 	}

@@ -32,8 +32,8 @@ func TestWholeFileCrossover(t *testing.T) {
 	}
 	bin := clustertest.Binary(t)
 	export := t.TempDir()
-	sizes := []int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20}
-	const perSize = 5
+	sizes := []int{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20}
+	const perSize = 9
 	var names []string
 	for _, s := range sizes {
 		for i := 0; i < perSize; i++ {

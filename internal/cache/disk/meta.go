@@ -46,7 +46,7 @@ const (
 
 // Limits on what one record carries.
 const (
-	MaxAttrLen = 4096
+	MaxAttrLen = 4 << 20 // a record may hold a directory's listing
 	MaxNameLen = 4096
 	metaHdr    = 9 // crc u32 | payload length u32 | kind u8
 )

@@ -170,6 +170,18 @@ func (d *Directory) Config() Config { return d.cfg }
 // request from a failed client proves it alive: it is forwarded to again
 // (its entries were purged when it failed, so the directory is consistent).
 func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.Version) Action {
+	return d.request(now, c, id, v, d.cfg.ServerLast)
+}
+
+// RequestPeersFirst is Request with the server out of the rotation for
+// this request (as Config.ServerLast does for all): the server serves only
+// when no holder can. A cluster warm-up asks so, so that its blocks cross
+// the server's link once.
+func (d *Directory) RequestPeersFirst(now time.Duration, c ClientID, id block.ID, v block.Version) Action {
+	return d.request(now, c, id, v, true)
+}
+
+func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.Version, serverLast bool) Action {
 	cl := d.heard(c)
 	cl.Requests++
 	d.stats.Requests++
@@ -180,7 +192,7 @@ func (d *Directory) Request(now time.Duration, c ClientID, id block.ID, v block.
 		if d.cfg.Balanced {
 			to = d.pickBalanced(now, e, c)
 		} else {
-			to = d.pick(e, c)
+			to = d.pick(e, c, serverLast)
 		}
 	} else if _, ok := d.mem.Get(bkey(id)); ok {
 		to = Server
@@ -425,10 +437,10 @@ func (d *Directory) current(id block.ID, v block.Version) *entry {
 
 // pick chooses the next node in e's rotation after e.last: the server when
 // it holds the block in memory, then the holders in increasing id order,
-// skipping the requester and clients being pinged. With Config.ServerLast
-// the server is left out of the rotation and chosen only when no holder
+// skipping the requester and clients being pinged. With serverLast
+// (Config.ServerLast, or RequestPeersFirst) the server is left out of the rotation and chosen only when no holder
 // can be. NoClient if none.
-func (d *Directory) pick(e *entry, requester ClientID) ClientID {
+func (d *Directory) pick(e *entry, requester ClientID, serverLast bool) ClientID {
 	first, next := NoClient, NoClient
 	consider := func(c ClientID) bool {
 		if first == NoClient {
@@ -441,7 +453,7 @@ func (d *Directory) pick(e *entry, requester ClientID) ClientID {
 		return false
 	}
 	_, inMem := d.mem.Get(bkey(e.id))
-	if inMem && !d.cfg.ServerLast && consider(Server) {
+	if inMem && !serverLast && consider(Server) {
 		return next
 	}
 	for _, c := range e.holders {

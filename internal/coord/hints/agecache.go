@@ -15,6 +15,52 @@ type fkey uint64
 
 func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
 
+// blockDir indexes a participant's blocks by id and by file: for each
+// block its cache entry and its hint (either may be absent: 0), for each
+// file the lists of both. The age cache and the hint store of a client
+// share one, so that the two lookups of a block (is it here? where is its
+// master copy?) and the upkeep of its file's lists touch one slot each.
+type blockDir struct {
+	blocks lru.Table[bkey, blockRefs]
+	files  lru.Table[fkey, fileRefs]
+}
+
+type blockRefs struct{ ent, hint int32 }
+
+type fileRefs struct{ ents, hints lru.List }
+
+// ref returns b's slot, made if need be (valid until the next change).
+func (d *blockDir) ref(b block.ID) *blockRefs {
+	if p := d.blocks.Ref(bkey(b)); p != nil {
+		return p
+	}
+	d.blocks.Put(bkey(b), blockRefs{})
+	return d.blocks.Ref(bkey(b))
+}
+
+// release drops b's slot if it holds nothing.
+func (d *blockDir) release(b block.ID, p *blockRefs) {
+	if p.ent == 0 && p.hint == 0 {
+		d.blocks.Delete(bkey(b))
+	}
+}
+
+// file returns f's lists, made if need be (valid until the next change).
+func (d *blockDir) file(f uint64) *fileRefs {
+	if p := d.files.Ref(fkey(f)); p != nil {
+		return p
+	}
+	d.files.Put(fkey(f), fileRefs{})
+	return d.files.Ref(fkey(f))
+}
+
+// releaseFile drops f's lists if both are empty.
+func (d *blockDir) releaseFile(f uint64, p *fileRefs) {
+	if p.ents.Len() == 0 && p.hints.Len() == 0 {
+		d.files.Delete(fkey(f))
+	}
+}
+
 // entry is one cached block's metadata. It holds no pointers: the slab of
 // entries is not scanned by the garbage collector.
 type entry struct {
@@ -48,23 +94,23 @@ type entry struct {
 // (stamp, seq) is a total order (seq is unique), so which entry goes first
 // does not depend on which part holds it.
 //
-// The index is an lru.Table (open addressing: no tombstones under the
-// cache's insert/delete churn); the per-file lists (for invalidation) are
-// lru.Lists over the same handles, their heads in an lru.Table.
+// The index is a blockDir (lru.Tables: open addressing, no tombstones
+// under the cache's insert/delete churn), shared with the client's hints;
+// the per-file lists (for invalidation) are lru.Lists over the handles.
 //
-// INVARIANT: len(live entries) == byID.Len() == list.Len()+len(heap) <=
+// INVARIANT: n == entries indexed in dir == list.Len()+len(heap) <=
 // capacity after every public call; heap[i].h's heapAt == i; the list is
 // in age order; every entry is on the list of its file.
 type ageCache struct {
 	capacity int
 	seq      uint64
-	byID     lru.Table[bkey, int32]
+	n        int        // entries
+	dir      *blockDir  // the index, by block and by file
 	ents     []entry    // ents[0] is unused: handle 0 is none
 	age      []lru.Link // the age list's links, by handle (Next: older)
 	flinks   []lru.Link // the file lists' links, by handle
 	list     lru.List   // front: youngest, back: oldest
 	heap     []hnode    // the other entries, with their ages inline: comparisons touch no entry
-	files    lru.Table[fkey, lru.List]
 	free     []int32
 	watch    func(block.ID, bool) // ClientConfig.Watch
 }
@@ -76,21 +122,25 @@ type hnode struct {
 	h     int32
 }
 
-func newAgeCache(capacity int, watch func(block.ID, bool)) *ageCache {
-	return &ageCache{capacity: capacity, watch: watch}
+// newAgeCache returns an empty cache indexed in dir (a new one if nil).
+func newAgeCache(capacity int, dir *blockDir, watch func(block.ID, bool)) *ageCache {
+	if dir == nil {
+		dir = new(blockDir)
+	}
+	return &ageCache{capacity: capacity, dir: dir, watch: watch}
 }
 
-func (c *ageCache) len() int { return c.byID.Len() }
+func (c *ageCache) len() int { return c.n }
 
-func (c *ageCache) full() bool { return c.byID.Len() >= c.capacity }
+func (c *ageCache) full() bool { return c.n >= c.capacity }
 
 // at returns the entry of handle h (valid until the next insert).
 func (c *ageCache) at(h int32) *entry { return &c.ents[h] }
 
 // get returns id's handle, 0 if not cached.
 func (c *ageCache) get(id block.ID) int32 {
-	h, _ := c.byID.Get(bkey(id))
-	return h
+	r, _ := c.dir.blocks.Get(bkey(id))
+	return r.ent
 }
 
 // oldestHandle returns the oldest entry's handle (0 if empty).
@@ -134,14 +184,9 @@ func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, glob
 		c.flinks = lru.Grow(c.flinks, h)
 	}
 	c.ents[h] = entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global}
-	c.byID.Put(bkey(id), h)
-	if fl := c.files.Ref(fkey(id.File)); fl != nil {
-		fl.PushFront(c.flinks, h)
-	} else {
-		var l lru.List
-		l.PushFront(c.flinks, h)
-		c.files.Put(fkey(id.File), l)
-	}
+	c.n++
+	c.dir.ref(id).ent = h
+	c.dir.file(id.File).ents.PushFront(c.flinks, h)
 	c.place(h)
 	if c.watch != nil {
 		c.watch(id, true)
@@ -219,12 +264,13 @@ func (c *ageCache) popOldest() (e entry, ok bool) {
 func (c *ageCache) remove(h int32) {
 	c.unplace(h)
 	id := c.ents[h].id
-	c.byID.Delete(bkey(id))
-	fl := c.files.Ref(fkey(id.File))
-	fl.Remove(c.flinks, h)
-	if fl.Len() == 0 {
-		c.files.Delete(fkey(id.File))
-	}
+	c.n--
+	r := c.dir.blocks.Ref(bkey(id))
+	r.ent = 0
+	c.dir.release(id, r)
+	f := c.dir.files.Ref(fkey(id.File))
+	f.ents.Remove(c.flinks, h)
+	c.dir.releaseFile(id.File, f)
 	c.ents[h] = entry{}
 	c.free = append(c.free, h)
 	if c.watch != nil {
@@ -234,8 +280,8 @@ func (c *ageCache) remove(h int32) {
 
 // fileHandles appends the handles of file's entries to out.
 func (c *ageCache) fileHandles(file uint64, out []int32) []int32 {
-	fl, _ := c.files.Get(fkey(file))
-	for h := fl.Front(); h != 0; h = lru.Next(c.flinks, h) {
+	f, _ := c.dir.files.Get(fkey(file))
+	for h := f.ents.Front(); h != 0; h = lru.Next(c.flinks, h) {
 		out = append(out, h)
 	}
 	return out
@@ -243,8 +289,8 @@ func (c *ageCache) fileHandles(file uint64, out []int32) []int32 {
 
 // dropFile removes every block of file and appends their ids to out.
 func (c *ageCache) dropFile(file uint64, out []block.ID) []block.ID {
-	fl, _ := c.files.Get(fkey(file))
-	for h := fl.Front(); h != 0; {
+	f, _ := c.dir.files.Get(fkey(file))
+	for h := f.ents.Front(); h != 0; {
 		next := lru.Next(c.flinks, h)
 		out = append(out, c.ents[h].id)
 		c.remove(h)
@@ -317,8 +363,15 @@ func (c *ageCache) fix(i int) {
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
 	n := c.list.Len() + len(c.heap)
-	if n != c.byID.Len() {
-		return errorf("age cache: list %d + heap %d entries, index %d", c.list.Len(), len(c.heap), c.byID.Len())
+	indexed := 0
+	c.dir.blocks.Range(func(_ bkey, r blockRefs) bool {
+		if r.ent != 0 {
+			indexed++
+		}
+		return true
+	})
+	if n != indexed || n != c.n {
+		return errorf("age cache: list %d + heap %d entries, index %d, count %d", c.list.Len(), len(c.heap), indexed, c.n)
 	}
 	if n > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", n, c.capacity)
@@ -345,8 +398,8 @@ func (c *ageCache) check() error {
 	}
 	files := 0
 	var err error
-	c.files.Range(func(f fkey, fl lru.List) bool {
-		for h := fl.Front(); h != 0; h = lru.Next(c.flinks, h) {
+	c.dir.files.Range(func(f fkey, fr fileRefs) bool {
+		for h := fr.ents.Front(); h != 0; h = lru.Next(c.flinks, h) {
 			if id := c.ents[h].id; id.File != uint64(f) || c.get(id) != h {
 				err = errorf("age cache: file list of %d holds %v", f, id)
 				return false

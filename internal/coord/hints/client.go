@@ -97,7 +97,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, cfg.Watch)}
+	dir := new(blockDir)
+	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, dir, cfg.Watch), hints: hintStore{dir: dir}}
 	for _, id := range cfg.Peers {
 		if id == cfg.ID || id < 0 {
 			continue

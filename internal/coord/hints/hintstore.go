@@ -7,15 +7,14 @@ import (
 
 // hintStore holds a client's hints: block → Hint, with each file's hints
 // on a list (hand-out on open, invalidation, pruning). Hints live in a
-// slab named by int32 handles (0 is none), found through an lru.Table;
-// the file lists are lru.Lists over the same handles, their heads in an
-// lru.Table. Nothing in it holds a pointer, and nothing is allocated per
+// slab named by int32 handles (0 is none), found through the client's
+// blockDir; the file lists are lru.Lists over the same handles. Nothing in it holds a pointer, and nothing is allocated per
 // hint once the slab has grown to the peak number of hints.
 type hintStore struct {
-	byID   lru.Table[bkey, int32]
+	dir    *blockDir // the index, by block and by file (shared with the age cache)
+	n      int
 	slots  []hslot    // slots[0] is unused
 	flinks []lru.Link // the file lists' links, by handle
-	files  lru.Table[fkey, lru.List]
 	free   []int32
 }
 
@@ -24,21 +23,22 @@ type hslot struct {
 	h  Hint
 }
 
-func (s *hintStore) len() int { return s.byID.Len() }
+func (s *hintStore) len() int { return s.n }
 
 // get returns b's hint.
 func (s *hintStore) get(b block.ID) (Hint, bool) {
-	i, ok := s.byID.Get(bkey(b))
-	if !ok {
+	r, _ := s.dir.blocks.Get(bkey(b))
+	if r.hint == 0 {
 		return Hint{}, false
 	}
-	return s.slots[i].h, true
+	return s.slots[r.hint].h, true
 }
 
 // set gives b the hint h and returns the one it replaces, if any.
 func (s *hintStore) set(b block.ID, h Hint) (old Hint, had bool) {
-	if p := s.byID.Ref(bkey(b)); p != nil {
-		sl := &s.slots[*p]
+	r := s.dir.ref(b)
+	if r.hint != 0 {
+		sl := &s.slots[r.hint]
 		old, sl.h = sl.h, h
 		return old, true
 	}
@@ -54,29 +54,26 @@ func (s *hintStore) set(b block.ID, h Hint) (old Hint, had bool) {
 		s.flinks = lru.Grow(s.flinks, i)
 	}
 	s.slots[i] = hslot{id: b, h: h}
-	s.byID.Put(bkey(b), i)
-	if fl := s.files.Ref(fkey(b.File)); fl != nil {
-		fl.PushFront(s.flinks, i)
-	} else {
-		var l lru.List
-		l.PushFront(s.flinks, i)
-		s.files.Put(fkey(b.File), l)
-	}
+	r.hint = i
+	s.n++
+	s.dir.file(b.File).hints.PushFront(s.flinks, i)
 	return Hint{}, false
 }
 
 // del removes b's hint and returns it, if there was one.
 func (s *hintStore) del(b block.ID) (Hint, bool) {
-	i, ok := s.byID.Delete(bkey(b))
-	if !ok {
+	r := s.dir.blocks.Ref(bkey(b))
+	if r == nil || r.hint == 0 {
 		return Hint{}, false
 	}
+	i := r.hint
+	r.hint = 0
+	s.dir.release(b, r)
+	s.n--
 	old := s.slots[i].h
-	fl := s.files.Ref(fkey(b.File))
-	fl.Remove(s.flinks, i)
-	if fl.Len() == 0 {
-		s.files.Delete(fkey(b.File))
-	}
+	f := s.dir.files.Ref(fkey(b.File))
+	f.hints.Remove(s.flinks, i)
+	s.dir.releaseFile(b.File, f)
 	s.slots[i] = hslot{}
 	s.free = append(s.free, i)
 	return old, true
@@ -85,8 +82,8 @@ func (s *hintStore) del(b block.ID) (Hint, bool) {
 // file calls f for each hint of file (in no particular order) until f
 // returns false. f must not change the store.
 func (s *hintStore) file(file uint64, f func(index uint64, h Hint) bool) {
-	fl, _ := s.files.Get(fkey(file))
-	for i := fl.Front(); i != 0; i = lru.Next(s.flinks, i) {
+	f0, _ := s.dir.files.Get(fkey(file))
+	for i := f0.hints.Front(); i != 0; i = lru.Next(s.flinks, i) {
 		if sl := &s.slots[i]; !f(sl.id.Index, sl.h) {
 			return
 		}
@@ -95,15 +92,21 @@ func (s *hintStore) file(file uint64, f func(index uint64, h Hint) bool) {
 
 // dropFile removes every hint of file, calling f with each first.
 func (s *hintStore) dropFile(file uint64, f func(h Hint)) {
-	fl, ok := s.files.Delete(fkey(file))
-	if !ok {
+	fr := s.dir.files.Ref(fkey(file))
+	if fr == nil {
 		return
 	}
-	for i := fl.Front(); i != 0; {
+	l := fr.hints
+	fr.hints = lru.List{}
+	s.dir.releaseFile(file, fr)
+	for i := l.Front(); i != 0; {
 		next := lru.Next(s.flinks, i)
 		sl := &s.slots[i]
 		f(sl.h)
-		s.byID.Delete(bkey(sl.id))
+		r := s.dir.blocks.Ref(bkey(sl.id))
+		r.hint = 0
+		s.dir.release(sl.id, r)
+		s.n--
 		s.flinks[i] = lru.Link{}
 		*sl = hslot{}
 		s.free = append(s.free, i)
@@ -113,9 +116,11 @@ func (s *hintStore) dropFile(file uint64, f func(h Hint)) {
 
 // fileIDs returns the files that have hints (in no particular order).
 func (s *hintStore) fileIDs() []uint64 {
-	out := make([]uint64, 0, s.files.Len())
-	s.files.Range(func(f fkey, _ lru.List) bool {
-		out = append(out, uint64(f))
+	out := make([]uint64, 0, s.dir.files.Len())
+	s.dir.files.Range(func(f fkey, fr fileRefs) bool {
+		if fr.hints.Len() > 0 {
+			out = append(out, uint64(f))
+		}
 		return true
 	})
 	return out
@@ -124,5 +129,7 @@ func (s *hintStore) fileIDs() []uint64 {
 // each calls f for every hint until f returns false. f must not change
 // the store.
 func (s *hintStore) each(f func(b block.ID, h Hint) bool) {
-	s.byID.Range(func(k bkey, i int32) bool { return f(block.ID(k), s.slots[i].h) })
+	s.dir.blocks.Range(func(k bkey, r blockRefs) bool {
+		return r.hint == 0 || f(block.ID(k), s.slots[r.hint].h)
+	})
 }

@@ -90,8 +90,8 @@ type fileState struct {
 	last     ClientID // last client that opened the file (NoClient: none)
 	lastBoot BootID
 	holders  []ClientID    // clients holding a token (may cache blocks), unordered
-	writer   ClientID              // holder of the write token (NoClient: none)
-	version  block.Version         // grows with every new writer
+	writer   ClientID      // holder of the write token (NoClient: none)
+	version  block.Version // grows with every new writer
 }
 
 // OpenResult is the manager's answer to an open (or a token request).
@@ -137,8 +137,8 @@ type Server struct {
 	boots   idMap[BootID]
 	down    idMap[bool]
 	mem     *ageCache // disk cache or discard cache
-	coop  *Client   // MemoryCoop participant
-	revok []ClientID
+	coop    *Client   // MemoryCoop participant
+	revok   []ClientID
 }
 
 // NewServer returns a server with empty memory and no file state.
@@ -156,7 +156,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, cfg.Watch)
+		s.mem = newAgeCache(cfg.MemoryBlocks, nil, cfg.Watch)
 	}
 	return s, nil
 }

@@ -129,7 +129,7 @@ func TestTokens(t *testing.T) {
 // evictions with a simple linear-scan reference.
 func TestAgeCacheAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := newAgeCache(16, nil)
+	c := newAgeCache(16, nil, nil)
 	ref := map[uint64]Time{}
 	refSeq := map[uint64]uint64{}
 	var seq uint64

@@ -11,6 +11,7 @@ import (
 	"github.com/coopfs/coopfs/internal/sim/dirsim"
 	"github.com/coopfs/coopfs/internal/sim/hintsim"
 	"github.com/coopfs/coopfs/internal/sim/nasd"
+	"github.com/coopfs/coopfs/internal/sim/wholesim"
 )
 
 // Factory builds an algorithm for p.
@@ -60,6 +61,9 @@ func Algorithms() []Algo {
 		{Name: "nfs", Summary: "NFS: every miss to the server, on the directory's cost model with link queueing (seed 000's baseline)",
 			New:     func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) },
 			Options: map[string]string{dirsim.OptPolicy: "none"}},
+		// wholefile (C2Cfs, seed 001).
+		{Name: wholesim.Name, Summary: "C2Cfs: whole-file client caches, commit counters and valid-cache maps, segments from the holders (seed 001)",
+			New: func(p sim.Params) (sim.Algorithm, error) { return wholesim.New(p) }},
 		// NASD (seed 004).
 		{Name: "nasd", Summary: "seed 004: S servers x C clients, server and client schemes from options (default 1-Chance servers, noncoop clients)",
 			New: func(p sim.Params) (sim.Algorithm, error) { return nasd.NewFromParams(p) }},

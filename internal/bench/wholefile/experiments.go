@@ -1,0 +1,336 @@
+package wholefile
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/bench/nscluster"
+)
+
+// stagger: the clients read one file in turn; server bytes per client.
+func (b *bench) stagger(ctx context.Context) error {
+	exp, err := b.export("stagger")
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(exp, "big"), b.cfg.StaggerSize, 1); err != nil {
+		return err
+	}
+	defer os.RemoveAll(exp)
+	return b.each(ctx, "stagger", b.cfg.StaggerClients, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+		row := PerClient{Policy: p}
+		for _, m := range cl.Mounts {
+			before, err := serverBytes(ctx, cl)
+			if err != nil {
+				return err
+			}
+			secs, err := timed(func() error { _, err := readFile(filepath.Join(m.Dir, "big")); return err })
+			if err != nil {
+				return err
+			}
+			after, err := serverBytes(ctx, cl)
+			if err != nil {
+				return err
+			}
+			row.ServerBytes = append(row.ServerBytes, after-before)
+			row.Seconds = append(row.Seconds, secs)
+		}
+		b.rep.Stagger = append(b.rep.Stagger, row)
+		return nil
+	})
+}
+
+// webFiles returns the sizes of the web server's files: exponential around
+// the mean, at least 512 bytes.
+func webFiles(n int, mean int64, seed int64) []int64 {
+	r := rand.New(rand.NewPCG(uint64(seed), 7))
+	sizes := make([]int64, n)
+	for i := range sizes {
+		sizes[i] = max(512, int64(r.ExpFloat64()*float64(mean)))
+	}
+	return sizes
+}
+
+// zipf draws file indexes with probability ∝ 1/(rank+1).
+type zipf struct {
+	cdf []float64
+	r   *rand.Rand
+}
+
+func newZipf(n int, seed uint64) *zipf {
+	z := &zipf{cdf: make([]float64, n), r: rand.New(rand.NewPCG(seed, 11))}
+	var sum float64
+	for i := range z.cdf {
+		sum += 1 / float64(i+1)
+		z.cdf[i] = sum
+	}
+	for i := range z.cdf {
+		z.cdf[i] /= sum
+	}
+	return z
+}
+
+func (z *zipf) next() int {
+	return min(sort.SearchFloat64s(z.cdf, z.r.Float64()), len(z.cdf)-1)
+}
+
+// webLogEvery and webLogBytes: a log append after every 10 reads.
+const (
+	webLogEvery = 10
+	webLogBytes = 16 << 10
+)
+
+// web: the web-server workload, clients in turn.
+func (b *bench) web(ctx context.Context) error {
+	exp, err := b.export("web")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(exp)
+	sizes := webFiles(b.cfg.WebFiles, b.cfg.WebMean, b.cfg.Seed)
+	for i, s := range sizes {
+		if err := writeFile(filepath.Join(exp, "www", fmt.Sprintf("%02d", i%100), fmt.Sprintf("f%05d", i)), s, uint64(i)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(exp, "log"), 0o777); err != nil {
+		return err
+	}
+	return b.each(ctx, "web", b.cfg.WebClients, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+		row := PerClient{Policy: p}
+		for i, m := range cl.Mounts {
+			z := newZipf(b.cfg.WebFiles, uint64(b.cfg.Seed)+uint64(i)*1000)
+			before, err := serverBytes(ctx, cl)
+			if err != nil {
+				return err
+			}
+			secs, err := timed(func() error { return webClient(ctx, m.Dir, i, z, b.cfg.WebReads) })
+			if err != nil {
+				return err
+			}
+			after, err := serverBytes(ctx, cl)
+			if err != nil {
+				return err
+			}
+			row.ServerBytes = append(row.ServerBytes, after-before)
+			row.Seconds = append(row.Seconds, secs)
+		}
+		b.rep.Web = append(b.rep.Web, row)
+		return nil
+	})
+}
+
+// webClient plays one client's reads, appending to its log every 10.
+func webClient(ctx context.Context, dir string, client int, z *zipf, reads int) error {
+	entry := make([]byte, webLogBytes)
+	for n := 1; n <= reads; n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		i := z.next()
+		if _, err := readFile(filepath.Join(dir, "www", fmt.Sprintf("%02d", i%100), fmt.Sprintf("f%05d", i))); err != nil {
+			return err
+		}
+		if n%webLogEvery != 0 {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, "log", fmt.Sprintf("client%d.log", client+1)), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(entry)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overload: clients 1 and 2 read file a; once a quarter of it crossed the
+// server's link, clients 3 and 4 read file b.
+func (b *bench) overload(ctx context.Context) error {
+	exp, err := b.export("overload")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(exp)
+	for i, name := range []string{"a", "b"} {
+		if err := writeFile(filepath.Join(exp, name), b.cfg.OverloadSize, uint64(100+i)); err != nil {
+			return err
+		}
+	}
+	return b.each(ctx, "overload", 4, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+		pair := func(file string, ms []*nscluster.Mount) (chan float64, chan error) {
+			done, errs := make(chan float64, 1), make(chan error, 2)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, m := range ms {
+				wg.Go(func() {
+					if _, err := readFile(filepath.Join(m.Dir, file)); err != nil {
+						errs <- err
+					}
+				})
+			}
+			go func() { wg.Wait(); done <- time.Since(start).Seconds() }()
+			return done, errs
+		}
+		first, errs1 := pair("a", cl.Mounts[:2])
+		var t1 float64
+	wait:
+		for {
+			select {
+			case t1 = <-first:
+				break wait
+			case err := <-errs1:
+				return err
+			case <-time.After(100 * time.Millisecond):
+				if sb, err := serverBytes(ctx, cl); err == nil && sb >= float64(b.cfg.OverloadSize)/4 {
+					break wait
+				}
+			}
+		}
+		second, errs2 := pair("b", cl.Mounts[2:])
+		var t2 float64
+		for t1 == 0 || t2 == 0 {
+			select {
+			case t := <-first:
+				t1 = t
+			case t := <-second:
+				t2 = t
+			case err := <-errs1:
+				return err
+			case err := <-errs2:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		sb, err := serverBytes(ctx, cl)
+		if err != nil {
+			return err
+		}
+		b.rep.Overload = append(b.rep.Overload, OverloadRow{Policy: p, FirstPair: t1, SecondPair: t2, ServerBytes: sb})
+		return nil
+	})
+}
+
+// overhead: one client reads files of each size cold, OverheadReps times.
+func (b *bench) overhead(ctx context.Context) error {
+	exp, err := b.export("overhead")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(exp)
+	name := func(size int64, rep int) string { return fmt.Sprintf("o%d-%d", size, rep) }
+	for _, s := range b.cfg.OverheadSizes {
+		for r := range b.cfg.OverheadReps {
+			if err := writeFile(filepath.Join(exp, name(s, r)), s, uint64(s)+uint64(r)); err != nil {
+				return err
+			}
+		}
+	}
+	return b.each(ctx, "overhead", 1, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+		for _, s := range b.cfg.OverheadSizes {
+			row := OverheadRow{Policy: p, Size: s}
+			for r := range b.cfg.OverheadReps {
+				secs, err := timed(func() error { _, err := readFile(filepath.Join(cl.Mounts[0].Dir, name(s, r))); return err })
+				if err != nil {
+					return err
+				}
+				row.Seconds = append(row.Seconds, secs)
+			}
+			row.Median = median(row.Seconds)
+			b.rep.Overhead = append(b.rep.Overhead, row)
+		}
+		return nil
+	})
+}
+
+// warmup: n independent `coopfs warmup`s under none, then `coopfs warmup
+// --cluster` under every other policy.
+func (b *bench) warmup(ctx context.Context) error {
+	exp, err := b.export("warmup")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(exp)
+	per := max(b.cfg.WarmSize/int64(b.cfg.WarmFiles), 1)
+	for i := range b.cfg.WarmFiles {
+		if err := writeFile(filepath.Join(exp, "tree", fmt.Sprintf("d%02d", i%8), fmt.Sprintf("f%03d", i)), per, uint64(1000+i)); err != nil {
+			return err
+		}
+	}
+	tree := per * int64(b.cfg.WarmFiles)
+	b.rep.WarmTree = tree
+	run := func(policy, mode string, f func(ctx context.Context, cl *nscluster.Cluster) error) error {
+		b.progress("warmup: %s under %s, %d clients", mode, policy, b.cfg.WarmClients)
+		cl, err := b.start(ctx, policy, b.cfg.WarmClients, exp)
+		if err == errSkip {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		secs, err := timed(func() error { return f(ctx, cl) })
+		if err != nil {
+			return fmt.Errorf("%s under %s: %w", mode, policy, err)
+		}
+		sb, err := serverBytes(ctx, cl)
+		if err != nil {
+			return err
+		}
+		b.rep.Warm = append(b.rep.Warm, WarmRow{Mode: mode, Policy: policy, Seconds: secs, ServerBytes: sb, Ratio: sb / float64(tree)})
+		return cl.Close()
+	}
+	err = run("none", "independent", func(ctx context.Context, cl *nscluster.Cluster) error {
+		var wg sync.WaitGroup
+		errs := make([]error, len(cl.Mounts))
+		for i, m := range cl.Mounts {
+			wg.Go(func() { errs[i] = b.warmCmd(ctx, filepath.Join(m.Dir, "tree")) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range b.cfg.Policies {
+		if p == "none" || b.rep.skipped(p) {
+			continue
+		}
+		if err := run(p, "cluster", func(ctx context.Context, cl *nscluster.Cluster) error {
+			return b.warmCmd(ctx, "--cluster", filepath.Join(cl.Mounts[0].Dir, "tree"))
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

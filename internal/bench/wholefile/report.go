@@ -1,0 +1,259 @@
+package wholefile
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// PerClient is one policy's run of a clients-in-turn experiment: the
+// server's bytes and the seconds of each client, in order.
+type PerClient struct {
+	Policy      string    `json:"policy"`
+	ServerBytes []float64 `json:"server_bytes"`
+	Seconds     []float64 `json:"seconds"`
+}
+
+// laterShare is the server's bytes for clients 2..n against client 1's.
+func (p PerClient) laterShare() float64 {
+	if len(p.ServerBytes) < 2 || p.ServerBytes[0] == 0 {
+		return 0
+	}
+	var later float64
+	for _, b := range p.ServerBytes[1:] {
+		later += b
+	}
+	return later / float64(len(p.ServerBytes)-1) / p.ServerBytes[0]
+}
+
+// OverloadRow is one policy's overloaded-server run.
+type OverloadRow struct {
+	Policy      string  `json:"policy"`
+	FirstPair   float64 `json:"first_pair_seconds"`
+	SecondPair  float64 `json:"second_pair_seconds"`
+	ServerBytes float64 `json:"server_bytes"`
+	SpeedUp     float64 `json:"second_pair_speedup_vs_none"` // 1 - t/t(none)
+}
+
+// OverheadRow is one policy's cold reads of one size by one client.
+type OverheadRow struct {
+	Policy   string    `json:"policy"`
+	Size     int64     `json:"size"`
+	Seconds  []float64 `json:"seconds"`
+	Median   float64   `json:"median_seconds"`
+	Overhead float64   `json:"overhead_vs_none"` // median/median(none) - 1
+}
+
+// WarmRow is one warm-up of the tree to every client.
+type WarmRow struct {
+	Mode        string  `json:"mode"` // independent or cluster
+	Policy      string  `json:"policy"`
+	Seconds     float64 `json:"seconds"`
+	ServerBytes float64 `json:"server_bytes"`
+	Ratio       float64 `json:"server_bytes_per_tree"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Config struct {
+		Policies               []string `json:"policies"`
+		StaggerSize            int64    `json:"stagger_size"`
+		WebFiles               int      `json:"web_files"`
+		WebMean                int64    `json:"web_mean"`
+		WebReads               int      `json:"web_reads"`
+		OverloadSize           int64    `json:"overload_size"`
+		OverheadSizes          []int64  `json:"overhead_sizes"`
+		OverheadReps           int      `json:"overhead_reps"`
+		WarmSize               int64    `json:"warm_size"`
+		WarmFiles              int      `json:"warm_files"`
+		WarmClients            int      `json:"warm_clients"`
+		ServerLink, ClientLink string
+	} `json:"config"`
+	Stagger  []PerClient       `json:"stagger,omitempty"`
+	Web      []PerClient       `json:"web,omitempty"`
+	Overload []OverloadRow     `json:"overload,omitempty"`
+	Overhead []OverheadRow     `json:"overhead,omitempty"`
+	WarmTree int64             `json:"warm_tree_bytes,omitempty"`
+	Warm     []WarmRow         `json:"warmup,omitempty"`
+	Skipped  map[string]string `json:"skipped,omitempty"` // policy → why
+}
+
+func newReport(cfg Config) *Report {
+	r := &Report{Skipped: map[string]string{}}
+	c := &r.Config
+	c.Policies, c.StaggerSize, c.WebFiles, c.WebMean, c.WebReads = cfg.Policies, cfg.StaggerSize, cfg.WebFiles, cfg.WebMean, cfg.WebReads
+	c.OverloadSize, c.OverheadSizes, c.OverheadReps = cfg.OverloadSize, cfg.OverheadSizes, cfg.OverheadReps
+	c.WarmSize, c.WarmFiles, c.WarmClients, c.ServerLink, c.ClientLink = cfg.WarmSize, cfg.WarmFiles, cfg.WarmClients, cfg.ServerLink, cfg.ClientLink
+	return r
+}
+
+func (r *Report) skip(policy string, err error) { r.Skipped[policy] = err.Error() }
+func (r *Report) skipped(policy string) bool    { _, ok := r.Skipped[policy]; return ok }
+
+// finish computes the ratios against `none`.
+func (r *Report) finish() {
+	for i := range r.Overload {
+		for _, n := range r.Overload {
+			if n.Policy == "none" && n.SecondPair > 0 {
+				r.Overload[i].SpeedUp = 1 - r.Overload[i].SecondPair/n.SecondPair
+			}
+		}
+	}
+	for i := range r.Overhead {
+		for _, n := range r.Overhead {
+			if n.Policy == "none" && n.Size == r.Overhead[i].Size && n.Median > 0 {
+				r.Overhead[i].Overhead = r.Overhead[i].Median/n.Median - 1
+			}
+		}
+	}
+}
+
+func mb(b float64) string { return fmt.Sprintf("%.1f", b/(1<<20)) }
+
+// WriteText prints the tables.
+func (r *Report) WriteText(w io.Writer) error {
+	r.finish()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	perClient := func(title string, rows []PerClient, note string) {
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Fprintf(tw, "%s\n", title)
+		fmt.Fprintf(tw, "policy\tserver MB per client (1, 2, ...)\tseconds per client\t%s\t\n", note)
+		for _, p := range rows {
+			var bs, ss []string
+			for i := range p.ServerBytes {
+				bs = append(bs, mb(p.ServerBytes[i]))
+				ss = append(ss, fmt.Sprintf("%.1f", p.Seconds[i]))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f %%\t\n", p.Policy, strings.Join(bs, " "), strings.Join(ss, " "), 100*p.laterShare())
+		}
+		fmt.Fprintln(tw, "\t\t\t\t")
+	}
+	perClient(fmt.Sprintf("stagger: one %s MB file read by each client in turn", mb(float64(r.Config.StaggerSize))), r.Stagger, "later clients / client 1")
+	perClient(fmt.Sprintf("web: %d files, mean %s KB, Zipf, %d reads per client, 16 KB log append every 10 reads, clients in turn",
+		r.Config.WebFiles, fmt.Sprint(r.Config.WebMean>>10), r.Config.WebReads), r.Web, "clients 2.. / client 1")
+	if len(r.Overload) > 0 {
+		fmt.Fprintf(tw, "overload: two %s MB files, two clients each; the second pair starts once a quarter of the first file crossed the server's link\n", mb(float64(r.Config.OverloadSize)))
+		fmt.Fprintf(tw, "policy\tfirst pair s\tsecond pair s\tsecond pair faster than none\tserver MB\t\n")
+		for _, o := range r.Overload {
+			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f %%\t%s\t\n", o.Policy, o.FirstPair, o.SecondPair, 100*o.SpeedUp, mb(o.ServerBytes))
+		}
+		fmt.Fprintln(tw, "\t\t\t\t\t")
+	}
+	if len(r.Overhead) > 0 {
+		fmt.Fprintf(tw, "overhead: one client reads a file cold (median of %d)\n", r.Config.OverheadReps)
+		fmt.Fprintf(tw, "policy\tsize MB\tmedian s\tvs none\t\n")
+		for _, o := range r.Overhead {
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%+.1f %%\t\n", o.Policy, mb(float64(o.Size)), o.Median, 100*o.Overhead)
+		}
+		fmt.Fprintln(tw, "\t\t\t\t")
+	}
+	if len(r.Warm) > 0 {
+		fmt.Fprintf(tw, "warmup: a %s MB tree (%d files) to %d clients\n", mb(float64(r.WarmTree)), r.Config.WarmFiles, r.Config.WarmClients)
+		fmt.Fprintf(tw, "mode\tpolicy\tseconds\tserver MB\tserver bytes / tree\t\n")
+		for _, x := range r.Warm {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%.2f\t\n", x.Mode, x.Policy, x.Seconds, mb(x.ServerBytes), x.Ratio)
+		}
+		fmt.Fprintln(tw, "\t\t\t\t\t")
+	}
+	var sk []string
+	for p, why := range r.Skipped {
+		sk = append(sk, p+": "+why)
+	}
+	slices.Sort(sk)
+	for _, s := range sk {
+		fmt.Fprintf(tw, "skipped %s\n", s)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON writes the report.
+func (r *Report) WriteJSON(w io.Writer) error {
+	r.finish()
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Plot draws the server's bytes per client of the stagger and web
+// experiments, one group of bars per client, one bar per policy.
+func (r *Report) Plot(paths ...string) error {
+	rows := append(slices.Clone(r.Stagger), r.Web...)
+	if len(rows) == 0 {
+		return fmt.Errorf("bench wholefile: nothing to plot (stagger and web did not run)")
+	}
+	p := plot.New()
+	p.Title.Text = "coopfs bench wholefile: server MB per client, clients in turn"
+	p.Y.Label.Text = "MB from the server"
+	var names []string
+	for i := range r.Stagger {
+		if i == 0 {
+			for c := range r.Stagger[0].ServerBytes {
+				names = append(names, fmt.Sprintf("stagger\nclient %d", c+1))
+			}
+		}
+	}
+	for i := range r.Web {
+		if i == 0 {
+			for c := range r.Web[0].ServerBytes {
+				names = append(names, fmt.Sprintf("web\nclient %d", c+1))
+			}
+		}
+	}
+	colors := []color.Color{color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}}
+	w := vg.Points(10)
+	n := len(r.Config.Policies)
+	for k, pol := range r.Config.Policies {
+		var vals plotter.Values
+		found := false
+		for _, set := range [][]PerClient{r.Stagger, r.Web} {
+			if len(set) == 0 {
+				continue
+			}
+			var row *PerClient
+			for i := range set {
+				if set[i].Policy == pol {
+					row = &set[i]
+				}
+			}
+			for c := range set[0].ServerBytes {
+				v := 0.0
+				if row != nil && c < len(row.ServerBytes) {
+					v, found = row.ServerBytes[c]/(1<<20), true
+				}
+				vals = append(vals, v)
+			}
+		}
+		if !found {
+			continue
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = colors[k%len(colors)]
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(float64(k)-float64(n-1)/2)
+		p.Add(bars)
+		p.Legend.Add(pol, bars)
+	}
+	p.Legend.Top = true
+	p.NominalX(names...)
+	width := vg.Length(max(6, 1.1*float64(len(names)))) * vg.Inch
+	for _, path := range paths {
+		if err := p.Save(width, 4*vg.Inch, path); err != nil {
+			return fmt.Errorf("bench wholefile: save plot: %w", err)
+		}
+	}
+	return nil
+}

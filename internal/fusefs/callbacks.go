@@ -1,0 +1,169 @@
+package fusefs
+
+import (
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/coopfs/coopfs/internal/vfs"
+)
+
+// The kernel's caches under callbacks. A backend that holds the server's
+// callbacks (vfs.Callbacks) says which answers a callback covers; the
+// kernel caches those for Config.CoveredTimeout (long) instead of the
+// attribute and entry timeouts, and the backend tells the adapter when a
+// callback breaks (vfs.Invalidator), which makes the kernel forget:
+//
+//   - an object's attributes: FUSE_NOTIFY_INVAL_INODE without a range,
+//     which only bumps the inode's attribute version (it takes no lock a
+//     running operation may hold, so it is done before the break is
+//     acked; the kernel also drops a racing reply's attributes);
+//   - a directory entry that changed: FUSE_NOTIFY_INVAL_ENTRY, which may
+//     wait for the directory's lock, held by an operation that may itself
+//     wait for the server, which may wait for this very ack: it is given
+//     entryNotifyWait, then finishes in the background;
+//   - "every entry" of a directory, and everything after a lost
+//     connection: the entries of files are invalidated, not those of
+//     directories (invalidating a directory's entry unhashes it: a process
+//     whose working directory it is would find it deleted); the page
+//     caches of files are dropped by the next open, whose version check
+//     fails.
+
+// DefaultCoveredTimeout is how long the kernel caches attributes and
+// entries that a callback covers.
+const DefaultCoveredTimeout = time.Hour
+
+// entryNotifyWait is how long a break waits for the kernel to drop an
+// entry before it is acked anyway.
+const entryNotifyWait = 50 * time.Millisecond
+
+// kernelCache is the adapter's side of callbacks.
+type kernelCache struct {
+	cbs     vfs.Callbacks // nil: the backend holds no callbacks
+	covered time.Duration
+	root    *fs.Inode
+}
+
+var _ vfs.Invalidator = (*adapter)(nil)
+
+// inodeAt finds the kernel's inode of path p in go-fuse's tree, nil if
+// the kernel does not know it.
+func (a *adapter) inodeAt(p string) *fs.Inode {
+	in := a.root
+	for p != "" && in != nil {
+		seg, rest, _ := strings.Cut(p, "/")
+		in, p = in.GetChild(seg), rest
+	}
+	return in
+}
+
+// Invalidate implements vfs.Invalidator.
+func (a *adapter) Invalidate(p, name string) {
+	in := a.inodeAt(p)
+	if in == nil {
+		return // the kernel does not know it
+	}
+	in.NotifyContent(-1, 0) // attributes only
+	switch name {
+	case "":
+	case "/":
+		a.notifyEntries(in, childFiles(in))
+	default:
+		a.notifyEntries(in, []string{name})
+	}
+}
+
+// InvalidateAll implements vfs.Invalidator.
+func (a *adapter) InvalidateAll() {
+	if a.root == nil {
+		return
+	}
+	var dirs []*fs.Inode
+	var walk func(in *fs.Inode)
+	walk = func(in *fs.Inode) {
+		in.NotifyContent(-1, 0)
+		if !in.IsDir() {
+			return
+		}
+		dirs = append(dirs, in)
+		for _, ch := range in.Children() {
+			walk(ch)
+		}
+	}
+	walk(a.root)
+	go func() {
+		for _, d := range dirs {
+			for _, name := range childFiles(d) {
+				d.NotifyEntry(name)
+			}
+		}
+	}()
+}
+
+// childFiles lists the names of dir's children that are not directories.
+func childFiles(dir *fs.Inode) []string {
+	var names []string
+	for name, ch := range dir.Children() {
+		if ch.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// notifyEntries drops entries names of dir from the kernel, waiting at
+// most entryNotifyWait.
+func (a *adapter) notifyEntries(dir *fs.Inode, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, name := range names {
+			dir.NotifyEntry(name)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(entryNotifyWait):
+	}
+}
+
+// coveredEntry gives out the long timeouts when a callback covers path p.
+func (a *adapter) coveredEntry(p string, out *fuse.EntryOut) {
+	if a.cbs != nil && a.cbs.Covered(p) {
+		out.SetEntryTimeout(a.covered)
+		out.SetAttrTimeout(a.covered)
+	}
+}
+
+// coveredAttr gives out the long attribute timeout when a callback covers p.
+func (a *adapter) coveredAttr(p string, out *fuse.AttrOut) {
+	if a.cbs != nil && a.cbs.Covered(p) {
+		out.SetTimeout(a.covered)
+	}
+}
+
+// childInos is the inode number of entry name of n, if the kernel knows it.
+func (n *node) childInos(name string) []uint64 {
+	if n.a.cbs == nil {
+		return nil
+	}
+	if ch := n.GetChild(name); ch != nil {
+		return []uint64{ch.StableAttr().Ino}
+	}
+	return nil
+}
+
+// changedChildren tells the backend that objects changed through this
+// mount (a removal or rename changes their link count or ctime under
+// their other names too).
+func (a *adapter) changedChildren(inos []uint64) {
+	for _, ino := range inos {
+		a.cbs.Changed(ino)
+	}
+}
