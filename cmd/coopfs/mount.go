@@ -77,7 +77,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
 		WholeFileMinSize: wholeFileMinSize(wholeMin),
 		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
-		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync}})
+		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},
+		DirAttrTimeout: dirAttrTimeout(*attrTimeout)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted while connecting")
@@ -128,4 +129,14 @@ func wholeFileMinSize(s block.Size) int64 {
 		return -1
 	}
 	return int64(s)
+}
+
+// dirAttrTimeout is how long the agent answers a directory's getattrs from
+// its own last change of it (agent.Config.DirAttrTimeout): 250 ms, never
+// more than the kernel's own attribute timeout, and not at all without one.
+func dirAttrTimeout(attr time.Duration) time.Duration {
+	if attr <= 0 {
+		return -1
+	}
+	return min(attr, 250*time.Millisecond)
 }

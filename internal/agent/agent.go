@@ -54,8 +54,13 @@ type Config struct {
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
-	Logger      *slog.Logger
-	Metrics     *obs.Metrics
+	// DirAttrTimeout is how long the attributes a directory had right
+	// after this agent's own create or removal in it answer getattrs of it
+	// (dirattrs.go); default 250ms, negative: never. A mount keeps it
+	// within its attribute timeout.
+	DirAttrTimeout time.Duration
+	Logger         *slog.Logger
+	Metrics        *obs.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -87,6 +92,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
+	}
+	if c.DirAttrTimeout == 0 {
+		c.DirAttrTimeout = 250 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -128,6 +136,8 @@ type Agent struct {
 	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
 	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
 	releases   releaser                  // releases of closed files, batched (release.go)
+	holds      holds                     // files holding writes back (pipe.go)
+	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
@@ -149,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
+	a.dirs.ttl = cfg.DirAttrTimeout
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
 	if cfg.Policy != "none" {
@@ -171,8 +182,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
 		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
-	if !cfg.NoCallbacks {
-		a.sess.register = register
+	a.sess.register = func(ctx context.Context, c *wire.Conn) bool {
+		a.pipeline(ctx, c) // dirattrs.go
+		return !cfg.NoCallbacks && register(ctx, c)
 	}
 	if _, _, err := a.sess.current(ctx); err != nil {
 		if ln != nil {
@@ -251,6 +263,7 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return &wire.OK{}, nil
 	}
 	if m, ok := m.(*wire.CallbackBreak); ok {
+		a.dirs.clear()      // dirattrs.go: someone else changed something
 		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
@@ -301,6 +314,19 @@ func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire
 	return ar.Attr, nil
 }
 
+// entryAttrCall is attrCall for an entry change of path (dirattrs.go).
+func (a *Agent) entryAttrCall(ctx context.Context, m wire.Msg, path string, idempotent bool) (wire.Attr, error) {
+	r, _, err := a.entryCall(ctx, m, path, idempotent)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	ar, ok := r.(*wire.AttrReply)
+	if !ok {
+		return wire.Attr{}, fmt.Errorf("%v: unexpected reply %v: %w", m.Type(), r.Type(), syscall.EIO)
+	}
+	return ar.Attr, nil
+}
+
 func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 	_, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	return err
@@ -308,16 +334,23 @@ func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
 
 // Lookup implements fusefs.Backend.
 func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
-	return a.settledAttr(func() (wire.Attr, error) {
+	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.attrOf(ctx, path, &wire.Lookup{Path: path})
 	}, a.getAttr(ctx, path))
+	a.holds.overlay(&at) // pipe.go
+	return at, err
 }
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
-	return a.settledAttr(func() (wire.Attr, error) {
+	if at, ok := a.dirs.get(path); ok {
+		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
+	}
+	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.attrOf(ctx, path, &wire.GetAttr{Path: path})
 	}, a.getAttr(ctx, path))
+	a.holds.overlay(&at) // pipe.go
+	return at, err
 }
 
 // SetAttr implements fusefs.Backend.
@@ -331,8 +364,13 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
 	}
+	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
+	defer a.dirs.end(t, nil)
 	ask, again := func() (wire.Attr, error) { return a.attrCall(ctx, m, true) }, a.getAttr(ctx, path)
 	if of != nil {
+		if err := of.endHold(ctx, false); err != nil {
+			return wire.Attr{}, err // pipe.go: in order after what the file held
+		}
 		ask = func() (wire.Attr, error) {
 			r, err := of.call(ctx, func(h uint64) wire.Msg { m.Handle = h; return as(ctx, m) }, true)
 			if ar, ok := r.(*wire.AttrReply); ok {
@@ -412,6 +450,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 			if e := &page.Entries[i]; e.HasAttr && !a.wb.overlaySince(&e.Attr, mark) {
 				e.HasAttr, e.Attr = false, wire.Attr{}
 			}
+			a.holds.overlay(&page.Entries[i].Attr) // pipe.go
 		}
 		all = append(all, page.Entries...)
 		if !page.More || len(page.Entries) == 0 {
@@ -437,7 +476,7 @@ func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntr
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
 	defer a.changedHere(false, path)
-	return a.attrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, false)
+	return a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
 }
 
 // Unlink implements fusefs.Backend.
@@ -446,8 +485,9 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// releases wait in the batch, release.go): sent first, so that removing
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
+	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
 	defer a.changedHere(true, path)
-	err := a.okCall(ctx, &wire.Unlink{Path: path}, false)
+	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
 	if err == nil {
 		a.wb.removed(path)
 	}
@@ -456,12 +496,18 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 
 // Rmdir implements fusefs.Backend.
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
+	t := a.dirs.begin(path) // the directory itself goes
+	defer a.dirs.end(t, nil)
 	defer a.changedHere(true, path)
-	return a.okCall(ctx, &wire.Rmdir{Path: path}, false)
+	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
+	return err
 }
 
 // Rename implements fusefs.Backend.
 func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	a.endAllHolds(ctx)
+	a.dirs.clear() // dirattrs.go: directories move, and with them the paths below
+	defer a.dirs.clear()
 	defer a.changedHere(true, oldPath, newPath)
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
@@ -473,9 +519,10 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+	a.endAllHolds(ctx)
 	defer a.changedHere(false, oldPath, newPath)
 	at, err := a.settledAttr(func() (wire.Attr, error) {
-		return a.attrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, false)
+		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
 	}, a.getAttr(ctx, newPath))
 	if err == nil {
 		a.changedIno(at.Ino)
@@ -487,7 +534,7 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
 	defer a.changedHere(false, path)
-	return a.attrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, false)
+	return a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
 }
 
 // Readlink implements fusefs.Backend.
@@ -545,12 +592,21 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		return nil, wire.Attr{}, errReadOnly
 	}
 	idempotent := !create && flags&syscall.O_TRUNC == 0
+	if flags&syscall.O_TRUNC != 0 {
+		a.endAllHolds(ctx) // pipe.go: held writes go before the truncation
+	}
+	call := func() (wire.Msg, uint64, error) {
+		if create {
+			return a.entryCall(ctx, m, path, idempotent) // dirattrs.go
+		}
+		return a.sess.call(ctx, as(ctx, m), idempotent)
+	}
 	if !idempotent {
 		defer a.changedHere(false, path)
 	}
 	tok := a.cbs.token()
 	mark := a.wb.mark()
-	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	r, gen, err := call()
 	// The per-client handle cap: files closed a moment ago make room once
 	// their releases reach the server, but the kernel sends a RELEASE
 	// only after close(2) returned, and this agent batches them. Send what
@@ -559,7 +615,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		if a.releases.flushWait(true) == 0 {
 			time.Sleep(capRetryWait)
 		}
-		r, gen, err = a.sess.call(ctx, as(ctx, m), idempotent)
+		r, gen, err = call()
 	}
 	if err != nil {
 		return nil, wire.Attr{}, err
@@ -570,6 +626,13 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
+	}
+	if !create {
+		// An open of a file that another open file holds writes of
+		// (pipe.go) finds them on the server, as write-through would.
+		if at, ok := a.commitIno(ctx, or.Attr.Ino); ok {
+			or.Attr = at
+		}
 	}
 	if !a.wb.overlaySince(&or.Attr, mark) {
 		// The answer may be from the middle of a write-back here that has
@@ -598,6 +661,9 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		a.policy().opened(ctx, f)
 	}
 	a.wb.opened(f)
+	if create {
+		a.startHold(f)
+	}
 	return f, or.Attr, nil
 }
 

@@ -26,13 +26,19 @@ type file struct {
 	// caller opened the file; a reopen after reconnecting is made as them.
 	caller vfs.Caller
 
-	mu      sync.Mutex
-	h       uint64 // server handle, valid in session generation gen
-	gen     uint64
-	attr    wire.Attr
-	locked  atomic.Bool // the file took locks: its release is not queued (release.go)
-	nextOff int64       // where a sequential reader reads next
-	ahead   uint64      // blocks below this index were already read ahead
+	mu       sync.Mutex
+	h        uint64 // server handle, valid in session generation gen
+	gen      uint64
+	attr     wire.Attr
+	locked   atomic.Bool // the file took locks: its release is not queued (release.go)
+	nextOff  int64       // where a sequential reader reads next
+	ahead    uint64      // blocks below this index were already read ahead
+	hold     holding     // writes and attribute changes held back (pipe.go)
+	holdErr  error       // a held operation's failure, sent on another's behalf (pipe.go)
+	holdLost error       // held operations the server refused: every close and fsync says so (pipe.go)
+
+	holdOn   atomic.Bool // hold.on, read without mu
+	commitMu sync.Mutex  // orders the file's commits (pipe.go)
 
 	// wholefile policy (pwholefile.go): the commit counter the open was
 	// handed (0: none), and whether the file was written since (a close
@@ -54,8 +60,13 @@ func (f *file) KeepCache() bool { return f.keep }
 // an open file unlinked or changed elsewhere shows its link count and size
 // as a local fstat would.
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
+	if at, ok := f.heldAttr(); ok {
+		return at, nil // pipe.go: what the held operations leave
+	}
 	ask := func() (wire.Attr, error) { return f.serverAttr(ctx) }
-	return f.a.settledAttr(ask, nil) // a file with dirty data here (writeback_attr.go)
+	at, err := f.a.settledAttr(ask, nil) // a file with dirty data here (writeback_attr.go)
+	f.a.holds.overlay(&at)               // another open file of ino holds writes (pipe.go)
+	return at, err
 }
 
 // serverAttr asks the server for the open file's attributes.
@@ -165,6 +176,9 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if _, err := f.commit(ctx); err != nil {
+		return 0, err // pipe.go: what this handle wrote is read back from the server
+	}
 	bs := f.a.BlockSize()
 	n := 0
 	for n < len(p) {
@@ -194,6 +208,9 @@ func (f *file) ReadSlice(ctx context.Context, off int64, n int) ([]byte, bool, e
 	in := off % bs
 	if n <= 0 || in+int64(n) > bs {
 		return nil, false, nil
+	}
+	if _, err := f.commit(ctx); err != nil {
+		return nil, false, err
 	}
 	data, err := f.block(ctx, uint64(off/bs), true)
 	if err != nil {
@@ -403,6 +420,12 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return f.a.wb.write(ctx, f, p, off)
 	}
 	f.wrote.Store(true)
+	if held, err := f.holdWrite(ctx, p, off); held {
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil // pipe.go: sent with the close
+	}
 	// One sequence number for every try: the server applies it once
 	// (WriteSeq), so resending it after a lost reply is safe, appends too.
 	seq := f.a.writeSeq.Add(1)
@@ -433,15 +456,19 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements vfs.File (close). Writes are already on the server
-// (write-through), or in the disk tier's bank files (write-back): they
-// survive the death of the mount process from then on (the kernel keeps
-// the files' pages). Under write-back, the close of a file opened for
-// writing also syncs the disk tier (the banks written since the last sync),
-// so a write acknowledged by close survives a machine crash too; with
-// WriteBackConfig.NoCloseSync only fsync and the background flusher's sync,
-// at most a second later, do (writeback.go).
+// Flush implements vfs.File (close). A file this mount created sends what
+// it held back and returns once the server has it (pipe.go). Other writes
+// are already on the server (write-through), or in the disk tier's bank
+// files (write-back): they survive the death of the mount process from
+// then on (the kernel keeps the files' pages). Under write-back, the close
+// of a file opened for writing also syncs the disk tier (the banks written
+// since the last sync), so a write acknowledged by close survives a machine
+// crash too; with WriteBackConfig.NoCloseSync only fsync and the background
+// flusher's sync, at most a second later, do (writeback.go).
 func (f *file) Flush(ctx context.Context) error {
+	if err := f.endHold(ctx, false); err != nil {
+		return err
+	}
 	f.a.policy().closing(ctx, f)
 	if f.a.writePolicy() != cache.WriteBack || f.a.cfg.WriteBack.NoCloseSync || !writeAccess(f.flags) {
 		return nil
@@ -455,12 +482,22 @@ func (f *file) Fsync(ctx context.Context) error {
 	if f.a.writePolicy() == cache.WriteBack {
 		return f.a.wb.sync()
 	}
+	if _, err := f.commit(ctx); err != nil {
+		return err
+	}
+	if err := f.takeHoldErr(); err != nil {
+		return err
+	}
 	_, err := f.call(ctx, func(h uint64) wire.Msg { return &wire.Fsync{Handle: h} }, true)
 	return err
 }
 
 // Release implements vfs.File.
 func (f *file) Release(ctx context.Context) error {
+	if err := f.endHold(ctx, false); err != nil {
+		// Sent at the close normally (Flush); nobody waits for a release.
+		f.a.log.Warn("held writes of a closed file failed", "path", f.path, "err", err)
+	}
 	f.a.wb.released(f)
 	f.mu.Lock()
 	h, gen := f.h, f.gen

@@ -79,6 +79,9 @@ func (f *file) GetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lo
 // the lock was granted first — is what the caller gets.
 func (f *file) SetLock(ctx context.Context, owner uint64, flock bool, lk wire.Lock, wait bool) error {
 	f.locked.Store(true)
+	if err := f.endHold(ctx, false); err != nil {
+		return err // a locker expects the data it wrote before on the server
+	}
 	if !flock && lk.Type != wire.LockUnlock {
 		f.a.lockOwners.add(f.ino(), owner)
 	}

@@ -23,7 +23,7 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
 	defer a.changedHere(false, path)
-	return a.attrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, false)
+	return a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
 }
 
 func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {
@@ -50,18 +50,27 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	a.endAllHolds(ctx)      // a held write would drop security.capability after it
+	t := a.dirs.begin(path) // an ACL changes a directory's mode
+	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
 }
 
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
+	a.endAllHolds(ctx)
+	t := a.dirs.begin(path)
+	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
 }
 
 // Allocate implements vfs.Allocator: fallocate(2) on the server's file.
 func (f *file) Allocate(ctx context.Context, off, length uint64, mode uint32) error {
+	if err := f.endHold(ctx, false); err != nil { // pipe.go
+		return err
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
 		return as(ctx, &wire.Fallocate{Handle: h, Mode: mode, Offset: off, Length: length})
 	}, true)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 // queued. A file that took locks is released at once (its flock and OFD
 // locks go with the handle, and the next locker must not find them).
 //
+// While the mount creates files, the queued releases ride on the next
+// Commit (pipe.go) instead: the queue then waits up to releaseRide for one.
+//
 // The queue is bounded: a release that finds it full is sent by its caller.
 // An open that the server refuses with EMFILE (the per-client handle cap)
 // sends the queue and tries again, a few times over up to 200 ms, so that
@@ -26,6 +30,10 @@ const (
 	releaseBatch = 64                   // handles per ReleaseBatch
 	releaseDelay = 2 * time.Millisecond // how long a queued release may wait
 	releaseMax   = 1024                 // queued handles at most
+	// While files are being created and committed (pipe.go), a queued
+	// release waits up to releaseRide for the next Commit to carry it.
+	releaseRide   = 20 * time.Millisecond
+	releaseRecent = 100 * time.Millisecond // a Commit this recent means more are coming
 )
 
 // releaser is the queue of handles to release, all of one session
@@ -38,6 +46,7 @@ type releaser struct {
 	pending []uint64
 	timer   *time.Timer
 	closed  bool
+	taken   time.Time // when a Commit last took handles (take)
 }
 
 // add queues handle h of session generation gen; false: the queue is full
@@ -57,9 +66,32 @@ func (r *releaser) add(gen, h uint64) bool {
 	case len(r.pending) >= releaseBatch:
 		go r.flush()
 	case r.timer == nil:
-		r.timer = time.AfterFunc(releaseDelay, func() { r.flush() })
+		delay := releaseDelay
+		if time.Since(r.taken) < releaseRecent {
+			delay = releaseRide
+		}
+		r.timer = time.AfterFunc(delay, func() { r.flush() })
 	}
 	return true
+}
+
+// take hands out up to releaseBatch queued handles of session generation
+// gen, for a message that carries them (a Commit, pipe.go).
+func (r *releaser) take(gen uint64) []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.taken = time.Now()
+	if r.gen != gen || len(r.pending) == 0 {
+		return nil
+	}
+	n := min(len(r.pending), releaseBatch)
+	hs := slices.Clone(r.pending[:n])
+	r.pending = r.pending[n:]
+	if len(r.pending) == 0 && r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	return hs
 }
 
 // flush sends the queued handles one-way; it returns how many it sent.

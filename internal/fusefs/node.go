@@ -54,6 +54,10 @@ type node struct {
 	a        *adapter
 	lookedUp atomic.Int64 // when the kernel last looked this node up (unix ns; stale.go)
 	caps     capsCache    // security.capability while open for writing (killpriv.go)
+	// held is the handle of the create that made this node while its file
+	// holds operations back (vfs.Holder): attribute changes by path go
+	// through it, in order with its held writes.
+	held atomic.Pointer[handle]
 }
 
 // handle is an open file.
@@ -221,8 +225,15 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if !ok && f == nil {
 		return syscall.ENOENT
 	}
+	hf := n.holder(f)
 	var attr wire.Attr
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+		if hf != nil {
+			var held bool
+			if attr, held, err = hf.SetAttrHeld(ctx, setAttrIn(in)); held || err != nil {
+				return err
+			}
+		}
 		attr, err = n.a.b.SetAttr(ctx, p, f, setAttrIn(in))
 		return err
 	})
@@ -271,7 +282,13 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, n.a.errno("create", p, err)
 	}
 	child := n.newChild(ctx, attr, out)
-	return child, writerHandle(&handle{f: f}, child, flags, true), openFlags(f), 0
+	h := writerHandle(&handle{f: f}, child, flags, true)
+	if hf, ok := f.(vfs.Holder); ok && hf.Holding() {
+		if cn, ok := child.Operations().(*node); ok {
+			cn.held.Store(h)
+		}
+	}
+	return child, h, openFlags(f), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -345,6 +362,11 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := fh.(*handle); ok {
 		e := n.a.errno("flush", "", h.f.Flush(keep(ctx)))
+		if n.held.CompareAndSwap(h, nil) {
+			// The kernel keeps the attributes the held operations were
+			// answered with; the server's differ in the times it set.
+			n.NotifyContent(-1, 0)
+		}
 		if le := n.flushLocks(ctx, fh); e == 0 {
 			e = le // the owner's locks go whatever the flush gave
 		}
@@ -365,6 +387,7 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 		if h.writer != nil {
 			h.writer.caps.closed()
 		}
+		n.held.CompareAndSwap(h, nil)
 		return n.a.errno("release", "", h.f.Release(keep(ctx)))
 	}
 	return 0
@@ -468,6 +491,20 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 		Bsize: st.Bsize, NameLen: st.NameLen, Frsize: st.Frsize,
 	}
 	return 0
+}
+
+// holder returns the file that holds back the node's operations (the
+// handle f the kernel gave, or the create's), nil if none does.
+func (n *node) holder(f vfs.File) vfs.Holder {
+	if f == nil {
+		if h := n.held.Load(); h != nil {
+			f = h.f
+		}
+	}
+	if hf, ok := f.(vfs.Holder); ok && hf.Holding() {
+		return hf
+	}
+	return nil
 }
 
 // keep detaches an operation from the kernel's interrupt. A FUSE request is

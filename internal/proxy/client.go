@@ -198,8 +198,19 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	switch r := inner.(type) {
 	case *wire.ReadBlock:
 		return cl.readBlock(ctx, m, r)
+	case *wire.ParentAttrs:
+		// Its replies would hide the opens the proxy follows (observe),
+		// and a client that has it answered sends Commits, which a
+		// write-back proxy could not take (writeback_relay.go).
+		return nil, fmt.Errorf("the proxy does not relay ParentAttrs: %w", syscall.ENOSYS)
 	case *wire.Release:
 		cl.forget(r.Handle)
+	case *wire.Commit:
+		if cl.p.wb != nil {
+			// Under write-back the proxy takes writes itself (writeback_relay.go):
+			// the client sends its held writes one by one then.
+			return nil, fmt.Errorf("a write-back proxy takes writes one by one, not as Commit: %w", syscall.ENOSYS)
+		}
 	}
 	if w := cl.p.wb; w != nil {
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -108,18 +110,50 @@ func (cl *client) fetch(ctx context.Context, orig wire.Msg, m *wire.ReadBlock) (
 // block keeps nothing (the rest of the block at the new version is not
 // known here).
 func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
-	var h, off uint64
-	var data []byte
+	if as, ok := req.(*wire.As); ok {
+		req = as.Msg
+	}
 	switch m := req.(type) {
 	case *wire.Write:
-		h, off, data = m.Handle, m.Offset, m.Data
+		cl.keepRange(m.Handle, m.Offset, m.Data, a)
 	case *wire.WriteSeq:
-		h, off, data = m.Handle, m.Offset, m.Data
+		cl.keepRange(m.Handle, m.Offset, m.Data, a)
 	case *wire.WriteBase:
-		h, off, data = m.Handle, m.Offset, m.Data
-	default:
-		return
+		cl.keepRange(m.Handle, m.Offset, m.Data, a)
+	case *wire.Commit:
+		// A file's held writes (the agent's pipe.go), all at the reply's
+		// version: kept only when no two overlap (a later write over part
+		// of a block an earlier one filled would leave that block stale).
+		type extent struct {
+			off  uint64
+			data []byte
+		}
+		var exts []extent
+		data := m.Data
+		for _, op := range m.Ops {
+			if op.Attr == nil {
+				if uint64(op.Len) > uint64(len(data)) {
+					return
+				}
+				exts = append(exts, extent{op.Offset, data[:op.Len]})
+				data = data[op.Len:]
+			}
+		}
+		slices.SortFunc(exts, func(x, y extent) int { return cmp.Compare(x.off, y.off) })
+		for i := 1; i < len(exts); i++ {
+			if exts[i-1].off+uint64(len(exts[i-1].data)) > exts[i].off {
+				return
+			}
+		}
+		for _, e := range exts {
+			cl.keepRange(m.Handle, e.off, e.data, a)
+		}
 	}
+}
+
+// keepRange keeps the whole blocks that data, written at off through
+// handle h, covers (see keepWritten).
+func (cl *client) keepRange(h, off uint64, data []byte, a *wire.Attr) {
 	ino, ok := cl.handleFile(h)
 	if !ok || ino != a.Ino || len(data) == 0 {
 		return

@@ -166,6 +166,8 @@ func (s *Server) writtenIno(c *wire.Conn, m wire.Msg) uint64 {
 		h = m.Handle
 	case *wire.WriteBase:
 		h = m.Handle
+	case *wire.Commit:
+		h = m.Handle
 	case *wire.Fallocate:
 		h = m.Handle
 	case *wire.SetAttr:
@@ -408,7 +410,7 @@ func breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
 		ino = r.Attr.Ino
 	}
 	switch m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
 		if ino != 0 {
 			return []wire.BreakItem{{Ino: ino}}
 		}

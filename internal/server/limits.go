@@ -107,6 +107,9 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (r wire
 		}
 	}()
 	r, err = s.serveCallbacks(ctx, c, m, func() (wire.Msg, error) { return s.serveAs(ctx, c, m) })
+	if err == nil {
+		r = s.withParent(c, m, r) // entry.go
+	}
 	return r, s.scrub(err)
 }
 

@@ -89,6 +89,15 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.writeSeq(c, m)
 	case *wire.WriteBase:
 		return s.writeBase(c, m)
+	case *wire.Commit:
+		return s.commit(c, m)
+	case *wire.ParentAttrs:
+		cl, _ := c.Value.Load().(*client)
+		if cl == nil {
+			return nil, syscall.EPROTO
+		}
+		cl.parents.Store(true)
+		return &wire.OK{}, nil
 	case *wire.Fsync:
 		of := s.handles.get(m.Handle, c)
 		if of == nil {
@@ -347,25 +356,13 @@ func (s *Server) chtimes(p string, m *wire.SetAttr) error {
 	// utimensat with UTIME_OMIT for the time not being set keeps it as is;
 	// UTIME_NOW (not the server's clock read here) keeps utimensat's rule
 	// that setting both times to now needs only write access.
-	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-	switch {
-	case m.Valid&wire.SetAtimeNow != 0:
-		ts[0] = unix.Timespec{Nsec: unix.UTIME_NOW}
-	case m.Valid&wire.SetAtime != 0:
-		ts[0] = unix.NsecToTimespec(m.Atime)
-	}
-	switch {
-	case m.Valid&wire.SetMtimeNow != 0:
-		ts[1] = unix.Timespec{Nsec: unix.UTIME_NOW}
-	case m.Valid&wire.SetMtime != 0:
-		ts[1] = unix.NsecToTimespec(m.Mtime)
-	}
+	ts := utimes(m)
 	dir, base, err := s.openParent(p)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	if err := unix.UtimesNanoAt(int(dir.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.UtimesNanoAt(int(dir.Fd()), base, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &os.PathError{Op: "utimes", Path: p, Err: err}
 	}
 	return nil

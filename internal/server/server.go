@@ -334,6 +334,9 @@ type client struct {
 	listen string
 	bootID uint64
 	cert   string // the name in its certificate (certificate mode), else ""
+	// parents: replies to entry changes carry the parent's attributes
+	// (wire.ParentAttrs, entry.go).
+	parents atomic.Bool
 }
 
 // handshake authenticates a dialer; admitted is called once its handshake

@@ -76,6 +76,22 @@ type Allocator interface {
 	Allocate(ctx context.Context, off, length uint64, mode uint32) error
 }
 
+// Holder is an optional File interface: a file that holds back its writes
+// and attribute changes and sends them together (at close, fsync, or when
+// an operation needs them on the server first). Flush sends what it holds
+// and ends the holding; a failure of a held operation is returned there
+// (or by the operation that made the file send early).
+type Holder interface {
+	// Holding reports whether the file may still hold operations back.
+	Holding() bool
+	// SetAttrHeld holds back a change of the file's attributes, made
+	// through any handle or by path, when its outcome is certain, and
+	// returns the attributes the file has after it. Otherwise it sends
+	// what it holds, so that the caller can make the change in order, and
+	// returns ok false.
+	SetAttrHeld(ctx context.Context, in SetAttrIn) (attr wire.Attr, ok bool, err error)
+}
+
 // Invalidator is the kernel's cache of a mount (the FUSE adapter), which
 // a backend holding the server's callbacks tells what broke.
 type Invalidator interface {

@@ -169,6 +169,9 @@ func decodeMsg(h header, meta, data []byte, crc bool) (Msg, error) {
 		return nil, fmt.Errorf("%v: %w", h.typ, err)
 	}
 	p, ok := m.(payloader)
+	if as, wrapped := m.(*As); wrapped {
+		_, ok = as.Msg.(payloader) // only a wrapped data message carries data
+	}
 	switch {
 	case !ok && len(data) > 0:
 		return nil, fmt.Errorf("%w: %v carries no data", ErrMalformed, h.typ)

@@ -151,7 +151,10 @@ func newMsg(t Type) Msg {
 		return m // msg_dirplus.go: types 110-119
 	}
 	if m := newCallbackMsg(t); m != nil {
-		return m // msg_callback.go: types 113-129
+		return m // msg_callback.go: types 113-119
+	}
+	if m := newPipeMsg(t); m != nil {
+		return m // msg_pipe.go: types 120-129
 	}
 	if m := newHintsMsg(t); m != nil {
 		return m // msg_hints.go: types 130-149

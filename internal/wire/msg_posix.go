@@ -123,6 +123,20 @@ func (m *As) encode(e *encoder) {
 	e.u32(uint32(m.Msg.Type()))
 	m.Msg.encode(e)
 }
+
+// payload and setPayload carry the wrapped message's data (a Commit's).
+func (m *As) payload() []byte {
+	if p, ok := m.Msg.(payloader); ok {
+		return p.payload()
+	}
+	return nil
+}
+func (m *As) setPayload(b []byte) {
+	if p, ok := m.Msg.(payloader); ok {
+		p.setPayload(b)
+	}
+}
+
 func (m *As) decode(d *decoder) {
 	m.UID = d.u32()
 	m.GID = d.u32()
@@ -142,7 +156,9 @@ func (m *As) decode(d *decoder) {
 		return
 	}
 	inner := newMsg(Type(min(t, 255)))
-	if _, data := inner.(payloader); inner == nil || t > 255 || data || t == uint32(TAs) {
+	// Of the data-carrying types only a Commit acts as a user (its
+	// attribute changes); the bulk bytes stay in the frame's data section.
+	if _, data := inner.(payloader); inner == nil || t > 255 || (data && t != uint32(TCommit)) || t == uint32(TAs) {
 		d.fail("wrapped message type")
 		return
 	}
