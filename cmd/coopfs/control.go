@@ -36,10 +36,31 @@ func serveControl(ctx context.Context, a *agent.Agent, mountDir string, writeBac
 		return nil, err
 	}
 	path := controlSocket(dir)
+	var onSignal func()
+	if writeBack {
+		onSignal = func() { flushOnSignal(ctx, a, log) }
+	}
+	stop, err := listenControl(path, func(c net.Conn) { serveControlConn(ctx, a, c, dir, writeBack, log) }, onSignal)
+	if err != nil {
+		return nil, err
+	}
+	if writeBack {
+		log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
+	} else {
+		log.Debug("control socket for `coopfs warmup`", "control_socket", path)
+	}
+	return stop, nil
+}
+
+// listenControl serves handle on the unix socket path, one goroutine per
+// connection, and calls onSignal on every SIGUSR1 unless it is nil (the
+// mounts' and the proxies' control sockets). The function it returns stops
+// both, waits for the connections served, and removes the socket.
+func listenControl(path string, handle func(net.Conn), onSignal func()) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	os.Remove(path) // a previous mount's, left by a crash
+	os.Remove(path) // a previous run's, left by a crash
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -54,11 +75,11 @@ func serveControl(ctx context.Context, a *agent.Agent, mountDir string, writeBac
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serveControlConn(ctx, a, c, dir, writeBack, log) }()
+			go func() { defer wg.Done(); handle(c) }()
 		}
 	}()
 	sig := make(chan os.Signal, 1)
-	if writeBack {
+	if onSignal != nil {
 		signal.Notify(sig, syscall.SIGUSR1)
 	}
 	done := make(chan struct{})
@@ -69,15 +90,10 @@ func serveControl(ctx context.Context, a *agent.Agent, mountDir string, writeBac
 			case <-done:
 				return
 			case <-sig:
-				flushOnSignal(ctx, a, log)
+				onSignal()
 			}
 		}
 	}()
-	if writeBack {
-		log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
-	} else {
-		log.Debug("control socket for `coopfs warmup`", "control_socket", path)
-	}
 	return func() {
 		signal.Stop(sig)
 		close(done)

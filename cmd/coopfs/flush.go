@@ -11,12 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
@@ -65,51 +63,14 @@ type flusher interface {
 func proxyControlKey(addr string) string { return "proxy " + addr }
 
 // serveFlushSocket serves `coopfs flush` on the unix socket path and
-// flushes on SIGUSR1.
+// flushes on SIGUSR1 (a write-back proxy's control socket).
 func serveFlushSocket(ctx context.Context, a flusher, path string, log *slog.Logger) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("flush control socket: %w", err)
-	}
-	os.Remove(path) // a previous mount's, left by a crash
-	ln, err := net.Listen("unix", path)
+	stop, err := listenControl(path, func(c net.Conn) { serveFlushRequest(ctx, a, c) }, func() { flushOnSignal(ctx, a, log) })
 	if err != nil {
-		return nil, fmt.Errorf("flush control socket: %w", err)
+		return nil, err
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); serveFlushRequest(ctx, a, c) }()
-		}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGUSR1)
-	done := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-sig:
-				flushOnSignal(ctx, a, log)
-			}
-		}
-	}()
 	log.Info("write-back: `coopfs flush` and SIGUSR1 write dirty data back", "control_socket", path, "pid", os.Getpid())
-	return func() {
-		signal.Stop(sig)
-		close(done)
-		ln.Close()
-		wg.Wait()
-		os.Remove(path)
-	}, nil
+	return stop, nil
 }
 
 func flushOnSignal(ctx context.Context, a flusher, log *slog.Logger) {
