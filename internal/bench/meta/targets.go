@@ -71,7 +71,7 @@ func (t *ext4Target) cold(context.Context) error {
 	return nil
 }
 func (t *ext4Target) messages(context.Context) (map[string]float64, error) { return nil, nil }
-func (t *ext4Target) procs() map[string]int                                 { return nil }
+func (t *ext4Target) procs() map[string]int                                { return nil }
 func (t *ext4Target) close() error                                         { return nil }
 
 // passTarget is a FUSE passthrough of the export in its own process:
