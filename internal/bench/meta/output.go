@@ -215,10 +215,11 @@ func (res *Result) rttCosts() string {
 		for _, role := range []string{callerRole, roleDaemon, roleMount, roleServer} {
 			cpu := res.Get(RowKey(StepRTT+"-cpu", t+"-"+role))
 			sw := res.Get(RowKey(StepRTT+"-switches", t+"-"+role))
-			if cpu == nil || sw == nil {
+			pre := res.Get(RowKey(StepRTT+"-preempted", t+"-"+role))
+			if cpu == nil || sw == nil || pre == nil {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s %.1f µs CPU, %.2f switches", role, cpu.Median, sw.Median))
+			parts = append(parts, fmt.Sprintf("%s %.1f µs CPU, %.2f switches, %.2f preempted", role, cpu.Median, sw.Median, pre.Median))
 		}
 		if len(parts) > 0 {
 			fmt.Fprintf(&b, "  per call, %s: %s\n", t, strings.Join(parts, "; "))

@@ -11,18 +11,22 @@ import (
 	"time"
 )
 
-// procCost is what a process has cost so far: CPU time and context
-// switches (voluntary and involuntary), summed over its threads. Unlike a
-// latency, the cost per call hardly changes with the machine's load, so it
-// is what compares two builds on a shared machine (docs/benchmarks-meta.md).
+// procCost is what a process has cost so far: CPU time, voluntary context
+// switches (a thread went to sleep: waiting for the network, a futex, a
+// timer) and involuntary ones (a thread was preempted), summed over its
+// threads. Unlike a latency, the CPU time and the voluntary switches per
+// call hardly change with the machine's load, so they are what compares
+// two builds on a shared machine (docs/benchmarks-meta.md); preemptions
+// grow with the load.
 type procCost struct {
-	CPU      time.Duration
-	Switches int64
+	CPU       time.Duration
+	Switches  int64 // voluntary
+	Preempted int64 // involuntary
 }
 
 // sub is c − o.
 func (c procCost) sub(o procCost) procCost {
-	return procCost{CPU: c.CPU - o.CPU, Switches: c.Switches - o.Switches}
+	return procCost{CPU: c.CPU - o.CPU, Switches: c.Switches - o.Switches, Preempted: c.Preempted - o.Preempted}
 }
 
 // readProcCost reads another process's cost from /proc/PID/task/*:
@@ -49,24 +53,31 @@ func readProcCost(pid int) (procCost, error) {
 		if err != nil {
 			continue
 		}
-		c.Switches += ctxtSwitches(status)
+		v, nv := ctxtSwitches(status)
+		c.Switches += v
+		c.Preempted += nv
 	}
 	return c, nil
 }
 
-// ctxtSwitches sums the voluntary_ctxt_switches and
+// ctxtSwitches reads the voluntary_ctxt_switches and
 // nonvoluntary_ctxt_switches lines of a /proc status file.
-func ctxtSwitches(status []byte) int64 {
-	var n int64
+func ctxtSwitches(status []byte) (vol, invol int64) {
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
 		k, v, ok := bytes.Cut(sc.Bytes(), []byte(":"))
-		if ok && bytes.HasSuffix(k, []byte("ctxt_switches")) {
-			x, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			n += x
+		if !ok {
+			continue
+		}
+		x, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+		switch string(k) {
+		case "voluntary_ctxt_switches":
+			vol = x
+		case "nonvoluntary_ctxt_switches":
+			invol = x
 		}
 	}
-	return n
+	return vol, invol
 }
 
 // selfCost is this process's cost (every thread, exited ones too).
@@ -75,7 +86,7 @@ func selfCost() procCost {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &r); err != nil {
 		return procCost{}
 	}
-	return procCost{CPU: time.Duration(r.Utime.Nano() + r.Stime.Nano()), Switches: r.Nvcsw + r.Nivcsw}
+	return procCost{CPU: time.Duration(r.Utime.Nano() + r.Stime.Nano()), Switches: r.Nvcsw, Preempted: r.Nivcsw}
 }
 
 // costProbe samples the cost of a set of processes (by role) and of this
@@ -102,7 +113,8 @@ func startCostProbe(pids map[string]int) *costProbe {
 // callCost is a role's cost per measured call.
 type callCost struct {
 	CPUMicros float64 // µs on a CPU
-	Switches  float64 // context switches
+	Switches  float64 // voluntary context switches
+	Preempted float64 // involuntary ones
 }
 
 // perCall returns each role's cost since the start divided by calls.
@@ -114,8 +126,9 @@ func (p *costProbe) perCall(calls int) map[string]callCost {
 			return
 		}
 		d := now.sub(b)
-		out[role] = callCost{CPUMicros: float64(d.CPU.Nanoseconds()) / 1e3 / float64(calls),
-			Switches: float64(d.Switches) / float64(calls)}
+		n := float64(calls)
+		out[role] = callCost{CPUMicros: float64(d.CPU.Nanoseconds()) / 1e3 / n,
+			Switches: float64(d.Switches) / n, Preempted: float64(d.Preempted) / n}
 	}
 	for role, pid := range p.pids {
 		if c, err := readProcCost(pid); err == nil {

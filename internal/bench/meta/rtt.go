@@ -101,7 +101,9 @@ func (r *run) addRTT(tname string, p *rttProbe) {
 		key := RowKey(StepRTT+"-cpu", tname+"-"+role)
 		r.res.Row(key, fmt.Sprintf("lstat of a name whose entry expired, CPU time per call, %s %s", tname, role), UnitCPUMicros).Add(c.CPUMicros)
 		key = RowKey(StepRTT+"-switches", tname+"-"+role)
-		r.res.Row(key, fmt.Sprintf("lstat of a name whose entry expired, context switches per call, %s %s", tname, role), UnitSwitches).Add(c.Switches)
+		r.res.Row(key, fmt.Sprintf("lstat of a name whose entry expired, voluntary context switches per call, %s %s", tname, role), UnitSwitches).Add(c.Switches)
+		key = RowKey(StepRTT+"-preempted", tname+"-"+role)
+		r.res.Row(key, fmt.Sprintf("lstat of a name whose entry expired, preemptions per call, %s %s", tname, role), UnitSwitches).Add(c.Preempted)
 	}
 }
 

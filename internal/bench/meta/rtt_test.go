@@ -24,10 +24,11 @@ import (
 // server (framing, goroutines, no file system work), and wire Lookups of a
 // path one and six directories deep (the server's os.Root walk and
 // statx). None of them goes through FUSE or the agent; the stat-rtt rows
-// of `coopfs bench meta` add those. p50-µs is the median call; cli-cpu-µs
-// and cli-cs are this process's CPU time and context switches per call,
-// srv-cpu-µs and srv-cs the other process's (the echo or the coopfs
-// server), which a loaded machine changes far less than the latency.
+// of `coopfs bench meta` add those. p50-µs is the median call; cli-cpu-µs,
+// cli-cs and cli-pre are this process's CPU time, voluntary context
+// switches and preemptions per call, srv-* the other process's (the echo or
+// the coopfs server). A loaded machine changes the CPU time and the
+// voluntary switches far less than the latency.
 //
 //	go test -run '^$' -bench RoundTrip -benchtime 20000x ./internal/bench/meta
 func BenchmarkRoundTrip(b *testing.B) {
@@ -104,13 +105,12 @@ func reportP50(b *testing.B, lat []float64) {
 // process (cli-) and of the other one (srv-), if the probe has it.
 func reportCost(b *testing.B, p *costProbe, calls int) {
 	c := p.perCall(calls)
-	if x, ok := c[callerRole]; ok {
-		b.ReportMetric(x.CPUMicros, "cli-cpu-µs")
-		b.ReportMetric(x.Switches, "cli-cs")
-	}
-	if x, ok := c[roleServer]; ok {
-		b.ReportMetric(x.CPUMicros, "srv-cpu-µs")
-		b.ReportMetric(x.Switches, "srv-cs")
+	for role, prefix := range map[string]string{callerRole: "cli-", roleServer: "srv-"} {
+		if x, ok := c[role]; ok {
+			b.ReportMetric(x.CPUMicros, prefix+"cpu-µs")
+			b.ReportMetric(x.Switches, prefix+"cs")
+			b.ReportMetric(x.Preempted, prefix+"pre")
+		}
 	}
 }
 
