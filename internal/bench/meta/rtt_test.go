@@ -3,6 +3,7 @@ package meta
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +40,11 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("tcp-128B-2proc", func(b *testing.B) { benchTCPProc(b, echoPlain) })
 	b.Run("tcp-128B-2proc-tls", func(b *testing.B) { benchTLSProc(b) })
 	b.Run("tcp-128B-handoffs-2proc", func(b *testing.B) { addr, _ := startEcho(b, echoHandoffs); benchHandoffs(b, addr) })
-	clustertest.RequireFUSE(b) // the cluster launcher's checks; no mount is made
+	clustertest.RequireFUSE(b) // the cluster launcher's checks
+	b.Run("bindfs-lstat", benchBindfs)
+	b.Run("fuse-lstat", func(b *testing.B) { benchRelay(b, "") })
+	b.Run("fuse-relay-tcp-lstat", func(b *testing.B) { benchRelay(b, echoPlain) })
+	b.Run("fuse-relay-tls-lstat", func(b *testing.B) { benchRelay(b, echoTLS) })
 	bin := clustertest.Binary(b)
 	export := b.TempDir()
 	deep := filepath.Join(export, "a", "b", "c", "d", "e")
@@ -65,7 +71,47 @@ func BenchmarkRoundTrip(b *testing.B) {
 		benchWireCalls(b, c, cl.Server.Pid, suffix)
 		c.Close()
 		cl.Close()
+		b.Run("coopfs-lstat"+suffix, func(b *testing.B) { benchCoopfsLstat(b, bin, insecure) })
 	}
+}
+
+// benchCoopfsLstat times lstats through a coopfs mount of names it has
+// never seen (created in the export before the mount), each one Lookup
+// message to the server: stat-rtt's round trip, FUSE op → agent → wire →
+// server → back, side by side with the floors above.
+func benchCoopfsLstat(b *testing.B, bin string, insecure bool) {
+	export := b.TempDir()
+	dir := filepath.Join(export, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cl, err := cluster.Start(context.Background(), cluster.Config{Binary: bin, Export: export, Clients: 1,
+		Insecure: insecure, ServerArgs: []string{"--log-level", "warn"}, MountArgs: []string{"--log-level", "warn"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	mnt := filepath.Join(cl.Mountpoints()[0], "d")
+	lat := make([]float64, 0, b.N)
+	cost := startCostProbe(map[string]int{roleServer: cl.Server.Pid, roleMount: cl.Clients[0].Pid})
+	var st syscall.Stat_t
+	b.ResetTimer() // b.N files, each looked up once: not b.Loop, which runs as often as it likes
+	for i := range b.N {
+		p := filepath.Join(mnt, fmt.Sprintf("f%d", i))
+		start := time.Now()
+		if err := syscall.Lstat(p, &st); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
+	}
+	b.StopTimer()
+	reportP50(b, lat)
+	reportCost(b, cost, len(lat))
 }
 
 // benchWireCalls times wire calls to a coopfs server (process pid) over c.
@@ -105,7 +151,7 @@ func reportP50(b *testing.B, lat []float64) {
 // process (cli-) and of the other one (srv-), if the probe has it.
 func reportCost(b *testing.B, p *costProbe, calls int) {
 	c := p.perCall(calls)
-	for role, prefix := range map[string]string{callerRole: "cli-", roleServer: "srv-"} {
+	for role, prefix := range map[string]string{callerRole: "cli-", roleServer: "srv-", roleMount: "fuse-"} {
 		if x, ok := c[role]; ok {
 			b.ReportMetric(x.CPUMicros, prefix+"cpu-µs")
 			b.ReportMetric(x.Switches, prefix+"cs")
@@ -356,6 +402,9 @@ const (
 // runEcho is the helper process (the test binary with echoEnv set): it
 // prints its address, serves one connection and exits.
 func runEcho(kind string) {
+	if kind == echoRelay {
+		runRelay() // a FUSE daemon, not an echo (relay_test.go)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.Exit(1)
