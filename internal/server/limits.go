@@ -158,19 +158,25 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 
 // inline picks the requests a client connection serves on its read loop
 // (wire.ConnConfig.Inline): metadata requests that do a few system calls
-// on the export and wait for nothing else. Data transfers, fsync and locks
-// (which may wait for another client) keep a goroutine of their own, so
-// that they run concurrently.
-func inline(m wire.Msg) bool {
+// on the export. Those that may wait for other clients — a change breaks
+// their callbacks and waits for the acknowledgements, an open or a create
+// may recall a write delegation, an open under hints asks the last opener
+// for its hints — are InlineMayWait: the read loop goes on without them
+// after wire.InlineStall; the others wait for the export only. Data
+// transfers, fsync and locks (which may wait for another client) keep a
+// goroutine of their own, so that they run concurrently.
+func inline(m wire.Msg) wire.InlineMode {
 	if as, ok := m.(*wire.As); ok {
 		m = as.Msg
 	}
 	switch m.(type) {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
 		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
-		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
-		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned:
-		return true
+		*wire.GetXattr, *wire.ListXattr:
+		return wire.InlineQuick
+	case *wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
+		*wire.Link, *wire.Rename, *wire.Open, *wire.OpenPinned:
+		return wire.InlineMayWait
 	}
-	return false
+	return wire.NotInline
 }

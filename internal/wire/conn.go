@@ -68,21 +68,33 @@ type ConnConfig struct {
 	// Inline, when set, picks the requests (without a data section) that
 	// are served on the connection's read loop itself instead of a
 	// goroutine of their own: cheap ones, such as a lookup, whose reply
-	// then goes out with no goroutine hand-off. An inline request that has
-	// not finished within InlineStall (at most twice that: the watchdog's
-	// tick) hands the read loop over to a fresh goroutine, so a slow one
-	// delays the requests behind it by at most that long and can never stop
-	// the connection from reading.
-	Inline func(m Msg) bool
+	// then goes out with no goroutine hand-off. An inline request that
+	// holds up the read loop too long hands it over to a fresh goroutine
+	// (watchdog.go), so a slow one delays the requests behind it by at most
+	// that long and can never stop the connection from reading: an
+	// InlineMayWait request (one that may wait for other clients) after
+	// InlineStall, an InlineQuick one (it waits for the export only) after
+	// the watchdog's slow tick; at most twice that.
+	Inline func(m Msg) InlineMode
 	Name   string // the peer, for errors and logs
 	// Value, when not nil, is stored in Conn.Value before the connection
 	// reads its first request, so that no handler can see it unset.
 	Value any
 }
 
-// InlineStall is how long an inline request may hold up the read loop
-// before another goroutine takes over the reading (watchdog.go: between
-// once and twice this).
+// InlineMode is how a request is served (ConnConfig.Inline).
+type InlineMode uint8
+
+// Inline modes.
+const (
+	NotInline     InlineMode = iota // on a goroutine of its own
+	InlineQuick                     // on the read loop: it waits for nothing but the export
+	InlineMayWait                   // on the read loop, but it may wait for other clients
+)
+
+// InlineStall is how long an InlineMayWait request may hold up the read
+// loop before another goroutine takes over the reading (watchdog.go:
+// between once and twice this).
 const InlineStall = time.Millisecond
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -305,11 +317,13 @@ func (c *Conn) readLoop() {
 		if n < 0 {
 			return
 		}
-		if h.dataLen == 0 && c.cfg.Inline != nil && c.cfg.Inline(m) {
-			if !c.serveInline(h, m, n) {
-				return // another goroutine reads now
+		if h.dataLen == 0 && c.cfg.Inline != nil {
+			if mode := c.cfg.Inline(m); mode != NotInline {
+				if !c.serveInline(h, m, n, mode) {
+					return // another goroutine reads now
+				}
+				continue
 			}
-			continue
 		}
 		go c.serve(h, m, n)
 	}
@@ -342,18 +356,18 @@ func (c *Conn) deliver(id uint64, m Msg) {
 }
 
 // serveInline serves a request on the read loop and reports whether this
-// goroutine is still the reader: if the request takes longer than
-// InlineStall, the watchdog starts a fresh read loop and this one ends with
-// it.
-func (c *Conn) serveInline(h header, m Msg, held int64) bool {
-	s := c.wd.begin(h, true)
+// goroutine is still the reader: if the request holds the reading up too
+// long (ConnConfig.Inline), the watchdog starts a fresh read loop and this
+// one ends with it.
+func (c *Conn) serveInline(h header, m Msg, held int64, mode InlineMode) bool {
+	s := c.wd.begin(h, mode)
 	c.serveWith(s, m, held)
 	return s.state.CompareAndSwap(servingState, doneState)
 }
 
 // serve serves a request on a goroutine of its own.
 func (c *Conn) serve(h header, m Msg, held int64) {
-	c.serveWith(c.wd.begin(h, false), m, held)
+	c.serveWith(c.wd.begin(h, NotInline), m, held)
 }
 
 // serveWith runs the handler and sends its reply, unless the watchdog has

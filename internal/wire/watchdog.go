@@ -9,8 +9,8 @@ import (
 )
 
 // The watchdog bounds what a connection has under way: an inline request
-// that runs past InlineStall hands the reading over to a fresh goroutine, a
-// request whose handler has not returned within HandlerTimeout is answered
+// that runs too long hands the reading over to a fresh goroutine, a request
+// whose handler has not returned within HandlerTimeout is answered
 // ETIMEDOUT, and a call whose reply has not come within its timeout fails.
 //
 // One timer per connection does all three, instead of a timer per request
@@ -18,30 +18,38 @@ import (
 // runtime wake another thread (the network poller's, or an idle one to
 // become it), and on a busy metadata path that was one or two thread
 // wake-ups of every request (docs/benchmarks-meta.md, "The round trip,
-// microsecond by microsecond"). The timer runs every period while anything
-// is under way and stops at the first tick that finds nothing. Requests and
-// calls read no clock: the tick that first sees one notes the time, so a
-// deadline is never early and at most two periods late.
+// microsecond by microsecond"). Requests and calls read no clock: the tick
+// that first sees one notes the time, so a deadline is never early and at
+// most two ticks late.
 //
-// INVARIANT: armed is true exactly while the timer is pending or its
-// function is about to run (the function re-arms or clears it under mu).
+// The timer ticks every InlineStall while an InlineMayWait request is
+// served, else every slow period (watchdogPeriod, or less for short
+// timeouts); it stops at a tick that finds nothing under way and nothing
+// begun since the previous tick. A steady stream of quick requests so
+// keeps one slow tick going rather than re-arming a timer per request.
+//
+// INVARIANT: cur is 0 exactly while the timer is stopped; otherwise the
+// timer is pending (or its function about to run) with period cur.
 type watchdog struct {
 	c *Conn
 
-	mu     sync.Mutex
-	period time.Duration
-	armed  bool
-	t      *time.Timer
-	served served // sentinel of the list of requests being served
-	calls  int    // calls with a timeout in Conn.pending
+	slow time.Duration // the tick without InlineMayWait requests
+
+	mu      sync.Mutex
+	cur     time.Duration // the running tick's period; 0: stopped
+	t       *time.Timer
+	served  served // sentinel of the list of requests being served
+	waiters int    // InlineMayWait requests in the list
+	calls   int    // calls with a timeout in Conn.pending
+	active  bool   // something began since the last tick
 }
 
 // served is a request being served, in the watchdog's list.
 type served struct {
 	prev, next *served
 	h          header
-	inline     bool
-	seenAt     time.Time // the first tick that saw it (zero: none yet)
+	mode       InlineMode // NotInline: served on a goroutine of its own
+	seenAt     time.Time  // the first tick that saw it (zero: none yet)
 	// state: servingState until the handler returns (doneState), or
 	// handedOverState once another goroutine took over the reading (an
 	// inline request only).
@@ -55,17 +63,15 @@ const (
 	handedOverState
 )
 
-// watchdogPeriod is the tick of a connection without inline requests: the
-// resolution of handler and call timeouts.
+// watchdogPeriod is the slow tick: the resolution of handler and call
+// timeouts, and how long an InlineQuick request may hold up the reading
+// (once to twice this).
 const watchdogPeriod = 100 * time.Millisecond
 
 func newWatchdog(c *Conn) *watchdog {
-	w := &watchdog{c: c, period: watchdogPeriod}
-	if c.cfg.Inline != nil {
-		w.period = InlineStall
-	}
-	if d := c.cfg.HandlerTimeout / 8; d > 0 && d < w.period {
-		w.period = d
+	w := &watchdog{c: c, slow: watchdogPeriod}
+	if d := c.cfg.HandlerTimeout / 8; d > 0 && d < w.slow {
+		w.slow = d
 	}
 	w.served.next, w.served.prev = &w.served, &w.served
 	w.t = time.AfterFunc(time.Hour, w.tick)
@@ -73,21 +79,27 @@ func newWatchdog(c *Conn) *watchdog {
 	return w
 }
 
-// armLocked starts the ticks if they are not running.
-func (w *watchdog) armLocked() {
-	if !w.armed {
-		w.armed = true
-		w.t.Reset(w.period)
+// armLocked makes the timer tick at most every d.
+func (w *watchdog) armLocked(d time.Duration) {
+	w.active = true
+	if w.cur == 0 || d < w.cur {
+		w.cur = d
+		w.t.Reset(d)
 	}
 }
 
 // begin records a request that starts being served.
-func (w *watchdog) begin(h header, inline bool) *served {
-	s := &served{h: h, inline: inline}
+func (w *watchdog) begin(h header, mode InlineMode) *served {
+	s := &served{h: h, mode: mode}
 	w.mu.Lock()
 	s.prev, s.next = w.served.prev, &w.served
 	s.prev.next, w.served.prev = s, s
-	w.armLocked()
+	if mode == InlineMayWait {
+		w.waiters++
+		w.armLocked(InlineStall)
+	} else {
+		w.armLocked(w.slow)
+	}
 	w.mu.Unlock()
 	return s
 }
@@ -97,18 +109,21 @@ func (w *watchdog) end(s *served) {
 	w.mu.Lock()
 	s.prev.next, s.next.prev = s.next, s.prev
 	s.prev, s.next = nil, nil
+	if s.mode == InlineMayWait {
+		w.waiters--
+	}
 	w.mu.Unlock()
 }
 
-// callTimeout registers a call's timeout (under Conn.mu, before the call
-// is in Conn.pending); the ticks then watch it.
+// callTimeout registers a call's timeout (the call is in Conn.pending);
+// the ticks then watch it.
 func (w *watchdog) callTimeout(timeout time.Duration) {
 	w.mu.Lock()
 	w.calls++
-	if d := timeout / 8; d > 0 && d < w.period {
-		w.period = d
+	if d := timeout / 8; d > 0 && d < w.slow {
+		w.slow = d
 	}
-	w.armLocked()
+	w.armLocked(w.slow)
 	w.mu.Unlock()
 }
 
@@ -119,7 +134,15 @@ func (w *watchdog) callDone() {
 	w.mu.Unlock()
 }
 
-// tick runs every period while the connection has something under way.
+// stallBound is how long an inline request of mode may hold up the reading.
+func (w *watchdog) stallBound(mode InlineMode) time.Duration {
+	if mode == InlineMayWait {
+		return InlineStall
+	}
+	return w.slow
+}
+
+// tick runs while the connection has something under way.
 func (w *watchdog) tick() {
 	now := time.Now()
 	var handOver int
@@ -132,7 +155,7 @@ func (w *watchdog) tick() {
 			continue
 		}
 		ran := now.Sub(s.seenAt)
-		if s.inline && ran >= InlineStall && s.state.CompareAndSwap(servingState, handedOverState) {
+		if s.mode != NotInline && ran >= w.stallBound(s.mode) && s.state.CompareAndSwap(servingState, handedOverState) {
 			handOver++
 		}
 		if timeout > 0 && ran >= timeout && s.answered.CompareAndSwap(false, true) {
@@ -140,10 +163,19 @@ func (w *watchdog) tick() {
 		}
 	}
 	calls := w.calls
-	if (w.served.next != &w.served || calls > 0) && w.c.ctx.Err() == nil {
-		w.t.Reset(w.period)
-	} else {
-		w.armed = false
+	busy := w.served.next != &w.served || calls > 0 || w.active
+	w.active = false
+	switch {
+	case w.cur < 0 || !busy || w.c.ctx.Err() != nil:
+		if w.cur >= 0 {
+			w.cur = 0
+		}
+	case w.waiters > 0:
+		w.cur = InlineStall
+		w.t.Reset(w.cur)
+	default:
+		w.cur = w.slow
+		w.t.Reset(w.cur)
 	}
 	w.mu.Unlock()
 	for range handOver {
@@ -157,11 +189,11 @@ func (w *watchdog) tick() {
 	}
 }
 
-// stop ends the ticks of a closed connection.
+// stop ends the ticks of a closed connection for good.
 func (w *watchdog) stop() {
 	w.mu.Lock()
 	w.t.Stop()
-	w.armed = true // never armed again: the connection is closed
+	w.cur = -1 // never armed again: armLocked sees a running tick
 	w.mu.Unlock()
 }
 
