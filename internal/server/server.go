@@ -369,6 +369,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
 		Inline:           inline,
+		InlineQuick:      quick,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),

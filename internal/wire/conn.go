@@ -71,30 +71,41 @@ type ConnConfig struct {
 	// then goes out with no goroutine hand-off. An inline request that
 	// holds up the read loop too long hands it over to a fresh goroutine
 	// (watchdog.go), so a slow one delays the requests behind it by at most
-	// that long and can never stop the connection from reading: an
-	// InlineMayWait request (one that may wait for other clients) after
-	// InlineStall, an InlineQuick one (it waits for the export only) after
-	// the watchdog's slow tick; at most twice that.
-	Inline func(m Msg) InlineMode
-	Name   string // the peer, for errors and logs
+	// that long and can never stop the connection from reading: after
+	// InlineStall, or, for a request InlineQuick picks (one that waits for
+	// nothing but the export, never for another client), after the
+	// watchdog's slow tick; at most twice that.
+	Inline      func(m Msg) bool
+	InlineQuick func(m Msg) bool // nil: none
+	Name        string           // the peer, for errors and logs
 	// Value, when not nil, is stored in Conn.Value before the connection
 	// reads its first request, so that no handler can see it unset.
 	Value any
 }
 
-// InlineMode is how a request is served (ConnConfig.Inline).
-type InlineMode uint8
+// inlineMode is how a request is served (ConnConfig.Inline).
+type inlineMode uint8
 
-// Inline modes.
 const (
-	NotInline     InlineMode = iota // on a goroutine of its own
-	InlineQuick                     // on the read loop: it waits for nothing but the export
-	InlineMayWait                   // on the read loop, but it may wait for other clients
+	notInline     inlineMode = iota // on a goroutine of its own
+	inlineQuick                     // on the read loop: it waits for nothing but the export
+	inlineMayWait                   // on the read loop, but it may wait for other clients
 )
 
-// InlineStall is how long an InlineMayWait request may hold up the read
-// loop before another goroutine takes over the reading (watchdog.go:
-// between once and twice this).
+// mode is how m is served.
+func (cfg *ConnConfig) mode(m Msg) inlineMode {
+	switch {
+	case cfg.Inline == nil || !cfg.Inline(m):
+		return notInline
+	case cfg.InlineQuick != nil && cfg.InlineQuick(m):
+		return inlineQuick
+	}
+	return inlineMayWait
+}
+
+// InlineStall is how long an inline request that may wait for other
+// clients may hold up the read loop before another goroutine takes over
+// the reading (watchdog.go: between once and twice this).
 const InlineStall = time.Millisecond
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -317,8 +328,8 @@ func (c *Conn) readLoop() {
 		if n < 0 {
 			return
 		}
-		if h.dataLen == 0 && c.cfg.Inline != nil {
-			if mode := c.cfg.Inline(m); mode != NotInline {
+		if h.dataLen == 0 {
+			if mode := c.cfg.mode(m); mode != notInline {
 				if !c.serveInline(h, m, n, mode) {
 					return // another goroutine reads now
 				}
@@ -359,7 +370,7 @@ func (c *Conn) deliver(id uint64, m Msg) {
 // goroutine is still the reader: if the request holds the reading up too
 // long (ConnConfig.Inline), the watchdog starts a fresh read loop and this
 // one ends with it.
-func (c *Conn) serveInline(h header, m Msg, held int64, mode InlineMode) bool {
+func (c *Conn) serveInline(h header, m Msg, held int64, mode inlineMode) bool {
 	s := c.wd.begin(h, mode)
 	c.serveWith(s, m, held)
 	return s.state.CompareAndSwap(servingState, doneState)
@@ -367,7 +378,7 @@ func (c *Conn) serveInline(h header, m Msg, held int64, mode InlineMode) bool {
 
 // serve serves a request on a goroutine of its own.
 func (c *Conn) serve(h header, m Msg, held int64) {
-	c.serveWith(c.wd.begin(h, NotInline), m, held)
+	c.serveWith(c.wd.begin(h, notInline), m, held)
 }
 
 // serveWith runs the handler and sends its reply, unless the watchdog has

@@ -37,20 +37,17 @@ func TestInlineHandsOverReading(t *testing.T) {
 		}
 		return &OK{}, nil
 	})
-	// InlineMayWait requests are handed over after InlineStall, InlineQuick
-	// ones after the watchdog's slow tick (HandlerTimeout/8 here).
+	// Inline requests are handed over after InlineStall, quick ones
+	// (InlineQuick) after the watchdog's slow tick (HandlerTimeout/8 here).
 	for i, sec := range []*Security{plain("s3cret-s3cret-s3cret"), withTLS("s3cret-s3cret-s3cret"), plain("s3cret-s3cret-s3cret")} {
 		pinged = make(chan struct{})
 		shs, chs, serr, cerr := handshakePair(t, sec, sec, "localhost", nil)
 		if serr != nil || cerr != nil {
 			t.Fatal(serr, cerr)
 		}
-		mode := InlineMayWait
-		if i == 2 {
-			mode = InlineQuick
-		}
-		inline := func(Msg) InlineMode { return mode }
-		srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: srvH, Inline: inline, HandlerTimeout: 800 * time.Millisecond})
+		inline := func(Msg) bool { return true }
+		quick := func(Msg) bool { return i == 2 }
+		srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: srvH, Inline: inline, InlineQuick: quick, HandlerTimeout: 800 * time.Millisecond})
 		cli := NewConn(chs.Conn, chs.Reader, ConnConfig{Handler: HandlerFunc(func(context.Context, *Conn, Msg) (Msg, error) { return &OK{}, nil })})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if _, err := cli.Call(ctx, &Lookup{Path: "call-back"}); err != nil {
@@ -89,12 +86,7 @@ func TestConcurrentWritersMixed(t *testing.T) {
 		if serr != nil || cerr != nil {
 			t.Fatal(serr, cerr)
 		}
-		inline := func(m Msg) InlineMode {
-			if _, ok := m.(*Lookup); ok {
-				return InlineQuick
-			}
-			return NotInline
-		}
+		inline := func(m Msg) bool { _, ok := m.(*Lookup); return ok }
 		srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: echo, Inline: inline})
 		cli := NewConn(chs.Conn, chs.Reader, ConnConfig{})
 		var wg sync.WaitGroup
@@ -147,13 +139,9 @@ func TestWatchdogStopsWhenIdle(t *testing.T) {
 	if serr != nil || cerr != nil {
 		t.Fatal(serr, cerr)
 	}
-	inline := func(m Msg) InlineMode {
-		if _, ok := m.(*Ping); ok {
-			return InlineQuick
-		}
-		return InlineMayWait
-	}
-	srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: inline, HandlerTimeout: 400 * time.Millisecond})
+	inline := func(m Msg) bool { return true }
+	quick := func(m Msg) bool { _, ok := m.(*Ping); return ok }
+	srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: inline, InlineQuick: quick, HandlerTimeout: 400 * time.Millisecond})
 	cli := NewConn(chs.Conn, chs.Reader, ConnConfig{})
 	defer srv.Close()
 	defer cli.Close()

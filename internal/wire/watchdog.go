@@ -22,24 +22,25 @@ import (
 // that first sees one notes the time, so a deadline is never early and at
 // most two ticks late.
 //
-// The timer ticks every InlineStall while an InlineMayWait request is
-// served, else every slow period (watchdogPeriod, or less for short
-// timeouts); it stops at a tick that finds nothing under way and nothing
-// begun since the previous tick. A steady stream of quick requests so
-// keeps one slow tick going rather than re-arming a timer per request.
+// The timer ticks every InlineStall while an inline request that may wait
+// for other clients is served, else every slow period (watchdogPeriod, or
+// less for short timeouts); it stops at a tick that finds nothing under
+// way and nothing begun since the previous tick. A steady stream of quick
+// requests (ConnConfig.InlineQuick) so keeps one slow tick going rather
+// than re-arming a timer per request.
 //
 // INVARIANT: cur is 0 exactly while the timer is stopped; otherwise the
 // timer is pending (or its function about to run) with period cur.
 type watchdog struct {
 	c *Conn
 
-	slow time.Duration // the tick without InlineMayWait requests
+	slow time.Duration // the tick without inline requests that may wait
 
 	mu      sync.Mutex
 	cur     time.Duration // the running tick's period; 0: stopped
 	t       *time.Timer
 	served  served // sentinel of the list of requests being served
-	waiters int    // InlineMayWait requests in the list
+	waiters int    // inline requests in the list that may wait for other clients
 	calls   int    // calls with a timeout in Conn.pending
 	active  bool   // something began since the last tick
 }
@@ -48,7 +49,7 @@ type watchdog struct {
 type served struct {
 	prev, next *served
 	h          header
-	mode       InlineMode // NotInline: served on a goroutine of its own
+	mode       inlineMode // notInline: served on a goroutine of its own
 	seenAt     time.Time  // the first tick that saw it (zero: none yet)
 	// state: servingState until the handler returns (doneState), or
 	// handedOverState once another goroutine took over the reading (an
@@ -64,8 +65,8 @@ const (
 )
 
 // watchdogPeriod is the slow tick: the resolution of handler and call
-// timeouts, and how long an InlineQuick request may hold up the reading
-// (once to twice this).
+// timeouts, and how long a quick inline request (ConnConfig.InlineQuick)
+// may hold up the reading (once to twice this).
 const watchdogPeriod = 100 * time.Millisecond
 
 func newWatchdog(c *Conn) *watchdog {
@@ -89,12 +90,12 @@ func (w *watchdog) armLocked(d time.Duration) {
 }
 
 // begin records a request that starts being served.
-func (w *watchdog) begin(h header, mode InlineMode) *served {
+func (w *watchdog) begin(h header, mode inlineMode) *served {
 	s := &served{h: h, mode: mode}
 	w.mu.Lock()
 	s.prev, s.next = w.served.prev, &w.served
 	s.prev.next, w.served.prev = s, s
-	if mode == InlineMayWait {
+	if mode == inlineMayWait {
 		w.waiters++
 		w.armLocked(InlineStall)
 	} else {
@@ -109,7 +110,7 @@ func (w *watchdog) end(s *served) {
 	w.mu.Lock()
 	s.prev.next, s.next.prev = s.next, s.prev
 	s.prev, s.next = nil, nil
-	if s.mode == InlineMayWait {
+	if s.mode == inlineMayWait {
 		w.waiters--
 	}
 	w.mu.Unlock()
@@ -135,8 +136,8 @@ func (w *watchdog) callDone() {
 }
 
 // stallBound is how long an inline request of mode may hold up the reading.
-func (w *watchdog) stallBound(mode InlineMode) time.Duration {
-	if mode == InlineMayWait {
+func (w *watchdog) stallBound(mode inlineMode) time.Duration {
+	if mode == inlineMayWait {
 		return InlineStall
 	}
 	return w.slow
@@ -155,7 +156,7 @@ func (w *watchdog) tick() {
 			continue
 		}
 		ran := now.Sub(s.seenAt)
-		if s.mode != NotInline && ran >= w.stallBound(s.mode) && s.state.CompareAndSwap(servingState, handedOverState) {
+		if s.mode != notInline && ran >= w.stallBound(s.mode) && s.state.CompareAndSwap(servingState, handedOverState) {
 			handOver++
 		}
 		if timeout > 0 && ran >= timeout && s.answered.CompareAndSwap(false, true) {
