@@ -33,13 +33,15 @@ import (
 // answers with made-up attributes. An lstat of one of its names is then
 // FUSE op → daemon → TCP → echo → back, as coopfs's stat-rtt is FUSE op →
 // agent → wire → server → back, minus everything coopfs does besides.
-// Without an echo it is go-fuse's own round trip (bindfs's, in Go).
+// Without an echo it is go-fuse's own round trip (bindfs's, in Go); with
+// a wire echo (a wire.Conn serving Ping inline, as the coopfs server does)
+// the relay's round trip is a wire Call, as the agent's is.
 
 // Environment of the relay helper process (runEcho with echoRelay).
 const (
 	relayMntEnv  = "COOPFS_META_RELAY_MNT"
 	relayEchoEnv = "COOPFS_META_RELAY_ECHO" // HOST:PORT of the echo; "" none
-	relayTLSEnv  = "COOPFS_META_RELAY_TLS"  // "1": the echo speaks TLS
+	relayKindEnv = "COOPFS_META_RELAY_KIND" // the echo's kind (echoPlain, echoTLS, echoWire)
 	echoRelay    = "relay"
 )
 
@@ -50,10 +52,7 @@ func benchRelay(b *testing.B, kind string) {
 	pids := map[string]int{}
 	if kind != "" {
 		addr, pid := startEcho(b, kind)
-		env = append(env, relayEchoEnv+"="+addr)
-		if kind == echoTLS {
-			env = append(env, relayTLSEnv+"=1")
-		}
+		env = append(env, relayEchoEnv+"="+addr, relayKindEnv+"="+kind)
 		pids[roleServer] = pid
 	}
 	mnt, pid := startRelay(b, env)
@@ -118,7 +117,7 @@ func runRelay() {
 	mnt := os.Getenv(relayMntEnv)
 	root := &relayNode{}
 	if addr := os.Getenv(relayEchoEnv); addr != "" {
-		rt, err := dialRelayEcho(addr, os.Getenv(relayTLSEnv) == "1")
+		rt, err := dialRelayEcho(addr, os.Getenv(relayKindEnv))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "relay:", err)
 			os.Exit(1)
@@ -142,8 +141,9 @@ func runRelay() {
 	os.Exit(0)
 }
 
-// dialRelayEcho connects to the echo and returns one round trip over it.
-func dialRelayEcho(addr string, tls bool) (func() error, error) {
+// dialRelayEcho connects to the echo and returns one round trip over it:
+// 128 bytes each way (plain TCP or TLS), or a wire Ping over a wire.Conn.
+func dialRelayEcho(addr, kind string) (func() error, error) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -151,10 +151,14 @@ func dialRelayEcho(addr string, tls bool) (func() error, error) {
 	nc.(*net.TCPConn).SetNoDelay(true)
 	var w io.Writer = nc
 	var r io.Reader = nc
-	if tls {
+	if kind != echoPlain {
 		hs, err := wire.ClientHandshake(context.Background(), nc, echoSecurity(), "", wire.Hello{Role: wire.RoleClient, Name: "bench-relay"})
 		if err != nil {
 			return nil, err
+		}
+		if kind == echoWire {
+			c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Name: "echo"})
+			return func() error { _, err := c.Call(context.Background(), &wire.Ping{}); return err }, nil
 		}
 		w, r = hs.Conn, hs.Reader
 	}

@@ -45,6 +45,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("fuse-lstat", func(b *testing.B) { benchRelay(b, "") })
 	b.Run("fuse-relay-tcp-lstat", func(b *testing.B) { benchRelay(b, echoPlain) })
 	b.Run("fuse-relay-tls-lstat", func(b *testing.B) { benchRelay(b, echoTLS) })
+	b.Run("fuse-relay-wire-lstat", func(b *testing.B) { benchRelay(b, echoWire) })
 	bin := clustertest.Binary(b)
 	export := b.TempDir()
 	deep := filepath.Join(export, "a", "b", "c", "d", "e")
@@ -256,8 +257,9 @@ func echoSecurity() *wire.Security {
 }
 
 // serveTLS echoes 128-byte messages of one connection after the wire
-// handshake, from one goroutine.
-func serveTLS(ln net.Listener) {
+// handshake, from one goroutine; with wireConn it serves wire Pings on a
+// wire.Conn instead, inline on its read loop as the coopfs server does.
+func serveTLS(ln net.Listener, wireConn bool) {
 	nc, err := ln.Accept()
 	if err != nil {
 		return
@@ -266,6 +268,13 @@ func serveTLS(ln net.Listener) {
 	hs, err := wire.ServerHandshake(nc, echoSecurity(), wire.HelloReply{BlockSize: 4096, Policy: "none"},
 		func(*wire.Handshake) (wire.Welcome, error) { return wire.Welcome{ClientID: 1}, nil })
 	if err != nil {
+		return
+	}
+	if wireConn {
+		all := func(wire.Msg) bool { return true }
+		c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Inline: all, InlineQuick: all,
+			Handler: wire.HandlerFunc(func(context.Context, *wire.Conn, wire.Msg) (wire.Msg, error) { return &wire.OK{}, nil })})
+		<-c.Done()
 		return
 	}
 	buf := make([]byte, 128)
@@ -396,6 +405,7 @@ const (
 	echoEnv      = "COOPFS_META_ECHO"
 	echoPlain    = "plain"
 	echoTLS      = "tls"
+	echoWire     = "wire"
 	echoHandoffs = "handoffs"
 )
 
@@ -413,8 +423,8 @@ func runEcho(kind string) {
 	switch kind {
 	case echoHandoffs:
 		serveHandoffs(ln, 128)
-	case echoTLS:
-		serveTLS(ln)
+	case echoTLS, echoWire:
+		serveTLS(ln, kind == echoWire)
 	default:
 		servePlain(ln, 128)
 	}
