@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,22 +96,7 @@ func benchCoopfsLstat(b *testing.B, bin string, insecure bool) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	mnt := filepath.Join(cl.Mountpoints()[0], "d")
-	lat := make([]float64, 0, b.N)
-	cost := startCostProbe(map[string]int{roleServer: cl.Server.Pid, roleMount: cl.Clients[0].Pid})
-	var st syscall.Stat_t
-	b.ResetTimer() // b.N files, each looked up once: not b.Loop, which runs as often as it likes
-	for i := range b.N {
-		p := filepath.Join(mnt, fmt.Sprintf("f%d", i))
-		start := time.Now()
-		if err := syscall.Lstat(p, &st); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
-	}
-	b.StopTimer()
-	reportP50(b, lat)
-	reportCost(b, cost, len(lat))
+	timeLstats(b, filepath.Join(cl.Mountpoints()[0], "d"), map[string]int{roleServer: cl.Server.Pid, roleMount: cl.Clients[0].Pid})
 }
 
 // benchWireCalls times wire calls to a coopfs server (process pid) over c.
