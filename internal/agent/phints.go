@@ -210,7 +210,7 @@ func (h *hintsClient) opened(ctx context.Context, f *file) {
 	r, err := f.call(ctx, func(hd uint64) wire.Msg { return &wire.HintsOpen{Handle: hd, File: ino, Version: v} }, true)
 	hr, ok := r.(*wire.HintsReply)
 	if err != nil || !ok {
-		h.a.log.Debug("no hints handed out", "file", ino, "err", err)
+		h.a.log.Warn("no hints handed out on open: the file's blocks come from the server", "file", ino, "err", err)
 		return
 	}
 	bh := make([]hints.BlockHint, len(hr.Hints))

@@ -61,7 +61,11 @@ const maxHintsIDs = 1 << 16
 
 // HintsExportTimeout bounds how long an open waits for the last opener's
 // hints; past it the opener gets none and the last opener is marked down.
-const HintsExportTimeout = time.Second
+// A last opener that is gone fails the call at once (its connection is
+// closed); the bound is for one that is alive but slow, and a second was
+// too short for a loaded machine: the opener then read every block from
+// the server.
+const HintsExportTimeout = 3 * time.Second
 
 func newHintsPolicy(s *Server) (policy, error) {
 	s.digests = newDigests(DefaultDigestEntries)
@@ -309,7 +313,7 @@ func (p *hintsPolicy) open(ctx context.Context, c *wire.Conn, cl *client, m *wir
 		p.mu.Lock()
 		p.hs.ClientFailed(r.HintsFrom)
 		p.mu.Unlock()
-		p.s.log.Debug("last opener did not hand its hints over", "client", r.HintsFrom, "err", err)
+		p.s.log.Warn("last opener did not hand its hints over", "client", r.HintsFrom, "err", err)
 		return reply, nil
 	}
 	p.handouts.Add(1)

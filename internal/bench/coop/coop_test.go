@@ -3,6 +3,7 @@ package coop
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,6 +256,7 @@ func cooperativeRead(t *testing.T, bin, policy string) {
 		t.Fatal(err)
 	}
 	defer c.close()
+	defer logsOnFailure(t, filepath.Join(dir, "tb"))
 	args := func(i int, m *mount) []string {
 		return []string{"--mode", "copy", "--file", filepath.Join(m.dir, "f"), "--digest", d.String()}
 	}
@@ -307,4 +309,26 @@ func checkLaterReaders(t *testing.T, policy string, st2 Stats) {
 	if peer, remote := st2.ReadsBy(obs.LayerPeer), st2.ReadsBy(obs.LayerPeer)+st2.ReadsBy(obs.LayerServerMemory)+st2.ReadsBy(obs.LayerServerDisk); peer <= remote/2 {
 		t.Errorf("clients report %.0f of %.0f remote reads from peers (want > 50%%)", peer, remote)
 	}
+}
+
+// logsOnFailure logs the tail of every process log under dir if t failed:
+// the testbed's directory is a temporary one, gone once the test ends.
+func logsOnFailure(t *testing.T, dir string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".log") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		lines = lines[max(0, len(lines)-40):]
+		t.Logf("%s (last %d lines):\n%s", p, len(lines), strings.Join(lines, "\n"))
+		return nil
+	})
 }
