@@ -140,6 +140,8 @@ type Agent struct {
 	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
+	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
+	pinned     atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
 	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
@@ -475,8 +477,10 @@ func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntr
 // Mkdir implements fusefs.Backend.
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
+	a.entryChanged(tok, path, true, err, &at) // names.go: made empty, under a callback
+	return at, err
 }
 
 // Unlink implements fusefs.Backend.
@@ -486,8 +490,9 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
 	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
-	defer a.changedHere(true, path)
+	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
+	a.entryChanged(tok, path, false, err, nil)
 	if err == nil {
 		a.wb.removed(path)
 	}
@@ -498,8 +503,9 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
 	t := a.dirs.begin(path) // the directory itself goes
 	defer a.dirs.end(t, nil)
-	defer a.changedHere(true, path)
+	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
+	a.entryChanged(tok, path, false, err, nil)
 	return err
 }
 
@@ -511,6 +517,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	defer a.changedHere(true, oldPath, newPath)
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
+	a.renamedHere(oldPath, newPath, flags, err) // names.go
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
 	}
@@ -520,10 +527,12 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
 	a.endAllHolds(ctx)
-	defer a.changedHere(false, oldPath, newPath)
+	defer a.changedHere(false, oldPath)
+	tok := a.cbs.token()
 	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
 	}, a.getAttr(ctx, newPath))
+	a.entryChanged(tok, newPath, true, err, nil)
 	if err == nil {
 		a.changedIno(at.Ino)
 	}
@@ -533,8 +542,10 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 // Symlink implements fusefs.Backend.
 func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
+	a.entryChanged(tok, path, true, err, nil)
+	return at, err
 }
 
 // Readlink implements fusefs.Backend.
@@ -570,6 +581,9 @@ func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, 
 		a.cbs.hits.Add(1)
 		return f, attr, nil
 	}
+	if a.openReadable(flags) {
+		return a.openRead(ctx, path, flags) // openread.go: the data may come along
+	}
 	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
 }
 
@@ -601,21 +615,14 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		}
 		return a.sess.call(ctx, as(ctx, m), idempotent)
 	}
-	if !idempotent {
-		defer a.changedHere(false, path)
-	}
 	tok := a.cbs.token()
 	mark := a.wb.mark()
-	r, gen, err := call()
-	// The per-client handle cap: files closed a moment ago make room once
-	// their releases reach the server, but the kernel sends a RELEASE
-	// only after close(2) returned, and this agent batches them. Send what
-	// is queued and try again, a few times over a short while.
-	for try := 0; errors.Is(err, syscall.EMFILE) && try < capRetries; try++ {
-		if a.releases.flushWait(true) == 0 {
-			time.Sleep(capRetryWait)
-		}
-		r, gen, err = call()
+	r, gen, err := a.retryCap(call) // openread.go: the per-client handle cap
+	switch {
+	case create:
+		a.entryChanged(tok, path, true, err, nil) // names.go
+	case !idempotent:
+		a.changedHere(false, path) // an O_TRUNC open
 	}
 	if err != nil {
 		return nil, wire.Attr{}, err

@@ -55,14 +55,22 @@ func (a *Agent) cachedAttr(p string) (wire.Attr, bool) {
 // attrOf answers a lookup or getattr of p from the cache, or sends m and
 // caches its reply.
 func (a *Agent) attrOf(ctx context.Context, p string, m wire.Msg) (wire.Attr, error) {
-	attr, ok, missing := a.cachedAttrOrMissing(p)
-	switch {
-	case ok:
-		a.cbs.hits.Add(1)
-		return attr, nil
-	case missing:
-		a.cbs.hits.Add(1)
-		return wire.Attr{}, fmt.Errorf("%s: %w", p, syscall.ENOENT)
+	_, lookup := m.(*wire.Lookup)
+	for try := 0; ; try++ {
+		attr, ok, missing := a.cachedAttrOrMissing(p)
+		switch {
+		case ok:
+			a.cbs.hits.Add(1)
+			return attr, nil
+		case missing:
+			a.cbs.hits.Add(1)
+			return wire.Attr{}, fmt.Errorf("%s: %w", p, syscall.ENOENT)
+		}
+		// names.go: the directory's listing answers this lookup and the
+		// next ones.
+		if try > 0 || !lookup || !a.listForLookup(ctx, p) {
+			break
+		}
 	}
 	a.cbs.misses.Add(1)
 	tok := a.cbs.token()

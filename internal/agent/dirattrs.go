@@ -64,6 +64,9 @@ func (a *Agent) pipeline(ctx context.Context, c *wire.Conn) {
 	_, err := c.Call(ctx, &wire.ParentAttrs{})
 	a.dirs.on.Store(err == nil && a.dirs.ttl > 0)
 	a.holds.noCommit.Store(err != nil)
+	// A server that knows ParentAttrs knows the types 160–169 too; a proxy
+	// answers ENOSYS (it follows the opens it relays).
+	a.fastMeta.Store(err == nil)
 }
 
 // parentDir is the path of the directory holding p ("" for the root).

@@ -22,8 +22,10 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
+	a.entryChanged(tok, path, true, err, nil)
+	return at, err
 }
 
 func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"syscall"
 	"time"
@@ -68,6 +70,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.watch.busy(ino)
 		defer s.watch.idle(ino)
 	}
+	since := s.cbs.begin()
 	r, err := serve()
 	if err == nil {
 		if ino != 0 {
@@ -75,8 +78,46 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		}
 		s.recordRename(inner)
 		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
+		if mk, ok := inner.(*wire.Mkdir); ok {
+			s.grantMade(cl, since, mk.Path, r)
+		}
 	}
 	return r, err
+}
+
+// grantMade grants the client that made directory p (its reply r) a
+// callback on it: the directory is new and empty, so the client knows its
+// every entry and answers lookups of names in it without asking (the
+// kernel looks up every name before it creates it). The directory is
+// watched before it is checked empty, so no direct change in the export
+// slips between; one that is not empty (a direct change came first) or
+// cannot be watched is granted as raced: the client is sent a break at
+// once and caches nothing of it.
+func (s *Server) grantMade(cl *client, since uint64, p string, r wire.Msg) {
+	ar, ok := r.(*wire.AttrReply)
+	if !ok || ar.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return
+	}
+	c, err := clean(p)
+	if err != nil || c == "." {
+		return
+	}
+	ino, watched := s.watch.watch(c)
+	if watched && (ino != ar.Attr.Ino || !s.emptyDir(c)) {
+		watched = false
+	}
+	s.cbs.grantWatched(cl.id, since, watched, grantObj{ino: ar.Attr.Ino, kind: wire.CallbackDir})
+}
+
+// emptyDir reports whether directory p (cleaned) has no entry.
+func (s *Server) emptyDir(p string) bool {
+	f, err := s.openDirFile(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // recordRename records the new state (ctime) of a regular file that m,
@@ -92,7 +133,7 @@ func (s *Server) recordRename(m wire.Msg) {
 		return
 	}
 	if c, err := clean(r.New); err == nil {
-		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+		if fi, err := s.lstatAny(c); err == nil && fi.Mode().IsRegular() {
 			s.versions.observe(fi.Sys().(*syscall.Stat_t))
 		}
 	}
@@ -113,7 +154,7 @@ func (s *Server) recordXattrChange(m wire.Msg) {
 		return
 	}
 	if c, err := clean(p); err == nil {
-		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+		if fi, err := s.lstatAny(c); err == nil && fi.Mode().IsRegular() {
 			s.versions.observe(fi.Sys().(*syscall.Stat_t))
 		}
 	}
@@ -207,6 +248,8 @@ func pathOf(m wire.Msg) string {
 		return m.Path
 	case *wire.OpenPinned:
 		return m.Path
+	case *wire.OpenRead:
+		return m.Path
 	case *wire.Create:
 		return m.Path
 	}
@@ -217,7 +260,7 @@ func pathOf(m wire.Msg) string {
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create, *wire.Revalidate:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.OpenRead, *wire.Create, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -253,6 +296,8 @@ func granted(r wire.Msg, dir uint64) []grantObj {
 		return []grantObj{grantOf(&r.Attr)}
 	case *wire.OpenReply:
 		return []grantObj{grantOf(&r.Attr)}
+	case *wire.OpenData:
+		return []grantObj{grantOf(&r.Attr)}
 	case *wire.ReadDirPlusReply:
 		objs := make([]grantObj, 0, len(r.Entries)+1)
 		objs = append(objs, grantObj{ino: dir, kind: wire.CallbackDir})
@@ -287,7 +332,7 @@ func (s *Server) inoOf(p string) uint64 {
 	if err != nil {
 		return 0
 	}
-	fi, err := s.root.Lstat(c)
+	fi, err := s.lstatAny(c)
 	if err != nil {
 		return 0
 	}
@@ -300,7 +345,7 @@ func (s *Server) regularIno(p string) uint64 {
 	if err != nil {
 		return 0
 	}
-	fi, err := s.root.Lstat(c)
+	fi, err := s.lstatAny(c)
 	if err != nil || !fi.Mode().IsRegular() {
 		return 0
 	}

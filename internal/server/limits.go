@@ -169,7 +169,7 @@ func inline(m wire.Msg) bool {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
 		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
 		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
-		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned:
+		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned, *wire.OpenRead:
 		return true
 	}
 	return false

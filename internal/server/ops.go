@@ -54,6 +54,8 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.open(c, m.Path, m.Flags|syscall.O_CREAT, m.Mode, &m.UID, &m.GID)
 	case *wire.Open:
 		return s.open(c, m.Path, m.Flags&^(syscall.O_CREAT|syscall.O_EXCL), 0, nil, nil)
+	case *wire.OpenRead:
+		return s.openRead(c, m) // openread.go
 	case *wire.Unlink:
 		return nil, s.remove(m.Path, false)
 	case *wire.Rmdir:

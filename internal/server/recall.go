@@ -89,6 +89,8 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		path = m.Path
 	case *wire.OpenPinned:
 		path = m.Path
+	case *wire.OpenRead:
+		path = m.Path
 	case *wire.Create:
 		path = m.Path
 	case *wire.Rename:
