@@ -221,6 +221,9 @@ func (c *cbCache) missing(p string) bool {
 	if _, ok := c.neg[dir][name]; ok {
 		return true
 	}
+	if len(name) > nameMax {
+		return false // the server's ENAMETOOLONG, not ENOENT
+	}
 	names, ok := c.full[dir]
 	if !ok {
 		return false

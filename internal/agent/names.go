@@ -182,3 +182,7 @@ func (a *Agent) listForLookup(ctx context.Context, p string) bool {
 	})
 	return err == nil
 }
+
+// nameMax is the longest name a directory's listing can hold (NAME_MAX);
+// a longer one is the server's to refuse (ENAMETOOLONG).
+const nameMax = 255
