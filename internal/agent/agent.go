@@ -383,8 +383,9 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 		again = func() (wire.Attr, error) { return of.serverAttr(ctx) }
 	}
 	// A file with dirty data keeps its size here (writeback_attr.go).
+	tok := a.cbs.token()
 	attr, err := a.settledAttr(ask, again)
-	a.changedHere(false, path)
+	a.setAttrHere(tok, path, attr, err) // cached.go
 	if err != nil {
 		return attr, err
 	}

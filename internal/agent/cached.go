@@ -230,6 +230,24 @@ func (a *Agent) changedHere(gone bool, ps ...string) {
 	cb.mu.Unlock()
 }
 
+// setAttrHere notes this agent's own setattr of p, whose reply (read after
+// tok) gave attributes at, or failed with err: what was cached of p and
+// its directory's listing goes, and p's new attributes are cached while
+// p's callback holds and still names that object — the kernel asks for
+// them again after a chown (tar's fstat of each directory it sets up).
+func (a *Agent) setAttrHere(tok cbToken, p string, at wire.Attr, err error) {
+	cb := a.cbs
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	c := cb.c
+	par, parOK := c.paths[parentOf(p)]
+	parFresh := p != "" && parOK && c.fresh(tok, par.ino) // before this change's own mark (changedHere)
+	c.changedHere(p, false)
+	if h, ok := c.paths[p]; ok && err == nil && parFresh && h.ino == at.Ino && c.fresh(tok, at.Ino) {
+		c.put(p, at)
+	}
+}
+
 // Changed implements vfs.Callbacks.
 func (a *Agent) Changed(ino uint64) { a.changedIno(ino) }
 

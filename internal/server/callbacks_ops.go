@@ -424,9 +424,13 @@ func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 			break
 		}
 		// The IN_ATTRIB events of a directory's or a symlink's attributes
-		// (a regular file's are told apart by its stat, versions.go).
+		// (a regular file's are told apart by its stat, versions.go): on
+		// its parent's watch, and on a directory's own.
 		it := s.entryItem(pathOf2(m))
 		s.watch.expect(it.Ino, it.Name, 4)
+		if ino := s.inoOf(pathOf2(m)); ino != 0 {
+			s.watch.expect(ino, wire.BreakAttr, 4)
+		}
 	}
 	return items
 }

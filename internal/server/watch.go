@@ -276,7 +276,7 @@ func (w *watcher) parse(b []byte) (overflow bool, items []wire.BreakItem) {
 // event is the break one event asks for, if any.
 func (w *watcher) event(d watchedDir, mask uint32, name string) (wire.BreakItem, bool) {
 	if name == "" {
-		if mask&unix.IN_ATTRIB != 0 {
+		if mask&unix.IN_ATTRIB != 0 && !w.consume(d.ino, "") {
 			return wire.BreakItem{Ino: d.ino}, true
 		}
 		return wire.BreakItem{}, false
