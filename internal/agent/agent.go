@@ -138,6 +138,8 @@ type Agent struct {
 	releases   releaser                  // releases of closed files, batched (release.go)
 	holds      holds                     // files holding writes back (pipe.go)
 	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
+	delegs     delegs                    // directory delegations held (deleg.go)
+	pend       pending                   // entry changes answered here, to send (defer.go, newfile.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
@@ -161,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
+	a.pend.init(a)
 	a.dirs.ttl = cfg.DirAttrTimeout
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
@@ -183,7 +186,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
-		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
+		connected: func(gen uint64, registered bool) {
+			a.delegs.connected()
+			a.cbs.connected(gen, registered)
+			a.wbReconnected()
+		}, lost: a.cbs.lost}
 	a.sess.register = func(ctx context.Context, c *wire.Conn) bool {
 		a.pipeline(ctx, c) // dirattrs.go
 		return !cfg.NoCallbacks && register(ctx, c)
@@ -210,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.openMetaIf(ctx)
+	a.delegs.init(a)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -265,8 +273,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return &wire.OK{}, nil
 	}
 	if m, ok := m.(*wire.CallbackBreak); ok {
-		a.dirs.clear()      // dirattrs.go: someone else changed something
-		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
+		a.dirs.clear()            // dirattrs.go: someone else changed something
+		a.wb.recall(ctx, m)       // a write delegation's break: write back first (writeback_deleg.go)
+		a.delegs.recalled(ctx, m) // a directory delegation's: send what was answered here first (deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
 	if m, ok := m.(*wire.WarmupAssign); ok {
@@ -290,6 +299,8 @@ func (a *Agent) Close() error {
 	}
 	a.warm.close()
 	a.policy().close()
+	a.pend.flush(context.Background()) // defer.go: what was answered here goes out
+	a.delegs.close()
 	a.releases.close()
 	a.sess.close()
 	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
@@ -304,8 +315,15 @@ func (a *Agent) BlockSize() int {
 // Metrics returns the agent's counters.
 func (a *Agent) Metrics() *obs.Metrics { return a.metrics }
 
+// pathCall sends m, a request that names paths, as the caller of ctx,
+// after the changes answered here that it depends on (defer.go).
+func (a *Agent) pathCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Msg, uint64, error) {
+	a.pend.before(ctx, m)
+	return a.sess.call(ctx, as(ctx, m), idempotent)
+}
+
 func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Attr, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	r, _, err := a.pathCall(ctx, m, idempotent)
 	if err != nil {
 		return wire.Attr{}, err
 	}
@@ -330,7 +348,7 @@ func (a *Agent) entryAttrCall(ctx context.Context, m wire.Msg, path string, idem
 }
 
 func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
-	_, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	_, _, err := a.pathCall(ctx, m, idempotent)
 	return err
 }
 
@@ -345,12 +363,18 @@ func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
+	if at, ok := a.delegs.dirAttr(path); ok {
+		return at, nil // deleg.go: its changes answered here included
+	}
 	if at, ok := a.dirs.get(path); ok {
 		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
 	}
 	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.attrOf(ctx, path, &wire.GetAttr{Path: path})
 	}, a.getAttr(ctx, path))
+	if err == nil && at.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		a.delegs.serverAttr(path, at) // deleg.go
+	}
 	a.holds.overlay(&at) // pipe.go
 	return at, err
 }
@@ -389,6 +413,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err != nil {
 		return attr, err
 	}
+	a.delegs.serverAttr(path, attr) // deleg.go: a delegated directory's own
 	if in.Valid&wire.SetSize != 0 && !a.wb.holds(attr.Ino) {
 		old := uint64(0)
 		if of != nil {
@@ -408,7 +433,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, error) {
 	var all []wire.DirEntry
 	for {
-		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}), true)
+		r, _, err := a.pathCall(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}, true)
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +461,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 	var all []wire.DirEntryPlus
 	for {
 		mark := a.wb.mark()
-		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
+		r, _, err := a.pathCall(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}, true)
 		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
 			return a.readDirNoAttrs(ctx, path)
 		}
@@ -481,11 +506,18 @@ func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr,
 	tok := a.cbs.token()
 	at, err := a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
 	a.entryChanged(tok, path, true, err, &at) // names.go: made empty, under a callback
+	if err == nil {
+		a.delegs.ask(ctx, path, reserveFirst) // deleg.go: what comes next in it may not wait
+	}
 	return at, err
 }
 
 // Unlink implements fusefs.Backend.
 func (a *Agent) Unlink(ctx context.Context, path string) error {
+	if ok, err := a.deferRemove(ctx, path, false); ok {
+		return err // defer.go: answered here, sent later
+	}
+	a.delegs.askBefore(ctx, parentOf(path), 0)
 	// Files closed a moment ago may still be open at the server (their
 	// releases wait in the batch, release.go): sent first, so that removing
 	// a file just closed frees its space at once, as on a local disk.
@@ -502,11 +534,18 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 
 // Rmdir implements fusefs.Backend.
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
+	if ok, err := a.deferRemove(ctx, path, true); ok {
+		return err // defer.go: sent with the removals queued before it
+	}
+	a.delegs.askBefore(ctx, parentOf(path), 0)
 	t := a.dirs.begin(path) // the directory itself goes
 	defer a.dirs.end(t, nil)
 	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
 	a.entryChanged(tok, path, false, err, nil)
+	if f := a.pend.takeFailure(path); f != nil {
+		return f // a removal in it answered here failed: why it is not empty
+	}
 	return err
 }
 
@@ -519,6 +558,8 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	a.renamedHere(oldPath, newPath, flags, err) // names.go
+	a.delegs.forgetAttr(parentOf(oldPath))      // deleg.go: link counts, times
+	a.delegs.forgetAttr(parentOf(newPath))
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
 	}
@@ -551,7 +592,7 @@ func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, er
 
 // Readlink implements fusefs.Backend.
 func (a *Agent) Readlink(ctx context.Context, path string) (string, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, &wire.Readlink{Path: path}), true)
+	r, _, err := a.pathCall(ctx, &wire.Readlink{Path: path}, true)
 	if err != nil {
 		return "", err
 	}
@@ -590,6 +631,10 @@ func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, 
 
 // Create implements fusefs.Backend.
 func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32) (vfs.File, wire.Attr, error) {
+	if f, at, ok := a.createHere(ctx, path, flags, mode); ok {
+		return f, at, nil // newfile.go: created into a reserved file, sent with its close
+	}
+	a.delegs.askBefore(ctx, parentOf(path), reserveFirst)
 	c, _ := vfs.CallerOf(ctx)
 	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
 }
@@ -614,7 +659,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		if create {
 			return a.entryCall(ctx, m, path, idempotent) // dirattrs.go
 		}
-		return a.sess.call(ctx, as(ctx, m), idempotent)
+		return a.pathCall(ctx, m, idempotent)
 	}
 	tok := a.cbs.token()
 	mark := a.wb.mark()

@@ -44,6 +44,9 @@ type file struct {
 	// while the file has no server handle to read it again (openread.go).
 	pin        []byte
 	pinVersion uint64
+	// newFile is set while a file created here (newfile.go) is not on the
+	// server yet.
+	newFile *newFile
 
 	// wholefile policy (pwholefile.go): the commit counter the open was
 	// handed (0: none), and whether the file was written since (a close
@@ -138,6 +141,9 @@ func (f *file) setAttr(a wire.Attr) {
 // connection was re-established since (the server may have restarted and
 // forgotten it). A file replaced in the meantime fails with EIO.
 func (f *file) handle(ctx context.Context) (uint64, error) {
+	if err := f.sendNew(ctx); err != nil {
+		return 0, err // newfile.go: created here, refused there
+	}
 	_, gen, err := f.a.sess.current(ctx)
 	if err != nil {
 		return 0, err
@@ -151,7 +157,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
-	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
+	r, gen, err := f.a.pathCall(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}, true)
 	if err != nil {
 		return 0, fmt.Errorf("reopen %s after reconnecting: %v: %w", f.path, err, syscall.EIO)
 	}

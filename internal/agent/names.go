@@ -106,9 +106,10 @@ func (c *cbCache) entryDone(p string, added bool, o outcome) {
 // entryChanged notes this agent's own entry change of p (err: its
 // outcome) in the callbacks cache: the directory's listing and
 // attributes, p itself (removed, when it was), and the directory's
-// complete listing. made, for a directory this agent made, is its
-// attributes: the server granted the maker a callback on it, read after
-// tok, so it is cached as empty (unless a break since says otherwise).
+// complete listing. made, for an object this agent made, is its
+// attributes, cached under the callback the server granted the maker (read
+// after tok, unless a break since says otherwise); a directory made is
+// empty.
 func (a *Agent) entryChanged(tok cbToken, p string, added bool, err error, made *wire.Attr) {
 	o := outcomeOf(err)
 	cb := a.cbs
@@ -125,11 +126,10 @@ func (a *Agent) entryChanged(tok cbToken, p string, added bool, err error, made 
 	}
 	c.changedHere(p, gone)
 	c.entryDone(p, added, o)
-	if made == nil || o != done || !parFresh || !a.fastMeta.Load() ||
-		!c.fresh(tok, made.Ino) || made.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	if made == nil || o != done || !parFresh || !a.fastMeta.Load() || !c.fresh(tok, made.Ino) {
 		return
 	}
-	if c.put(p, *made) {
+	if c.put(p, *made) && made.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		c.setFull(p, nil)
 	}
 }

@@ -75,7 +75,7 @@ func (a *Agent) openRead(ctx context.Context, p string, flags uint32) (*file, wi
 	lazy := a.liveGen() != 0 && a.pinned.Load() < pinMax
 	tok := a.cbs.token()
 	m := &wire.OpenRead{Path: p, Flags: flags, Max: a.inlineMax(), Lazy: lazy}
-	r, gen, err := a.retryCap(func() (wire.Msg, uint64, error) { return a.sess.call(ctx, as(ctx, m), true) })
+	r, gen, err := a.retryCap(func() (wire.Msg, uint64, error) { return a.pathCall(ctx, m, true) })
 	if err != nil {
 		return nil, wire.Attr{}, err
 	}

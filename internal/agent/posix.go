@@ -29,7 +29,7 @@ func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire
 }
 
 func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, m), true)
+	r, _, err := a.pathCall(ctx, m, true)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -52,7 +52,8 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	a.endAllHolds(ctx)      // a held write would drop security.capability after it
+	a.endAllHolds(ctx) // a held write would drop security.capability after it
+	a.delegs.forgetAttr(path)
 	t := a.dirs.begin(path) // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
@@ -62,6 +63,7 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
+	a.delegs.forgetAttr(path)
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)

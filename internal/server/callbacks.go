@@ -249,6 +249,10 @@ type callbacks struct {
 	// beforeDrop, if set, is called with mu held before a client's
 	// callbacks are forgotten (recall.go keeps its write delegations).
 	beforeDrop func(client uint32)
+	// elsewhere, if set, reports an object another client than the
+	// grantee holds a delegation of (dirdeleg.go): grants of it are
+	// answered by a break, as raced ones are.
+	elsewhere func(ino uint64, client uint32) bool
 
 	// counters for /metrics
 	grants, breaksSent, breakTimeouts, races atomic.Int64
@@ -274,6 +278,13 @@ func (cb *callbacks) left(client uint32) {
 	}
 	cb.t.dropClient(client)
 	cb.mu.Unlock()
+}
+
+// registered reports whether client registered for callbacks.
+func (cb *callbacks) registered(client uint32) bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return cb.conns[client] != nil
 }
 
 // active reports whether any client is registered (when none is, requests
@@ -306,6 +317,13 @@ func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 		return
 	}
 	r := cb.t.grant(client, since, objs...)
+	if cb.elsewhere != nil {
+		for _, o := range objs {
+			if o.kind == wire.CallbackDir && cb.elsewhere(o.ino, client) {
+				r.raced = append(r.raced, wire.BreakItem{Ino: o.ino, Name: wire.BreakEntries})
+			}
+		}
+	}
 	var all bool
 	if r.overflow {
 		cb.t.dropClient(client)

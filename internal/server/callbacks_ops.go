@@ -40,8 +40,12 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 	if r, done, err := s.recalls.serve(ctx, s, cl, inner); done {
 		return r, err // recall.go: write delegations
 	}
+	s.recallDirs(ctx, cl, inner) // dirdeleg.go: other clients' directory delegations
 	if cl == nil || !s.cbs.active() {
 		return serve()
+	}
+	if dd, ok := inner.(*wire.DirDelegate); ok {
+		return s.delegated(ctx, cl, dd, serve)
 	}
 	if hands, dir := handsOut(inner); hands {
 		since := s.cbs.begin()
@@ -226,6 +230,11 @@ func (s *Server) writtenIno(c *wire.Conn, m wire.Msg) uint64 {
 			return s.regularIno(m.Path)
 		}
 		return 0
+	case *wire.CommitNew:
+		if cl, _ := c.Value.Load().(*client); cl != nil {
+			return s.ddelegs.tmpIno(cl.id, m.Token)
+		}
+		return 0
 	default:
 		return 0
 	}
@@ -252,6 +261,8 @@ func pathOf(m wire.Msg) string {
 		return m.Path
 	case *wire.Create:
 		return m.Path
+	case *wire.CommitNew:
+		return m.Path
 	}
 	return ""
 }
@@ -260,7 +271,7 @@ func pathOf(m wire.Msg) string {
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.OpenRead, *wire.Create, *wire.Revalidate:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.OpenRead, *wire.Create, *wire.CommitNew, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -394,6 +405,8 @@ func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 	switch m := m.(type) {
 	case *wire.Create:
 		entry(m.Path, 1)
+	case *wire.CommitNew:
+		entry(m.Path, 1) // the linkat
 	case *wire.Mkdir:
 		entry(m.Path, created)
 	case *wire.Symlink:
@@ -459,7 +472,7 @@ func breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
 		ino = r.Attr.Ino
 	}
 	switch m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.CommitNew, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
 		if ino != 0 {
 			return []wire.BreakItem{{Ino: ino}}
 		}

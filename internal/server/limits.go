@@ -106,6 +106,11 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (r wire
 			r, err = nil, fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)
 		}
 	}()
+	if as, ok := m.(*wire.As); ok {
+		if b, ok := as.Msg.(*wire.EntryBatch); ok {
+			return s.entryBatch(ctx, c, as, b) // entrybatch.go: each removal as itself
+		}
+	}
 	r, err = s.serveCallbacks(ctx, c, m, func() (wire.Msg, error) { return s.serveAs(ctx, c, m) })
 	if err == nil {
 		r = s.withParent(c, m, r) // entry.go
@@ -169,7 +174,8 @@ func inline(m wire.Msg) bool {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
 		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
 		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
-		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned, *wire.OpenRead:
+		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned, *wire.OpenRead,
+		*wire.DirDelegate, *wire.DirReturn, *wire.EntryBatch:
 		return true
 	}
 	return false

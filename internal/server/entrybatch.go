@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// What a delegation's holder answered on its own reaches the server in two
+// messages (dirdeleg.go): removals in ordered batches (EntryBatch), each
+// served as the Unlink or Rmdir it stands for — with its callback breaks,
+// its watch expectations and its identity — stopping at the first that
+// fails; and each file it created, with the file's close (CommitNew): the
+// reserved unnamed file gets its mode and times, its name (linkat), and the
+// held writes and attribute changes, as a Commit applies them.
+
+// entryBatch serves an EntryBatch wrapped in as, exactly once per (client
+// boot id, Seq).
+func (s *Server) entryBatch(ctx context.Context, c *wire.Conn, as *wire.As, b *wire.EntryBatch) (wire.Msg, error) {
+	cl, _ := c.Value.Load().(*client)
+	if cl == nil {
+		return nil, syscall.EPROTO
+	}
+	defer func() {
+		for _, h := range b.Release {
+			s.release(c, h) // an unknown handle: nothing to close
+		}
+	}()
+	id := writeID{cl.bootID, b.Seq}
+	e, dup := s.drc.begin(id)
+	if dup {
+		<-e.done
+		s.drcHits.Add(1)
+		if e.batch == nil {
+			return nil, e.err
+		}
+		return e.batch, nil
+	}
+	r := &wire.EntryDone{}
+	for _, op := range b.Ops {
+		var m wire.Msg = &wire.Unlink{Path: op.Path}
+		if op.Dir {
+			m = &wire.Rmdir{Path: op.Path}
+		}
+		one := *as
+		one.Msg = m
+		if _, err := s.serveMsg(ctx, c, &one); err != nil {
+			r.Errno, r.Msg = uint32(wire.ErrnoOf(err)), s.scrub(err).Error()
+			break
+		}
+		r.Done++
+	}
+	e.batch = r
+	s.drc.finish(e, nil, nil)
+	return r, nil
+}
+
+// commitNew serves CommitNew (as the identity of its As; the umask is
+// applied to Mode already), exactly once per (client boot id, Seq).
+func (s *Server) commitNew(c *wire.Conn, m *wire.CommitNew) (wire.Msg, error) {
+	cm := m.AsCommit()
+	if err := checkCommit(cm); err != nil {
+		return nil, err
+	}
+	cl, _ := c.Value.Load().(*client)
+	if cl == nil {
+		return nil, syscall.EPROTO
+	}
+	defer func() {
+		for _, h := range m.Release {
+			s.release(c, h)
+		}
+	}()
+	id := writeID{cl.bootID, m.Seq}
+	e, dup := s.drc.begin(id)
+	if dup {
+		<-e.done
+		s.drcHits.Add(1)
+		if e.open == nil {
+			return nil, e.err
+		}
+		return e.open, nil
+	}
+	r, err := s.createReserved(c, cl, m, cm)
+	e.open = r
+	s.drc.finish(e, nil, err)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// createReserved names the reserved file of m at m.Path and applies the
+// held operations; the file's handle is the client's from then on.
+func (s *Server) createReserved(c *wire.Conn, cl *client, m *wire.CommitNew, cm *wire.Commit) (*wire.OpenReply, error) {
+	p, err := clean(m.Path)
+	if err != nil || p == "." {
+		return nil, fmt.Errorf("create %q: %w", m.Path, syscall.EINVAL)
+	}
+	tf, err := s.ddelegs.takeTmp(cl.id, m.Token, p)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(tf.f.Fd())
+	now := [2]unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	if err := unix.Fchmod(fd, m.Mode&0o7777); err != nil {
+		tf.f.Close()
+		return nil, &os.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	if err := futimens(fd, now); err != nil {
+		tf.f.Close()
+		return nil, &os.PathError{Op: "utimes", Path: p, Err: err}
+	}
+	dir, base, err := s.openParent(p)
+	if err != nil {
+		tf.f.Close()
+		return nil, err
+	}
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), int(dir.Fd()), base, unix.AT_SYMLINK_FOLLOW)
+	dir.Close()
+	if err != nil {
+		tf.f.Close()
+		return nil, &os.PathError{Op: "create", Path: p, Err: err}
+	}
+	of := &openFile{f: tf.f, ino: tf.ino, owner: c}
+	h := s.handles.add(of, s.cfg.Limits.MaxHandles+maxReserved) // reserved files count against their own bound
+	if h == 0 {
+		tf.f.Close()
+		return nil, fmt.Errorf("create %s: %w", p, syscall.EMFILE)
+	}
+	ar, err := s.commitOnce(of, cm)
+	if err != nil {
+		s.release(c, h)
+		return nil, err
+	}
+	if len(cm.Ops) == 0 {
+		// No write: still a new file (its version is its first state).
+		if fi, err := tf.f.Stat(); err == nil {
+			ar = s.fattr(tf.f, fi)
+		}
+	}
+	return &wire.OpenReply{Handle: h, Attr: ar.Attr}, nil
+}
