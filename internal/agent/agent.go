@@ -390,6 +390,9 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
 	}
+	if in.Valid&(wire.SetMode|wire.SetUID|wire.SetGID) != 0 && of == nil {
+		a.delegs.invalidate(ctx, path) // deleg.go: the verdicts rest on permissions
+	}
 	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
 	defer a.dirs.end(t, nil)
 	ask, again := func() (wire.Attr, error) { return a.attrCall(ctx, m, true) }, a.getAttr(ctx, path)
@@ -457,6 +460,7 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		return ents, nil
 	}
 	a.cbs.misses.Add(1)
+	a.delegs.listing(ctx, path) // deleg.go: rm -rf's next removals need not wait
 	tok := a.cbs.token()
 	var all []wire.DirEntryPlus
 	for {

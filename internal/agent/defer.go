@@ -320,7 +320,7 @@ func (a *Agent) deferRemove(ctx context.Context, p string, dir bool) (ok bool, e
 	tok := a.cbs.token()
 	a.pend.push(op)
 	a.entryChanged(tok, p, false, nil, nil) // names.go: gone from the listing
-	a.delegs.changed(dl, links)
+	a.delegs.changed(dl, links, true)
 	a.delegs.use.RUnlock()
 	if !dir {
 		return true, nil

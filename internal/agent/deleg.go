@@ -55,9 +55,10 @@ type deleg struct {
 	// They are not known at the grant (a change of this agent's may have
 	// crossed it); the first getattr asks the server, after the changes
 	// queued in the directory.
-	attr   wire.Attr
-	attrOK bool
-	used   time.Time
+	attr     wire.Attr
+	attrOK   bool
+	used     time.Time
+	removing bool // a removal was answered here (rm -rf: its subdirectories follow)
 }
 
 // delegs is the agent's table of directory delegations.
@@ -172,6 +173,27 @@ func (d *delegs) askBefore(ctx context.Context, dir string, reserve uint32) {
 	}
 }
 
+// listing asks for the delegation of directory dir, about to be listed
+// from the server, when this agent is removing entries of its parent under
+// the parent's delegation: `rm -rf` lists a directory before it removes
+// its entries, and with the delegation asked with the listing, the first
+// removal need not wait for the server either.
+func (d *delegs) listing(ctx context.Context, dir string) {
+	if dir == "" {
+		return
+	}
+	dl := d.held(parentOf(dir))
+	if dl == nil {
+		return
+	}
+	d.mu.Lock()
+	removing := dl.removing
+	d.mu.Unlock()
+	if removing {
+		d.ask(ctx, dir, 0)
+	}
+}
+
 // request sends one DirDelegate and records its answer. An answer that
 // crossed a recall or a return (epoch moved) is not used: what it granted
 // may be gone already (the server then holds a delegation this agent does
@@ -255,9 +277,11 @@ func (d *delegs) takeReserved(dl *deleg, c vfs.Caller) (wire.Reserved, bool) {
 
 // changed applies a change answered here to dl's attributes: the times,
 // and the link count (links: +1 for a directory made, -1 for one removed).
-func (d *delegs) changed(dl *deleg, links int) {
+// removal says it removed an entry.
+func (d *delegs) changed(dl *deleg, links int, removal bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	dl.removing = dl.removing || removal
 	now := time.Now().UnixNano()
 	dl.attr.Mtime, dl.attr.Ctime = now, now
 	dl.attr.Nlink = uint32(int(dl.attr.Nlink) + links)
@@ -353,6 +377,37 @@ func (d *delegs) recalled(ctx context.Context, m *wire.CallbackBreak) {
 	if m.Kind != wire.CallbackWrite {
 		d.give(inos)
 	}
+}
+
+// invalidate gives back the delegations of directory p and of those below
+// it, after sending what was answered under them: this agent is about to
+// change p's permissions or ACLs, on which their verdicts rest.
+func (d *delegs) invalidate(ctx context.Context, p string) {
+	d.mu.Lock()
+	var hit []*deleg
+	for dp, dl := range d.byPath {
+		if p == "" || dp == p || strings.HasPrefix(dp, p+"/") {
+			hit = append(hit, dl)
+		}
+	}
+	d.mu.Unlock()
+	if len(hit) == 0 {
+		return
+	}
+	d.use.Lock()
+	defer d.use.Unlock()
+	d.a.pend.flush(ctx)
+	d.mu.Lock()
+	d.epoch++
+	var inos []uint64
+	for _, dl := range hit {
+		if d.byPath[dl.path] == dl {
+			d.dropLocked(dl)
+			inos = append(inos, dl.ino)
+		}
+	}
+	d.mu.Unlock()
+	d.give(inos)
 }
 
 // returnAll forgets every delegation, giving them back when tell is set.

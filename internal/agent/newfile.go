@@ -66,7 +66,7 @@ func (a *Agent) createHere(ctx context.Context, p string, flags, mode uint32) (*
 	tok := a.cbs.token()
 	f.newFile.op = a.pend.push(&pendOp{kind: pendCreate, path: p, caller: c, f: f})
 	a.entryChanged(tok, p, true, nil, &at) // names.go: p is in the listing now, with at
-	a.delegs.changed(dl, 0)
+	a.delegs.changed(dl, 0, false)
 	a.startHold(f)
 	return f, at, true
 }

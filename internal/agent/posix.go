@@ -52,9 +52,9 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	a.endAllHolds(ctx) // a held write would drop security.capability after it
-	a.delegs.forgetAttr(path)
-	t := a.dirs.begin(path) // an ACL changes a directory's mode
+	a.endAllHolds(ctx)             // a held write would drop security.capability after it
+	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
+	t := a.dirs.begin(path)        // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
@@ -63,7 +63,7 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
-	a.delegs.forgetAttr(path)
+	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
