@@ -521,6 +521,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	if ok, err := a.deferRemove(ctx, path, false); ok {
 		return err // defer.go: answered here, sent later
 	}
+	a.delegs.removing(parentOf(path))
 	a.delegs.askBefore(ctx, parentOf(path), 0)
 	// Files closed a moment ago may still be open at the server (their
 	// releases wait in the batch, release.go): sent first, so that removing
@@ -541,6 +542,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 	if ok, err := a.deferRemove(ctx, path, true); ok {
 		return err // defer.go: sent with the removals queued before it
 	}
+	a.delegs.removing(parentOf(path))
 	a.delegs.askBefore(ctx, parentOf(path), 0)
 	t := a.dirs.begin(path) // the directory itself goes
 	defer a.dirs.end(t, nil)

@@ -62,8 +62,9 @@ type pendOp struct {
 
 // pending is the agent's queue of changes answered here.
 //
-// INVARIANT: under mu, paths[p] counts the queued ops of path p and
-// under[d] those of paths strictly below directory d.
+// INVARIANT: under mu, paths[p] counts the ops of path p queued or being
+// sent (a flush holds flushMu until they are settled) and under[d] those
+// of paths strictly below directory d.
 type pending struct {
 	a *Agent
 
@@ -109,7 +110,8 @@ func (q *pending) push(op *pendOp) *pendOp {
 	return op
 }
 
-// popThrough takes the queued ops up to seq (mu held).
+// popThrough takes the queued ops up to seq (mu held); they count as
+// pending until sent (sent).
 func (q *pending) popThrough(seq uint64) []*pendOp {
 	n := 0
 	for n < len(q.ops) && q.ops[n].seq <= seq {
@@ -117,7 +119,14 @@ func (q *pending) popThrough(seq uint64) []*pendOp {
 	}
 	out := q.ops[:n:n]
 	q.ops = q.ops[n:]
-	for _, op := range out {
+	return out
+}
+
+// sent stops counting ops, sent and settled.
+func (q *pending) sent(ops []*pendOp) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, op := range ops {
 		if q.paths[op.path]--; q.paths[op.path] <= 0 {
 			delete(q.paths, op.path)
 		}
@@ -127,15 +136,15 @@ func (q *pending) popThrough(seq uint64) []*pendOp {
 			}
 		})
 	}
-	return out
 }
 
-// overlaps returns the last queued op whose path is p, above p or below
-// it: a request naming p must follow it to the server. 0: none.
+// overlaps returns, when an op queued or being sent has a path of ps, or
+// above or below one, the sequence number to flush through: a request
+// naming those paths must follow it to the server. 0: none.
 func (q *pending) overlaps(ps []string) uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.ops) == 0 {
+	if len(q.paths) == 0 {
 		return 0
 	}
 	hit := false
@@ -148,7 +157,7 @@ func (q *pending) overlaps(ps []string) uint64 {
 	if !hit {
 		return 0
 	}
-	return q.ops[len(q.ops)-1].seq
+	return q.next // the ops being sent are older: the flush waits for them
 }
 
 // pendingUnder reports whether changes in or below directory dir are
@@ -213,6 +222,7 @@ func (q *pending) flushThrough(ctx context.Context, seq uint64) {
 	q.mu.Lock()
 	ops := q.popThrough(seq)
 	q.mu.Unlock()
+	defer q.sent(ops)
 	for len(ops) > 0 {
 		if ops[0].kind == pendCreate {
 			q.a.materialize(ctx, ops[0].f) // newfile.go
@@ -320,7 +330,8 @@ func (a *Agent) deferRemove(ctx context.Context, p string, dir bool) (ok bool, e
 	tok := a.cbs.token()
 	a.pend.push(op)
 	a.entryChanged(tok, p, false, nil, nil) // names.go: gone from the listing
-	a.delegs.changed(dl, links, true)
+	a.delegs.changed(dl, links)
+	a.delegs.removing(parent)
 	a.delegs.use.RUnlock()
 	if !dir {
 		return true, nil

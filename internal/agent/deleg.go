@@ -27,8 +27,8 @@ const (
 	// reserveFirst and reserveMax are how many new files a delegation
 	// reserves at first and at most per request (it asks for more, twice
 	// as many, when half are used).
-	reserveFirst = 4
-	reserveMax   = 32
+	reserveFirst = 16
+	reserveMax   = 64
 	// delegIdle is how long a delegation without deferred changes is kept;
 	// then it is given back (another client's access costs a recall).
 	delegIdle = 2 * time.Second
@@ -55,10 +55,9 @@ type deleg struct {
 	// They are not known at the grant (a change of this agent's may have
 	// crossed it); the first getattr asks the server, after the changes
 	// queued in the directory.
-	attr     wire.Attr
-	attrOK   bool
-	used     time.Time
-	removing bool // a removal was answered here (rm -rf: its subdirectories follow)
+	attr   wire.Attr
+	attrOK bool
+	used   time.Time
 }
 
 // delegs is the agent's table of directory delegations.
@@ -74,6 +73,7 @@ type delegs struct {
 	byIno   map[uint64]*deleg
 	asking  map[string]chan struct{} // requests in flight, by path
 	refused map[string]time.Time     // requests refused, by path
+	removed map[string]time.Time     // when this agent last removed an entry, by directory
 	epoch   uint64                   // recalls and returns so far
 	stop    chan struct{}
 	stopped sync.Once
@@ -85,6 +85,7 @@ func (d *delegs) init(a *Agent) {
 	d.byIno = make(map[uint64]*deleg)
 	d.asking = make(map[string]chan struct{})
 	d.refused = make(map[string]time.Time)
+	d.removed = make(map[string]time.Time)
 	d.stop = make(chan struct{})
 	go d.sweep()
 }
@@ -173,23 +174,29 @@ func (d *delegs) askBefore(ctx context.Context, dir string, reserve uint32) {
 	}
 }
 
-// listing asks for the delegation of directory dir, about to be listed
-// from the server, when this agent is removing entries of its parent under
-// the parent's delegation: `rm -rf` lists a directory before it removes
-// its entries, and with the delegation asked with the listing, the first
-// removal need not wait for the server either.
-func (d *delegs) listing(ctx context.Context, dir string) {
-	if dir == "" {
-		return
+// removing notes that this agent removes an entry of directory dir.
+func (d *delegs) removing(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.removed) > 4096 {
+		clear(d.removed)
 	}
-	dl := d.held(parentOf(dir))
-	if dl == nil {
+	d.removed[dir] = time.Now()
+}
+
+// listing asks for the delegation of directory dir, about to be listed
+// from the server, when this agent removed an entry of its parent a moment
+// ago: `rm -rf` lists a directory before it removes its entries, and with
+// the delegation asked with the listing, the first removal need not wait
+// for the server either.
+func (d *delegs) listing(ctx context.Context, dir string) {
+	if dir == "" || !d.enabled() {
 		return
 	}
 	d.mu.Lock()
-	removing := dl.removing
+	at, ok := d.removed[parentOf(dir)]
 	d.mu.Unlock()
-	if removing {
+	if ok && time.Since(at) < delegIdle {
 		d.ask(ctx, dir, 0)
 	}
 }
@@ -261,11 +268,17 @@ func (d *delegs) may(ctx context.Context, dir string, kind uint32) (*deleg, vfs.
 	return dl, c, dl.verdicts[idKey(c)]&kind != 0
 }
 
-// takeReserved hands out one of the caller's reserved files of dl.
+// takeReserved hands out one of the caller's reserved files of dl,
+// waiting a moment for more when a request for them is on its way.
 func (d *delegs) takeReserved(dl *deleg, c vfs.Caller) (wire.Reserved, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	key := idKey(c)
+	d.mu.Lock()
+	if len(dl.reserved[key]) == 0 && d.asking[dl.path] != nil {
+		d.mu.Unlock()
+		d.wait(dl.path)
+		d.mu.Lock()
+	}
+	defer d.mu.Unlock()
 	rs := dl.reserved[key]
 	if len(rs) == 0 || d.byPath[dl.path] != dl {
 		return wire.Reserved{}, false
@@ -277,11 +290,9 @@ func (d *delegs) takeReserved(dl *deleg, c vfs.Caller) (wire.Reserved, bool) {
 
 // changed applies a change answered here to dl's attributes: the times,
 // and the link count (links: +1 for a directory made, -1 for one removed).
-// removal says it removed an entry.
-func (d *delegs) changed(dl *deleg, links int, removal bool) {
+func (d *delegs) changed(dl *deleg, links int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	dl.removing = dl.removing || removal
 	now := time.Now().UnixNano()
 	dl.attr.Mtime, dl.attr.Ctime = now, now
 	dl.attr.Nlink = uint32(int(dl.attr.Nlink) + links)

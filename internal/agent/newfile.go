@@ -51,8 +51,8 @@ func (a *Agent) createHere(ctx context.Context, p string, flags, mode uint32) (*
 	if !may || !c.HasUmask || !a.knownMissing(p) {
 		return nil, wire.Attr{}, false
 	}
-	r, ok := a.delegs.takeReserved(dl, c)
 	a.delegs.ask(ctx, dir, reserveFirst) // more, when half are used
+	r, ok := a.delegs.takeReserved(dl, c)
 	if !ok {
 		return nil, wire.Attr{}, false
 	}
@@ -66,7 +66,7 @@ func (a *Agent) createHere(ctx context.Context, p string, flags, mode uint32) (*
 	tok := a.cbs.token()
 	f.newFile.op = a.pend.push(&pendOp{kind: pendCreate, path: p, caller: c, f: f})
 	a.entryChanged(tok, p, true, nil, &at) // names.go: p is in the listing now, with at
-	a.delegs.changed(dl, 0, false)
+	a.delegs.changed(dl, 0)
 	a.startHold(f)
 	return f, at, true
 }

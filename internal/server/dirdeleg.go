@@ -43,8 +43,8 @@ const (
 	maxDelegDirs = 4096
 	// maxReserved bounds the reserved files one client holds (each is an
 	// open descriptor of the server's), and maxReserveAsk one request.
-	maxReserved   = 256
-	maxReserveAsk = 32
+	maxReserved   = 1024
+	maxReserveAsk = 64
 	// maxScanEntries is the largest directory whose entries are checked
 	// for a removal verdict (one statx each).
 	maxScanEntries = 10000
