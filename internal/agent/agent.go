@@ -180,6 +180,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
 	cfg.Metrics.Register(a.cbs.metrics()...)
+	cfg.Metrics.Register(a.pend.metrics()...)
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
@@ -549,7 +550,7 @@ func (a *Agent) Rmdir(ctx context.Context, path string) error {
 	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
 	a.entryChanged(tok, path, false, err, nil)
-	if f := a.pend.takeFailure(path); f != nil {
+	if f := a.pend.takeFailure(path); f != nil && err != nil {
 		return f // a removal in it answered here failed: why it is not empty
 	}
 	return err

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"path"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coopfs/coopfs/internal/cache"
 	"github.com/coopfs/coopfs/internal/vfs"
@@ -66,7 +69,8 @@ type pendOp struct {
 // sent (a flush holds flushMu until they are settled) and under[d] those
 // of paths strictly below directory d.
 type pending struct {
-	a *Agent
+	a     *Agent
+	delay time.Duration // how long a queued removal may wait (deferDelay)
 
 	flushMu sync.Mutex // one flush at a time: the queue goes out in order
 
@@ -77,11 +81,25 @@ type pending struct {
 	under  map[string]int
 	timer  *time.Timer
 	failed map[string]error // a queued change's failure, by its directory
-	fails  int64
+
+	// counters for /metrics
+	removals, creates, fails atomic.Int64
+}
+
+// metrics are the counters of the changes answered here.
+func (q *pending) metrics() []prometheus.Collector {
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	return []prometheus.Collector{
+		counter("coopfs_answered_removals_total", "Unlinks and rmdirs answered before the server had them, under a directory delegation.", &q.removals),
+		counter("coopfs_answered_creates_total", "Creates answered before the server had them, into reserved files of a directory delegation.", &q.creates),
+		counter("coopfs_answered_failures_total", "Changes answered before the server had them that the server then refused (logged; reported by the directory's rmdir or the file's close).", &q.fails),
+	}
 }
 
 func (q *pending) init(a *Agent) {
-	q.a = a
+	q.a, q.delay = a, deferDelay
 	q.paths = make(map[string]int)
 	q.under = make(map[string]int)
 	q.failed = make(map[string]error)
@@ -105,7 +123,7 @@ func (q *pending) push(op *pendOp) *pendOp {
 	q.paths[op.path]++
 	eachAncestor(op.path, func(a string) { q.under[a]++ })
 	if op.kind != pendCreate && q.timer == nil {
-		q.timer = time.AfterFunc(deferDelay, q.tick)
+		q.timer = time.AfterFunc(q.delay, q.tick)
 	}
 	return op
 }
@@ -189,7 +207,7 @@ func (q *pending) tick() {
 	if rest {
 		q.mu.Lock()
 		if q.timer == nil && len(q.ops) > 0 {
-			q.timer = time.AfterFunc(deferDelay, q.tick)
+			q.timer = time.AfterFunc(q.delay, q.tick)
 		}
 		q.mu.Unlock()
 	}
@@ -271,9 +289,14 @@ func (q *pending) sendBatch(ctx context.Context, ops []*pendOp) {
 }
 
 // settle records the outcome of a queued removal: a waiting rmdir gets it;
-// a failure is logged and kept for the directory's next synchronous
-// operation here.
+// a failure is logged and kept for the rmdir of its directory. A removal
+// whose name was gone already (removed directly in the export meanwhile)
+// left what it promised: no failure.
 func (q *pending) settle(op *pendOp, err error) {
+	if errors.Is(err, syscall.ENOENT) {
+		q.a.log.Info("a removal answered before the server had it found the name gone there", "path", op.path)
+		err = nil
+	}
 	if op.done != nil {
 		op.done <- err
 		if err == nil || op.kind == pendRmdir {
@@ -284,8 +307,11 @@ func (q *pending) settle(op *pendOp, err error) {
 		return
 	}
 	q.a.log.Warn("a removal answered before the server had it failed there", "path", op.path, "err", err)
+	q.fails.Add(1)
 	q.mu.Lock()
-	q.fails++
+	if len(q.failed) > 4096 {
+		clear(q.failed) // (logged above)
+	}
 	q.failed[parentOf(op.path)] = err
 	q.mu.Unlock()
 	q.a.entryChanged(q.a.cbs.token(), op.path, false, errUnknownOutcome, nil)
@@ -328,6 +354,7 @@ func (a *Agent) deferRemove(ctx context.Context, p string, dir bool) (ok bool, e
 		op.kind, op.done, links = pendRmdir, make(chan error, 1), -1
 	}
 	tok := a.cbs.token()
+	a.pend.removals.Add(1)
 	a.pend.push(op)
 	a.entryChanged(tok, p, false, nil, nil) // names.go: gone from the listing
 	a.delegs.changed(dl, links)
@@ -338,7 +365,7 @@ func (a *Agent) deferRemove(ctx context.Context, p string, dir bool) (ok bool, e
 	}
 	a.pend.flushThrough(ctx, op.seq)
 	err = <-op.done
-	if f := a.pend.takeFailure(p); f != nil {
+	if f := a.pend.takeFailure(p); f != nil && err != nil {
 		return true, f // an unlink in it failed: why it is not empty
 	}
 	return true, err

@@ -64,6 +64,7 @@ func (a *Agent) createHere(ctx context.Context, p string, flags, mode uint32) (*
 	f := &file{a: a, path: p, flags: flags, attr: at, caller: c,
 		newFile: &newFile{token: r.Token, mode: mode & 0o777, gen: dl.gen}}
 	tok := a.cbs.token()
+	a.pend.creates.Add(1)
 	f.newFile.op = a.pend.push(&pendOp{kind: pendCreate, path: p, caller: c, f: f})
 	a.entryChanged(tok, p, true, nil, &at) // names.go: p is in the listing now, with at
 	a.delegs.changed(dl, 0)
@@ -173,6 +174,7 @@ func (a *Agent) newFileDone(f *file, r wire.Msg, gen uint64, err error) {
 		f.newFile.err = err
 		f.holdLost = err // every later close and fsync reports it
 		f.mu.Unlock()
+		a.pend.fails.Add(1)
 		a.log.Warn("a file created before the server had it could not be created there", "path", f.path, "err", err)
 		return
 	}
