@@ -48,6 +48,10 @@ type Config struct {
 	// DefaultWholeFileMinSize, negative: every file.
 	WholeFileMinSize int64
 	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
+	// OpenDataMax is the largest file whose data an open for reading
+	// brings in its reply (openread.go); default DefaultOpenDataMax,
+	// negative: none.
+	OpenDataMax int64
 	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
 	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
 	WriteBack        WriteBackConfig   // tuning of the write-back policy
@@ -89,6 +93,9 @@ func (c *Config) setDefaults() {
 		c.WholeFileMinSize = DefaultWholeFileMinSize
 	} else if c.WholeFileMinSize < 0 {
 		c.WholeFileMinSize = 0
+	}
+	if c.OpenDataMax == 0 {
+		c.OpenDataMax = DefaultOpenDataMax
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second

@@ -184,17 +184,9 @@ func (a *Agent) newFileDone(f *file, r wire.Msg, gen uint64, err error) {
 	if len(f.hold.ops) == 0 {
 		f.hold.attr = or.Attr
 	}
-	p := f.path
 	f.mu.Unlock()
 	a.noteVersion(or.Attr.Ino, or.Attr.Version)
-	// The attributes cached at the create are the server's now (its
-	// callback on the file came with the reply).
-	cb := a.cbs
-	cb.mu.Lock()
-	if h, ok := cb.c.paths[p]; ok && h.ino == or.Attr.Ino {
-		cb.c.put(p, or.Attr)
-	} else {
-		cb.c.changedIno(or.Attr.Ino)
-	}
-	cb.mu.Unlock()
+	// The attributes cached at the create were the agent's: a file made
+	// through the server is not cached either (its next stat asks).
+	a.changedIno(or.Attr.Ino)
 }

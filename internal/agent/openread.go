@@ -9,7 +9,6 @@ import (
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
-	"github.com/coopfs/coopfs/internal/coord/hints"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
@@ -21,21 +20,24 @@ import (
 // ReadBlock. An open for reading now goes as OpenRead, whose reply carries
 // the attributes and, for a file of at most inlineMax bytes, the whole
 // file at the version the attributes name; the bytes enter the tiers as a
-// fetched block does (counted where the server found them, seen by the
-// policy), and the getattr is answered from the attributes, which the
-// open's callback covers (file.Attr). With callbacks live, a file that
+// fetched block does (counted where the server found them; under the
+// directory policy the server records the holder, and leaves a block a
+// peer holds to the ReadBlock it forwards; under hints no data comes
+// along: peers first), and the getattr is answered from the attributes,
+// which the open's callback covers (file.Attr). With callbacks live, a file that
 // came whole keeps no server handle: it is read from the tiers, and from
 // the bytes the open brought (pinned while it is open, up to pinMax for
 // all such files) should the tiers drop them; it is reopened by path
 // only if it needs a handle (fstat after a break), as a file opened from
 // the cache is (cached.go). No handle, no release either.
 
+// DefaultOpenDataMax is the largest file whose bytes an open brings along
+// (Config.OpenDataMax): 99 % of the files of Go's source tree, and what the
+// kernel's first read of a file asks for (128 KiB) — a program that opens
+// a file mostly reads it.
+const DefaultOpenDataMax = 128 << 10
+
 const (
-	// openDataMax is the largest file whose bytes an open brings along:
-	// 99 % of the files of Go's source tree, and what the kernel's first
-	// read of a file asks for (128 KiB) — a program that opens a file
-	// mostly reads it.
-	openDataMax = 128 << 10
 	// pinMax bounds the bytes that open files without a server handle
 	// keep pinned; past it, opens take a handle.
 	pinMax = 64 << 20
@@ -48,12 +50,6 @@ type inlineLimiter interface {
 	inlineLimit() int64
 }
 
-// inlineObserver is a policy that must know of a block the server sent
-// with an open, as of a block it fetched from the server.
-type inlineObserver interface {
-	inlined(id block.ID, v uint64)
-}
-
 // openReadable reports whether an open with flags goes as OpenRead.
 func (a *Agent) openReadable(flags uint32) bool {
 	return a.fastMeta.Load() && a.writePolicy() != cache.WriteBack &&
@@ -63,7 +59,7 @@ func (a *Agent) openReadable(flags uint32) bool {
 // inlineMax is the largest file whose bytes an open asks for: one block
 // at most, and what the policy allows.
 func (a *Agent) inlineMax() uint32 {
-	m := min(int64(openDataMax), int64(a.BlockSize()))
+	m := min(a.cfg.OpenDataMax, int64(a.BlockSize()))
 	if l, ok := a.policy().(inlineLimiter); ok {
 		m = min(m, l.inlineLimit())
 	}
@@ -125,9 +121,6 @@ func (a *Agent) admitInline(attr wire.Attr, od *wire.OpenData) {
 		layer = obs.LayerServerMemory
 	}
 	a.metrics.CountRead(layer, len(od.Data))
-	if o, ok := a.policy().(inlineObserver); ok {
-		o.inlined(id, attr.Version)
-	}
 }
 
 // pinned returns block idx at version v from the bytes the open brought,
@@ -164,23 +157,11 @@ func (a *Agent) retryCap(call func() (wire.Msg, uint64, error)) (wire.Msg, uint6
 	return r, gen, err
 }
 
-// inlineLimit under hints: only files whose opens get no hints hand-out
-// (phints.go opened: it would cost what reading them does) come with
-// their open; a larger file's blocks may be read from their master copies.
-func (h *hintsClient) inlineLimit() int64 { return hintsMinSize - 1 }
-
-// inlined under hints: a block the server sent is a master copy here, as
-// one this client fetched from the server (fetch).
-func (h *hintsClient) inlined(id block.ID, v uint64) {
-	h.mu.Lock()
-	hc := h.hc
-	var ev hints.Eviction
-	if hc != nil {
-		ev = hc.Fill(now(), id, block.Version(v), true, hints.NoClient, 0, false)
-	}
-	h.mu.Unlock()
-	h.carryOut(ev)
-}
+// inlineLimit under hints: no data comes with an open; every block goes
+// the policy's way (fetch: the hints of its master copy first, the server
+// last), whose accounting (lookup messages per miss, where hits come from)
+// the simulator mirrors.
+func (h *hintsClient) inlineLimit() int64 { return 0 }
 
 // inlineLimit under wholefile: files of --wholefile-min-size and more are
 // fetched whole through the policy (pwholefile.go); smaller ones are read
