@@ -635,22 +635,25 @@ func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
 func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
 	if f, attr, ok := a.openCached(ctx, path, flags); ok {
 		a.cbs.hits.Add(1)
-		return f, attr, nil
+		return a.pend.track(f), attr, nil
 	}
 	if a.openReadable(flags) {
-		return a.openRead(ctx, path, flags) // openread.go: the data may come along
+		f, attr, err := a.openRead(ctx, path, flags) // openread.go: the data may come along
+		return a.pend.track(f), attr, err
 	}
-	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
+	f, attr, err := a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
+	return a.pend.track(f), attr, err
 }
 
 // Create implements fusefs.Backend.
 func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32) (vfs.File, wire.Attr, error) {
 	if f, at, ok := a.createHere(ctx, path, flags, mode); ok {
-		return f, at, nil // newfile.go: created into a reserved file, sent with its close
+		return a.pend.track(f), at, nil // newfile.go: created into a reserved file, sent with its close
 	}
 	a.delegs.askBefore(ctx, parentOf(path), reserveFirst)
 	c, _ := vfs.CallerOf(ctx)
-	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
+	f, at, err := a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
+	return a.pend.track(f), at, err
 }
 
 // An open refused at the per-client handle cap is tried again capRetries

@@ -81,6 +81,7 @@ type pending struct {
 	under  map[string]int
 	timer  *time.Timer
 	failed map[string]error // a queued change's failure, by its directory
+	open   map[uint64]int   // files open here, by inode number
 
 	// counters for /metrics
 	removals, creates, fails atomic.Int64
@@ -103,6 +104,41 @@ func (q *pending) init(a *Agent) {
 	q.paths = make(map[string]int)
 	q.under = make(map[string]int)
 	q.failed = make(map[string]error)
+	q.open = make(map[uint64]int)
+}
+
+// track counts f open (its unlink must reach the server before it is
+// answered: the open file's fstat shows the link count the server has) and
+// returns it; a nil f is returned as a nil vfs.File.
+func (q *pending) track(f *file) vfs.File {
+	if f == nil {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f.tracked = f.attr.Ino
+	q.open[f.tracked]++
+	return f
+}
+
+// untrack counts f closed.
+func (q *pending) untrack(f *file) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f.tracked == 0 {
+		return
+	}
+	if q.open[f.tracked]--; q.open[f.tracked] <= 0 {
+		delete(q.open, f.tracked)
+	}
+	f.tracked = 0
+}
+
+// isOpen reports whether a file of inode ino is open here.
+func (q *pending) isOpen(ino uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.open[ino] > 0
 }
 
 // eachAncestor calls fn for every proper ancestor of p ("" the root).
@@ -372,10 +408,12 @@ func (a *Agent) deferRemove(ctx context.Context, p string, dir bool) (ok bool, e
 }
 
 // removable reports whether p's removal (dir: an rmdir) is certain as far
-// as this agent's cache tells: p is in its directory's listing, with its
-// attributes; a file has one link (another name would keep showing the
-// old link count until the server has the unlink); a directory's own
-// listing is known empty under its delegation (nobody else can add to it).
+// as this agent's cache tells: p is in its directory's listing, of the
+// right type; a file's attributes say it has one link (another name would
+// keep showing the old link count until the server has the unlink) and it
+// is not open here (its fstat would, pjdfstest unlink/14.t); a
+// directory's own listing is known empty under its delegation (nobody else
+// can add to it).
 func (a *Agent) removable(p string, dir bool) bool {
 	cb := a.cbs
 	cb.mu.Lock()
@@ -384,11 +422,11 @@ func (a *Agent) removable(p string, dir bool) bool {
 	_, listed := names[path.Base(p)]
 	sub, subFull := cb.c.full[p]
 	cb.mu.Unlock()
-	if !ok || !h.hasAttr || !full || !listed || h.dir != dir {
+	if !ok || !full || !listed || h.dir != dir {
 		return false
 	}
 	if !dir {
-		return h.attr.Nlink == 1
+		return h.hasAttr && h.attr.Nlink == 1 && !a.pend.isOpen(h.ino)
 	}
 	return subFull && len(sub) == 0 && a.delegs.held(p) != nil
 }

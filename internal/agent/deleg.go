@@ -185,18 +185,23 @@ func (d *delegs) removing(dir string) {
 }
 
 // listing asks for the delegation of directory dir, about to be listed
-// from the server, when this agent removed an entry of its parent a moment
-// ago: `rm -rf` lists a directory before it removes its entries, and with
-// the delegation asked with the listing, the first removal need not wait
-// for the server either.
+// from the server, when this agent removed an entry of a directory above
+// it a moment ago: `rm -rf` lists a directory before it removes its
+// entries, and with the delegation asked with the listing, the first
+// removal need not wait for the server either.
 func (d *delegs) listing(ctx context.Context, dir string) {
 	if dir == "" || !d.enabled() {
 		return
 	}
+	recent := false
 	d.mu.Lock()
-	at, ok := d.removed[parentOf(dir)]
+	eachAncestor(dir, func(a string) {
+		if at, ok := d.removed[a]; ok && time.Since(at) < delegIdle {
+			recent = true
+		}
+	})
 	d.mu.Unlock()
-	if ok && time.Since(at) < delegIdle {
+	if recent {
 		d.ask(ctx, dir, 0)
 	}
 }
@@ -225,6 +230,11 @@ func (d *delegs) request(ctx context.Context, dir, key string, reserve uint32, e
 	if dl == nil || dl.gen != gen {
 		dl = &deleg{path: dir, ino: g.Attr.Ino, gen: gen, verdicts: make(map[string]uint32),
 			reserved: make(map[string][]wire.Reserved), asked: make(map[string]uint32)}
+		// Attributes the callbacks cache holds now are current: a change by
+		// anyone else, or by this agent, would have dropped them.
+		if at, ok := d.a.cachedAttr(dir); ok && at.Ino == dl.ino {
+			dl.attr, dl.attrOK = at, true
+		}
 		d.dropLocked(d.byPath[dir])
 		d.byPath[dir], d.byIno[dl.ino] = dl, dl
 	}

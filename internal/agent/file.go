@@ -47,6 +47,7 @@ type file struct {
 	// newFile is set while a file created here (newfile.go) is not on the
 	// server yet.
 	newFile *newFile
+	tracked uint64 // the inode counted open (defer.go), 0 once released
 
 	// wholefile policy (pwholefile.go): the commit counter the open was
 	// handed (0: none), and whether the file was written since (a close
@@ -536,6 +537,7 @@ func (f *file) Release(ctx context.Context) error {
 		f.a.log.Warn("held writes of a closed file failed", "path", f.path, "err", err)
 	}
 	f.a.wb.released(f)
+	f.a.pend.untrack(f) // defer.go
 	f.unpin()
 	f.mu.Lock()
 	h, gen := f.h, f.gen

@@ -23,7 +23,8 @@ import (
 // of kind CallbackWrite naming the directory, acked once the holder sent
 // what it answered on its own) before it serves another client anything
 // that names a path in or below the directory, or above it for a change
-// that would move it (a rename, a removal). Meanwhile the holder answers
+// that would move it or change the permissions it is reached with (a
+// rename, a removal, a setattr or an xattr change). Meanwhile the holder answers
 // its own creates and removals in the directory itself and sends them
 // later — removals in ordered batches (EntryBatch), a new file with its
 // close (CommitNew, into a file the server reserved with O_TMPFILE so that
@@ -434,7 +435,7 @@ func (s *Server) recallDirs(ctx context.Context, cl *client, m wire.Msg) {
 	if cl != nil {
 		id = cl.id
 	}
-	ds := t.conflicts(id, wire.Paths(m), movesPaths(m))
+	ds := t.conflicts(id, wire.Paths(m), reachesBelow(m))
 	for _, d := range ds {
 		s.recallDir(ctx, d)
 	}
@@ -477,14 +478,15 @@ func (s *Server) delegated(ctx context.Context, cl *client, m *wire.DirDelegate,
 	return g, nil
 }
 
-// movesPaths reports whether m may move or remove what it names (and so
-// everything below it).
-func movesPaths(m wire.Msg) bool {
+// reachesBelow reports whether m may change what is below what it names:
+// move or remove it, or change its permissions (on which the verdicts of
+// the delegations below rest).
+func reachesBelow(m wire.Msg) bool {
 	if as, ok := m.(*wire.As); ok {
 		m = as.Msg
 	}
 	switch m.(type) {
-	case *wire.Rename, *wire.Rmdir, *wire.Unlink:
+	case *wire.Rename, *wire.Rmdir, *wire.Unlink, *wire.SetAttr, *wire.SetXattr, *wire.RemoveXattr:
 		return true
 	}
 	return false
