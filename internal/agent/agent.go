@@ -47,14 +47,14 @@ type Config struct {
 	// coordination would cost more than the data); default
 	// DefaultWholeFileMinSize, negative: every file.
 	WholeFileMinSize int64
-	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
+	NoDiscard        bool // directory policy: send no discard notifications (for comparisons)
 	// OpenDataMax is the largest file whose data an open for reading
 	// brings in its reply (openread.go); default DefaultOpenDataMax,
 	// negative: none.
 	OpenDataMax int64
-	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
-	WriteBack        WriteBackConfig   // tuning of the write-back policy
+	Disk        DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack   WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool

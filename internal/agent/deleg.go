@@ -381,6 +381,13 @@ func (d *delegs) recalled(ctx context.Context, m *wire.CallbackBreak) {
 		}
 	}
 	d.mu.Unlock()
+	d.end(ctx, hit, m.Kind != wire.CallbackWrite)
+}
+
+// end ends the delegations hit, after sending what was answered under
+// them, and gives them back when give is set (the server did not end them
+// itself).
+func (d *delegs) end(ctx context.Context, hit []*deleg, give bool) {
 	if len(hit) == 0 {
 		return
 	}
@@ -391,11 +398,13 @@ func (d *delegs) recalled(ctx context.Context, m *wire.CallbackBreak) {
 	d.epoch++
 	var inos []uint64
 	for _, dl := range hit {
-		d.dropLocked(dl)
-		inos = append(inos, dl.ino)
+		if d.byPath[dl.path] == dl {
+			d.dropLocked(dl)
+			inos = append(inos, dl.ino)
+		}
 	}
 	d.mu.Unlock()
-	if m.Kind != wire.CallbackWrite {
+	if give {
 		d.give(inos)
 	}
 }
@@ -412,23 +421,7 @@ func (d *delegs) invalidate(ctx context.Context, p string) {
 		}
 	}
 	d.mu.Unlock()
-	if len(hit) == 0 {
-		return
-	}
-	d.use.Lock()
-	defer d.use.Unlock()
-	d.a.pend.flush(ctx)
-	d.mu.Lock()
-	d.epoch++
-	var inos []uint64
-	for _, dl := range hit {
-		if d.byPath[dl.path] == dl {
-			d.dropLocked(dl)
-			inos = append(inos, dl.ino)
-		}
-	}
-	d.mu.Unlock()
-	d.give(inos)
+	d.end(ctx, hit, true)
 }
 
 // returnAll forgets every delegation, giving them back when tell is set.

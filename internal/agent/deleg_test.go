@@ -71,6 +71,20 @@ func create(t *testing.T, a *agent.Agent, path string, flags uint32, data []byte
 	return at
 }
 
+// delegPair starts a server and two clients, the first counted, which
+// has made directory d (its delegation is asked for then).
+func delegPair(t *testing.T) (string, metricAgent, *agent.Agent) {
+	t.Helper()
+	export := t.TempDir()
+	c := startServer(t, export, "127.0.0.1:0", nil, 0)
+	a := newMetricAgent(t, c.addr)
+	b := newAgent(t, c.addr, nil)
+	if _, err := a.Mkdir(asMaker(), "d", 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return export, a, b
+}
+
 // inoOf is the export's inode number of path.
 func inoOf(t *testing.T, export, path string) uint64 {
 	t.Helper()
@@ -90,14 +104,8 @@ func inoOf(t *testing.T, export, path string) uint64 {
 // not yet closed fails with EEXIST (the server recalls the delegation,
 // which sends the file first).
 func TestCreatesAnsweredHere(t *testing.T) {
-	export := t.TempDir()
-	c := startServer(t, export, "127.0.0.1:0", nil, 0)
-	a := newMetricAgent(t, c.addr)
-	b := newAgent(t, c.addr, nil)
+	export, a, b := delegPair(t)
 	ctx := asMaker()
-	if _, err := a.Mkdir(ctx, "d", 0o777); err != nil {
-		t.Fatal(err)
-	}
 	const n = 20
 	inos := make([]uint64, n)
 	for i := range n {
@@ -160,13 +168,8 @@ func TestCreatesAnsweredHere(t *testing.T) {
 // TestCreatedHereThenLinkedAndRenamed: a file created here and not yet
 // closed is sent before a link or rename of it, under its inode number.
 func TestCreatedHereThenLinkedAndRenamed(t *testing.T) {
-	export := t.TempDir()
-	c := startServer(t, export, "127.0.0.1:0", nil, 0)
-	a := newMetricAgent(t, c.addr)
+	export, a, _ := delegPair(t)
 	ctx := asMaker()
-	if _, err := a.Mkdir(ctx, "d", 0o777); err != nil {
-		t.Fatal(err)
-	}
 	create(t, a.Agent, "d/first", 0, []byte("1")) // the delegation is there by now
 	f, at, err := a.Create(ctx, "d/x", syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL, 0o644)
 	if err != nil {
@@ -204,14 +207,8 @@ func TestCreatedHereThenLinkedAndRenamed(t *testing.T) {
 // at a removed name meanwhile gets ENOENT (the server recalls the
 // delegation first).
 func TestRemovalsAnsweredHere(t *testing.T) {
-	export := t.TempDir()
-	c := startServer(t, export, "127.0.0.1:0", nil, 0)
-	a := newMetricAgent(t, c.addr)
-	b := newAgent(t, c.addr, nil)
+	export, a, b := delegPair(t)
 	ctx := asMaker()
-	if _, err := a.Mkdir(ctx, "d", 0o777); err != nil {
-		t.Fatal(err)
-	}
 	const n = 30
 	for i := range n {
 		create(t, a.Agent, fmt.Sprintf("d/f%d", i), 0, []byte("x"))

@@ -23,25 +23,22 @@ import (
 // entryBatch serves an EntryBatch wrapped in as, exactly once per (client
 // boot id, Seq).
 func (s *Server) entryBatch(ctx context.Context, c *wire.Conn, as *wire.As, b *wire.EntryBatch) (wire.Msg, error) {
-	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
-		return nil, syscall.EPROTO
-	}
-	defer func() {
-		for _, h := range b.Release {
-			s.release(c, h) // an unknown handle: nothing to close
-		}
-	}()
-	id := writeID{cl.bootID, b.Seq}
-	e, dup := s.drc.begin(id)
-	if dup {
-		<-e.done
+	return s.once(c, b.Seq, b.Release, func(e *drcEntry) (wire.Msg, error) {
 		s.drcHits.Add(1)
 		if e.batch == nil {
 			return nil, e.err
 		}
 		return e.batch, nil
-	}
+	}, func(_ *client, e *drcEntry) (wire.Msg, error) {
+		e.batch = s.removeAll(ctx, c, as, b)
+		s.drc.finish(e, nil, nil)
+		return e.batch, nil
+	})
+}
+
+// removeAll applies b's removals in order, each as the request it stands
+// for, until one fails.
+func (s *Server) removeAll(ctx context.Context, c *wire.Conn, as *wire.As, b *wire.EntryBatch) *wire.EntryDone {
 	r := &wire.EntryDone{}
 	for _, op := range b.Ops {
 		var m wire.Msg = &wire.Unlink{Path: op.Path}
@@ -56,9 +53,7 @@ func (s *Server) entryBatch(ctx context.Context, c *wire.Conn, as *wire.As, b *w
 		}
 		r.Done++
 	}
-	e.batch = r
-	s.drc.finish(e, nil, nil)
-	return r, nil
+	return r
 }
 
 // commitNew serves CommitNew (as the identity of its As; the umask is
@@ -68,32 +63,45 @@ func (s *Server) commitNew(c *wire.Conn, m *wire.CommitNew) (wire.Msg, error) {
 	if err := checkCommit(cm); err != nil {
 		return nil, err
 	}
-	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
-		return nil, syscall.EPROTO
-	}
-	defer func() {
-		for _, h := range m.Release {
-			s.release(c, h)
-		}
-	}()
-	id := writeID{cl.bootID, m.Seq}
-	e, dup := s.drc.begin(id)
-	if dup {
-		<-e.done
+	return s.once(c, m.Seq, m.Release, func(e *drcEntry) (wire.Msg, error) {
 		s.drcHits.Add(1)
 		if e.open == nil {
 			return nil, e.err
 		}
 		return e.open, nil
+	}, func(cl *client, e *drcEntry) (wire.Msg, error) {
+		r, err := s.createReserved(c, cl, m, cm)
+		e.open = r
+		s.drc.finish(e, nil, err)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	})
+}
+
+// once serves a request of c numbered seq exactly once per (client boot
+// id, seq) (drc.go): apply serves it and records its outcome in e; a
+// request served (or being served) before gets its recorded outcome
+// (outcome, once it is in). The handles release lists are closed when it
+// is done, whatever its outcome (the client's queued releases ride on it).
+func (s *Server) once(c *wire.Conn, seq uint64, release []uint64, outcome func(e *drcEntry) (wire.Msg, error),
+	apply func(cl *client, e *drcEntry) (wire.Msg, error)) (wire.Msg, error) {
+	cl, _ := c.Value.Load().(*client)
+	if cl == nil {
+		return nil, syscall.EPROTO
 	}
-	r, err := s.createReserved(c, cl, m, cm)
-	e.open = r
-	s.drc.finish(e, nil, err)
-	if err != nil {
-		return nil, err
+	defer func() {
+		for _, h := range release {
+			s.release(c, h) // an unknown handle: nothing to close
+		}
+	}()
+	e, dup := s.drc.begin(writeID{cl.bootID, seq})
+	if dup {
+		<-e.done
+		return outcome(e)
 	}
-	return r, nil
+	return apply(cl, e)
 }
 
 // createReserved names the reserved file of m at m.Path and applies the
