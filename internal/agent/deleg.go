@@ -37,7 +37,8 @@ const (
 	// delegAskWait bounds how long a change waits for a delegation asked
 	// a moment ago (a round trip) before it goes to the server itself.
 	delegAskWait = 50 * time.Millisecond
-	// delegRetry is how long a refused request is not asked again.
+	// delegRetry is how long a directory is not asked for again after a
+	// refusal or a recall.
 	delegRetry = time.Second
 )
 
@@ -403,6 +404,11 @@ func (d *delegs) end(ctx context.Context, hit []*deleg, give bool) {
 		if d.byPath[dl.path] == dl {
 			d.dropLocked(dl)
 			inos = append(inos, dl.ino)
+		}
+		if !give {
+			// Recalled: another client works in it too. Asked again at
+			// once, it would be recalled at that client's next look.
+			d.refused[dl.path] = time.Now()
 		}
 	}
 	d.mu.Unlock()
