@@ -76,13 +76,17 @@ import (
 type cbTable struct {
 	holders map[uint64]map[uint32]uint8 // object → client → strongest kind granted
 	held    map[uint32]int              // client → objects it holds
-	// broke[o] is the break sequence number of the last break of o; floor
-	// is the oldest sequence broke still describes (older entries were
-	// forgotten to bound it).
-	broke map[uint64]uint64
-	seq   uint64
-	floor uint64
-	max   int // objects one client may hold; past it, it is broken entirely
+	// broke[o] is the break sequence number of the last break of o, made
+	// by client brokeBy[o] (0: a change made directly in the export);
+	// before[o] that of the last break by any other. floor is the oldest
+	// sequence broke still describes (older entries were forgotten to
+	// bound it).
+	broke   map[uint64]uint64
+	brokeBy map[uint64]uint32
+	before  map[uint64]uint64
+	seq     uint64
+	floor   uint64
+	max     int // objects one client may hold; past it, it is broken entirely
 }
 
 // maxBrokeMemory bounds cbTable.broke; past it the table forgets and raises
@@ -91,7 +95,7 @@ const maxBrokeMemory = 1 << 16
 
 func newCBTable(maxPerClient int) *cbTable {
 	return &cbTable{holders: make(map[uint64]map[uint32]uint8), held: make(map[uint32]int),
-		broke: make(map[uint64]uint64), max: maxPerClient}
+		broke: make(map[uint64]uint64), brokeBy: make(map[uint64]uint32), before: make(map[uint64]uint64), max: maxPerClient}
 }
 
 // grantResult says what a grant needs besides being recorded.
@@ -115,7 +119,7 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 		if o == 0 {
 			continue
 		}
-		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor || t.delegatedElsewhere(o, client) {
+		if t.brokeByOthers(o, client) > since || since < t.floor || t.delegatedElsewhere(o, client) {
 			it := wire.BreakItem{Ino: o}
 			if kind == wire.CallbackDir {
 				it.Name = wire.BreakEntries
@@ -138,6 +142,17 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 	return r
 }
 
+// brokeByOthers is the sequence number of the last break of o that client
+// did not make: a grant's state read before it is stale. (The client's
+// own changes raced with its grants need no break: it knows of them, and
+// orders them with what it caches itself.)
+func (t *cbTable) brokeByOthers(o uint64, client uint32) uint64 {
+	if t.brokeBy[o] != client || client == 0 {
+		return t.broke[o]
+	}
+	return t.before[o]
+}
+
 // delegatedElsewhere reports whether another client than client holds a
 // write delegation on o: a read callback granted then would let the
 // grantee open from its cache without the open that recalls the writer's
@@ -158,7 +173,7 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 	t.seq++
 	out := make(map[uint32]*wire.CallbackBreak)
 	for _, it := range items {
-		t.noteBroken(it.Ino)
+		t.noteBroken(it.Ino, except)
 		var taken []uint32
 		for c, k := range t.holders[it.Ino] {
 			if c == except {
@@ -182,12 +197,19 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 	return out
 }
 
-func (t *cbTable) noteBroken(o uint64) {
+// noteBroken records a break of o made by client by (0: nobody's).
+func (t *cbTable) noteBroken(o uint64, by uint32) {
 	if len(t.broke) >= maxBrokeMemory {
 		clear(t.broke)
+		clear(t.brokeBy)
+		clear(t.before)
 		t.floor = t.seq
 	}
+	if last, ok := t.brokeBy[o]; ok && last != by {
+		t.before[o] = t.broke[o]
+	}
 	t.broke[o] = t.seq
+	t.brokeBy[o] = by
 }
 
 func (t *cbTable) remove(o uint64, c uint32) {
@@ -354,7 +376,7 @@ func (cb *callbacks) grantWatched(client uint32, since uint64, watched bool, obj
 		cb.t.seq++
 		cb.t.floor = cb.t.seq // every grant below counts as raced
 		for _, o := range objs {
-			cb.t.noteBroken(o.ino)
+			cb.t.noteBroken(o.ino, 0)
 		}
 		cb.mu.Unlock()
 	}
@@ -372,6 +394,8 @@ func (cb *callbacks) breakAll() {
 	}
 	cb.t.seq++
 	clear(cb.t.broke)
+	clear(cb.t.brokeBy)
+	clear(cb.t.before)
 	cb.t.floor = cb.t.seq
 	cb.mu.Unlock()
 	var wg sync.WaitGroup
