@@ -147,6 +147,7 @@ type Agent struct {
 	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
 	delegs     delegs                    // directory delegations held (deleg.go)
 	pend       pending                   // entry changes answered here, to send (defer.go, newfile.go)
+	ahead      openAhead                 // read-ahead across a directory's files (openahead.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
 	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
 	a.pend.init(a)
+	a.ahead.init(a)
 	a.dirs.ttl = cfg.DirAttrTimeout
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
@@ -633,12 +635,17 @@ func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
 // Open implements fusefs.Backend: it revalidates the file's version with the
 // server (close-to-open) and drops cached blocks of an older version.
 func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
+	a.ahead.wait(ctx, path) // openahead.go: read ahead a moment ago
 	if f, attr, ok := a.openCached(ctx, path, flags); ok {
 		a.cbs.hits.Add(1)
+		a.ahead.opened(ctx, path, flags)
 		return a.pend.track(f), attr, nil
 	}
 	if a.openReadable(flags) {
 		f, attr, err := a.openRead(ctx, path, flags) // openread.go: the data may come along
+		if err == nil {
+			a.ahead.opened(ctx, path, flags)
+		}
 		return a.pend.track(f), attr, err
 	}
 	f, attr, err := a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)

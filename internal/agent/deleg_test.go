@@ -283,3 +283,42 @@ func TestRemovalFailureReachesRmdir(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAheadAlongAListing: a program opening a directory's files in the
+// order of its listing (grep -r) has the next ones read ahead: every file
+// is fetched once (one OpenRead each, no duplicate), most opens find their
+// file whole in the cache and send nothing, and every byte is right.
+func TestOpenAheadAlongAListing(t *testing.T) {
+	export := t.TempDir()
+	const n = 40
+	os.Mkdir(filepath.Join(export, "d"), 0o755)
+	for i := range n {
+		os.WriteFile(filepath.Join(export, fmt.Sprintf("d/f%02d", i)), pattern(500+i, byte(i)), 0o644)
+	}
+	c := startServer(t, export, "127.0.0.1:0", nil, 0)
+	a := newMetricAgent(t, c.addr)
+	ctx := asRoot()
+	if _, err := a.Lookup(ctx, "d"); err != nil { // as the kernel does before it lists d
+		t.Fatal(err)
+	}
+	ents, err := a.ReadDirPlus(ctx, "d")
+	if err != nil || len(ents) != n {
+		t.Fatalf("listing: %d entries, %v", len(ents), err)
+	}
+	for _, e := range ents {
+		var i int
+		fmt.Sscanf(e.Name, "f%02d", &i)
+		if got, _ := readFile(t, a.Agent, "d/"+e.Name); !bytes.Equal(got, pattern(500+i, byte(i))) {
+			t.Fatalf("%s: %d bytes, not as written", e.Name, len(got))
+		}
+	}
+	opens := a.sent(t, "OpenRead")
+	hits := scrape(t, a.m).Sum("coopfs_callback_cache_hits_total", nil)
+	t.Logf("%d files read in listing order: %v OpenRead, %v cache hits", n, opens, hits)
+	if opens != n {
+		t.Errorf("%v OpenRead for %d files: want one each", opens, n)
+	}
+	if hits < n/2 {
+		t.Errorf("%v opens answered from the cache of %d: want most (read ahead)", hits, n)
+	}
+}
