@@ -331,7 +331,7 @@ func (cb *callbacks) begin() uint64 {
 // write delegation on, is followed by a break to the client, acked before
 // grant returns (so before the reply is sent): the client does not cache
 // what the reply hands out.
-func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
+func (cb *callbacks) grant(ctx context.Context, client uint32, since uint64, objs ...grantObj) {
 	cb.mu.Lock()
 	c := cb.conns[client]
 	if c == nil {
@@ -361,15 +361,18 @@ func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 		// Acked before the reply goes out: the client then never uses
 		// what the reply hands out as covered (a break sent after the
 		// reply could reach it after it used the reply).
+		// The ack comes on the request's own connection: an inline
+		// request hands the reading over first.
 		cb.races.Add(1)
-		cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
+		wire.HandOver(ctx)
+		cb.send(ctx, client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
 	}
 }
 
 // grantWatched is grant for state whose directory may not be watched (the
 // watch limit): then the grant is answered by a break at once, as a raced
 // one is, and the client caches nothing of it.
-func (cb *callbacks) grantWatched(client uint32, since uint64, watched bool, objs ...grantObj) {
+func (cb *callbacks) grantWatched(ctx context.Context, client uint32, since uint64, watched bool, objs ...grantObj) {
 	if !watched {
 		since = 0
 		cb.mu.Lock()
@@ -380,7 +383,7 @@ func (cb *callbacks) grantWatched(client uint32, since uint64, watched bool, obj
 		}
 		cb.mu.Unlock()
 	}
-	cb.grant(client, since, objs...)
+	cb.grant(ctx, client, since, objs...)
 }
 
 // breakAll breaks every callback of every client (the export watch lost
@@ -426,6 +429,7 @@ func (cb *callbacks) Break(ctx context.Context, items []wire.BreakItem, except u
 	if len(msgs) == 0 {
 		return
 	}
+	wire.HandOver(ctx) // an inline request waits for other clients from here
 	var wg sync.WaitGroup
 	for client, m := range msgs {
 		c := conns[client]

@@ -58,7 +58,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		}
 		r, err := serve()
 		if err == nil {
-			s.cbs.grantWatched(cl.id, since, watched, granted(r, dirIno)...)
+			s.cbs.grantWatched(ctx, cl.id, since, watched, granted(r, dirIno)...)
 			if changes(inner) {
 				s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 			}
@@ -83,7 +83,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.recordRename(inner)
 		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 		if mk, ok := inner.(*wire.Mkdir); ok {
-			s.grantMade(cl, since, mk.Path, r)
+			s.grantMade(ctx, cl, since, mk.Path, r)
 		}
 	}
 	return r, err
@@ -97,7 +97,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 // slips between; one that is not empty (a direct change came first) or
 // cannot be watched is granted as raced: the client is sent a break at
 // once and caches nothing of it.
-func (s *Server) grantMade(cl *client, since uint64, p string, r wire.Msg) {
+func (s *Server) grantMade(ctx context.Context, cl *client, since uint64, p string, r wire.Msg) {
 	ar, ok := r.(*wire.AttrReply)
 	if !ok || ar.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return
@@ -110,7 +110,7 @@ func (s *Server) grantMade(cl *client, since uint64, p string, r wire.Msg) {
 	if watched && (ino != ar.Attr.Ino || !s.emptyDir(c)) {
 		watched = false
 	}
-	s.cbs.grantWatched(cl.id, since, watched, grantObj{ino: ar.Attr.Ino, kind: wire.CallbackDir})
+	s.cbs.grantWatched(ctx, cl.id, since, watched, grantObj{ino: ar.Attr.Ino, kind: wire.CallbackDir})
 }
 
 // emptyDir reports whether directory p (cleaned) has no entry.

@@ -436,6 +436,9 @@ func (s *Server) recallDirs(ctx context.Context, cl *client, m wire.Msg) {
 		id = cl.id
 	}
 	ds := t.conflicts(id, wire.Paths(m), reachesBelow(m))
+	if len(ds) > 0 {
+		wire.HandOver(ctx) // a quick lookup too waits for another client now
+	}
 	for _, d := range ds {
 		s.recallDir(ctx, d)
 	}

@@ -171,7 +171,12 @@ func inline(m wire.Msg) bool { return quick(m) || inlineMayWait(m) }
 // quick picks the inline requests that wait for the export only
 // (wire.ConnConfig.InlineQuick): the read loop goes on without one only
 // after the watchdog's slow tick, which a stream of them keeps running
-// instead of arming a 1 ms timer after every quiet millisecond.
+// instead of arming a 1 ms timer after every quiet millisecond. One that
+// turns out to wait for another client after all — a lookup, getattr or
+// listing of a path in another client's delegated directory, which is
+// recalled first, or a grant that raced and is answered by a break the
+// caller must ack — hands the reading over before it waits (wire.HandOver
+// in recallDirs, callbacks.grant and Break), so that it holds up nothing.
 func quick(m wire.Msg) bool {
 	switch unwrapAs(m).(type) {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,

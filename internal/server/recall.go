@@ -240,6 +240,7 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 	if !write {
 		return r.waitOrphan(ctx, opener, ino, path)
 	}
+	wire.HandOver(ctx) // an inline open waits for other clients from here
 	var wg sync.WaitGroup
 	var lost sync.Map // client name → struct{}: holders that did not write back in time
 	for id, m := range msgs {
@@ -314,6 +315,7 @@ func (r *recalls) waitOrphan(ctx context.Context, opener *client, ino uint64, pa
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return r.unreachable(path, name)
 		}
+		wire.HandOver(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
