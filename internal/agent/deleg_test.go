@@ -322,3 +322,51 @@ func TestOpenAheadAlongAListing(t *testing.T) {
 		t.Errorf("%v opens answered from the cache of %d: want most (read ahead)", hits, n)
 	}
 }
+
+// TestDirectChangeInDelegatedDir: a file made directly in the export, in a
+// directory whose delegation this client holds and whose every entry it
+// knows (it made the directory), is noticed: the server's watch breaks the
+// delegation, the client's lookup then finds the file (not the absence its
+// listing promised), and its exclusive create of that name fails with
+// EEXIST instead of being answered here. Creates of other names go on.
+func TestDirectChangeInDelegatedDir(t *testing.T) {
+	export, a, _ := delegPair(t)
+	ctx := asMaker()
+	create(t, a.Agent, "d/mine0", syscall.O_EXCL, []byte("0"))
+	create(t, a.Agent, "d/mine1", syscall.O_EXCL, []byte("1"))
+	if a.sent(t, "CommitNew") == 0 {
+		t.Skip("no create was answered here (no delegation in time)")
+	}
+	if _, err := a.Lookup(ctx, "d/direct"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a name nobody made: %v, want ENOENT", err)
+	}
+	if err := os.WriteFile(filepath.Join(export, "d/direct"), []byte("made in the export"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The watch's break reaches the client a round trip after the event;
+	// a lookup answered before it still says ENOENT.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := a.Lookup(ctx, "d/direct")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENOENT) || time.Now().After(deadline) {
+			t.Fatalf("lookup of a file made directly in the delegated directory: %v (10 s after it was made)", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if _, _, err := a.Create(ctx, "d/direct", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL, 0o644); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("exclusive create of the name made in the export: %v, want EEXIST", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(export, "d/direct")); err != nil || string(data) != "made in the export" {
+		t.Errorf("d/direct in the export: %q, %v", data, err)
+	}
+	create(t, a.Agent, "d/mine2", syscall.O_EXCL, []byte("2"))
+	for i := range 3 {
+		p := fmt.Sprintf("d/mine%d", i)
+		if data, err := os.ReadFile(filepath.Join(export, p)); err != nil || string(data) != fmt.Sprint(i) {
+			t.Errorf("%s in the export: %q, %v", p, data, err)
+		}
+	}
+}
