@@ -23,7 +23,9 @@ func openUntilFailure(t *testing.T, m *e2eMount, n int) ([]*os.File, error) {
 	t.Helper()
 	var fs []*os.File
 	for i := 0; i < n; i++ {
-		f, err := os.Open(m.path(fmt.Sprintf("f%03d", i)))
+		// For writing: a small file opened for reading keeps no handle
+		// on the server (its open brings its data, agent/openread.go).
+		f, err := os.OpenFile(m.path(fmt.Sprintf("f%03d", i)), os.O_RDWR, 0)
 		if err != nil {
 			return fs, err
 		}

@@ -26,6 +26,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
 	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
 	wholeMin := block.Size(agent.DefaultWholeFileMinSize)
+	openData := block.Size(agent.DefaultOpenDataMax)
+	fs.Var(&openData, "open-data-max", "an open for reading of a file of at most this size (and one block) brings its data in the reply (0: never; bench replay turns it off to compare with the simulator)")
 	fs.Var(&wholeMin, "wholefile-min-size", "wholefile policy: files smaller than this are read from the server directly, without the commit counter and the peers (0: every file; default from the measured crossover, docs/benchmarks-wholefile.md)")
 	secFlags := addSecurityFlags(fs)
 	serverName := fs.String("tls-server-name", "", "with --tls-ca: the name the server's certificate must carry (default: the host of --server)")
@@ -75,9 +77,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
 		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
-		WholeFileMinSize: wholeFileMinSize(wholeMin),
-		Disk:             agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
-		WritePolicy:      writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},
+		WholeFileMinSize: sizeOrNone(wholeMin), OpenDataMax: sizeOrNone(openData),
+		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
+		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},
 		DirAttrTimeout: dirAttrTimeout(*attrTimeout)})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -122,9 +124,10 @@ var (
 	_ fusefs.PinnedOpener = (*agent.Agent)(nil)
 )
 
-// wholeFileMinSize maps --wholefile-min-size to agent.Config (where 0 is
-// the default and a negative size means every file).
-func wholeFileMinSize(s block.Size) int64 {
+// sizeOrNone is a size flag as the agent takes it: the flag's 0 (no data
+// with opens; every file is wholefile's) is -1 there, whose 0 means the
+// default.
+func sizeOrNone(s block.Size) int64 {
 	if s == 0 {
 		return -1
 	}

@@ -111,13 +111,18 @@ func TestE2ETarHoldsWritesAndAttrsUntilClose(t *testing.T) {
 		}
 	}
 
-	// One Commit per file with data or attributes, no write or setattr
-	// message of a file's own (the directories' setattrs remain).
+	// One Commit per file with data or attributes — a CommitNew for a file
+	// created under its directory's delegation (agent/newfile.go), whose
+	// create is no message of its own — no write or setattr message of a
+	// file's own (the directories' setattrs remain).
 	if sent["WriteSeq"] != 0 || sent["Write"] != 0 {
 		t.Errorf("%v WriteSeq messages: want none (the writes go with the close)", sent["WriteSeq"])
 	}
-	if sent["Commit"] < float64(len(files)) {
-		t.Errorf("%v Commit messages for %d files: want one each", sent["Commit"], len(files))
+	if n := sent["Commit"] + sent["CommitNew"]; n < float64(len(files)) {
+		t.Errorf("%v Commit and CommitNew messages for %d files: want one each", n, len(files))
+	}
+	if sent["Create"]+sent["CommitNew"] > float64(len(files))+2 {
+		t.Errorf("%v Create and %v CommitNew for %d files: a file created under a delegation sends no Create", sent["Create"], sent["CommitNew"], len(files))
 	}
 	// x and d0–d3 get a chown, a chmod and a utimens each, the symlink a chown.
 	const dirs = 5.0

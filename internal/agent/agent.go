@@ -47,10 +47,14 @@ type Config struct {
 	// coordination would cost more than the data); default
 	// DefaultWholeFileMinSize, negative: every file.
 	WholeFileMinSize int64
-	NoDiscard        bool              // directory policy: send no discard notifications (for comparisons)
-	Disk             DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
-	WritePolicy      cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
-	WriteBack        WriteBackConfig   // tuning of the write-back policy
+	NoDiscard        bool // directory policy: send no discard notifications (for comparisons)
+	// OpenDataMax is the largest file whose data an open for reading
+	// brings in its reply (openread.go); default DefaultOpenDataMax,
+	// negative: none.
+	OpenDataMax int64
+	Disk        DiskConfig        // the disk tier under memory (tiers.go); none when Disk.Dir is ""
+	WritePolicy cache.WritePolicy // read-only, write-through (default) or write-back (writeback.go; needs Disk)
+	WriteBack   WriteBackConfig   // tuning of the write-back policy
 	// NoCallbacks asks the server for no callbacks (callbacks.go): every
 	// lookup, getattr, listing and open then goes to the server.
 	NoCallbacks bool
@@ -89,6 +93,9 @@ func (c *Config) setDefaults() {
 		c.WholeFileMinSize = DefaultWholeFileMinSize
 	} else if c.WholeFileMinSize < 0 {
 		c.WholeFileMinSize = 0
+	}
+	if c.OpenDataMax == 0 {
+		c.OpenDataMax = DefaultOpenDataMax
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
@@ -138,8 +145,13 @@ type Agent struct {
 	releases   releaser                  // releases of closed files, batched (release.go)
 	holds      holds                     // files holding writes back (pipe.go)
 	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
+	delegs     delegs                    // directory delegations held (deleg.go)
+	pend       pending                   // entry changes answered here, to send (defer.go, newfile.go)
+	ahead      openAhead                 // read-ahead across a directory's files (openahead.go)
 	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
 	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
+	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
+	pinned     atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
 	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
 	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
 	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
@@ -159,6 +171,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		prefetch: make(chan struct{}, 16), versions: make(map[uint64]uint64), cbs: newCallbacks()}
 	a.releases.a = a
+	a.pend.init(a)
+	a.ahead.init(a)
 	a.dirs.ttl = cfg.DirAttrTimeout
 	a.pol.Store(&policyBox{policyNone{}})
 	var ln net.Listener
@@ -175,13 +189,18 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
 	cfg.Metrics.Register(a.cbs.metrics()...)
+	cfg.Metrics.Register(a.pend.metrics()...)
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
 	}
 	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
-		connected: func(gen uint64, registered bool) { a.cbs.connected(gen, registered); a.wbReconnected() }, lost: a.cbs.lost}
+		connected: func(gen uint64, registered bool) {
+			a.delegs.connected()
+			a.cbs.connected(gen, registered)
+			a.wbReconnected()
+		}, lost: a.cbs.lost}
 	a.sess.register = func(ctx context.Context, c *wire.Conn) bool {
 		a.pipeline(ctx, c) // dirattrs.go
 		return !cfg.NoCallbacks && register(ctx, c)
@@ -208,6 +227,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.openMetaIf(ctx)
+	a.delegs.init(a)
 	policy := a.sess.serverPolicy()
 	switch {
 	case cfg.Policy != "" && cfg.Policy != policy:
@@ -263,8 +283,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return &wire.OK{}, nil
 	}
 	if m, ok := m.(*wire.CallbackBreak); ok {
-		a.dirs.clear()      // dirattrs.go: someone else changed something
-		a.wb.recall(ctx, m) // a write delegation's break: write back first (writeback_deleg.go)
+		a.dirs.clear()            // dirattrs.go: someone else changed something
+		a.wb.recall(ctx, m)       // a write delegation's break: write back first (writeback_deleg.go)
+		a.delegs.recalled(ctx, m) // a directory delegation's: send what was answered here first (deleg.go)
 		return a.cbs.serveBreak(m), nil
 	}
 	if m, ok := m.(*wire.WarmupAssign); ok {
@@ -288,6 +309,8 @@ func (a *Agent) Close() error {
 	}
 	a.warm.close()
 	a.policy().close()
+	a.pend.flush(context.Background()) // defer.go: what was answered here goes out
+	a.delegs.close()
 	a.releases.close()
 	a.sess.close()
 	return errors.Join(wbErr, a.meta.close(), a.closeDisk())
@@ -302,8 +325,15 @@ func (a *Agent) BlockSize() int {
 // Metrics returns the agent's counters.
 func (a *Agent) Metrics() *obs.Metrics { return a.metrics }
 
+// pathCall sends m, a request that names paths, as the caller of ctx,
+// after the changes answered here that it depends on (defer.go).
+func (a *Agent) pathCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Msg, uint64, error) {
+	a.pend.before(ctx, m)
+	return a.sess.call(ctx, as(ctx, m), idempotent)
+}
+
 func (a *Agent) attrCall(ctx context.Context, m wire.Msg, idempotent bool) (wire.Attr, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	r, _, err := a.pathCall(ctx, m, idempotent)
 	if err != nil {
 		return wire.Attr{}, err
 	}
@@ -328,7 +358,7 @@ func (a *Agent) entryAttrCall(ctx context.Context, m wire.Msg, path string, idem
 }
 
 func (a *Agent) okCall(ctx context.Context, m wire.Msg, idempotent bool) error {
-	_, _, err := a.sess.call(ctx, as(ctx, m), idempotent)
+	_, _, err := a.pathCall(ctx, m, idempotent)
 	return err
 }
 
@@ -343,12 +373,18 @@ func (a *Agent) Lookup(ctx context.Context, path string) (wire.Attr, error) {
 
 // GetAttr implements fusefs.Backend.
 func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
+	if at, ok := a.delegs.dirAttr(path); ok {
+		return at, nil // deleg.go: its changes answered here included
+	}
 	if at, ok := a.dirs.get(path); ok {
 		return at, nil // dirattrs.go: this agent's change of the directory said so a moment ago
 	}
 	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.attrOf(ctx, path, &wire.GetAttr{Path: path})
 	}, a.getAttr(ctx, path))
+	if err == nil && at.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		a.delegs.serverAttr(path, at) // deleg.go
+	}
 	a.holds.overlay(&at) // pipe.go
 	return at, err
 }
@@ -363,6 +399,9 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 	}
 	if err := a.beforeSetAttr(ctx, path, of, in); err != nil {
 		return wire.Attr{}, err
+	}
+	if in.Valid&(wire.SetMode|wire.SetUID|wire.SetGID) != 0 && of == nil {
+		a.delegs.invalidate(ctx, path) // deleg.go: the verdicts rest on permissions
 	}
 	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
 	defer a.dirs.end(t, nil)
@@ -381,11 +420,13 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 		again = func() (wire.Attr, error) { return of.serverAttr(ctx) }
 	}
 	// A file with dirty data keeps its size here (writeback_attr.go).
+	tok := a.cbs.token()
 	attr, err := a.settledAttr(ask, again)
-	a.changedHere(false, path)
+	a.setAttrHere(tok, path, attr, err) // cached.go
 	if err != nil {
 		return attr, err
 	}
+	a.delegs.serverAttr(path, attr) // deleg.go: a delegated directory's own
 	if in.Valid&wire.SetSize != 0 && !a.wb.holds(attr.Ino) {
 		old := uint64(0)
 		if of != nil {
@@ -405,7 +446,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 func (a *Agent) ReadDir(ctx context.Context, path string) ([]wire.DirEntry, error) {
 	var all []wire.DirEntry
 	for {
-		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}), true)
+		r, _, err := a.pathCall(ctx, &wire.ReadDir{Path: path, Offset: uint64(len(all))}, true)
 		if err != nil {
 			return nil, err
 		}
@@ -429,11 +470,12 @@ func (a *Agent) ReadDirPlus(ctx context.Context, path string) ([]wire.DirEntryPl
 		return ents, nil
 	}
 	a.cbs.misses.Add(1)
+	a.delegs.listing(ctx, path) // deleg.go: rm -rf's next removals need not wait
 	tok := a.cbs.token()
 	var all []wire.DirEntryPlus
 	for {
 		mark := a.wb.mark()
-		r, _, err := a.sess.call(ctx, as(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}), true)
+		r, _, err := a.pathCall(ctx, &wire.ReadDirPlus{Path: path, Offset: uint64(len(all))}, true)
 		if errors.Is(err, syscall.ENOSYS) && len(all) == 0 {
 			return a.readDirNoAttrs(ctx, path)
 		}
@@ -475,19 +517,30 @@ func (a *Agent) readDirNoAttrs(ctx context.Context, path string) ([]wire.DirEntr
 // Mkdir implements fusefs.Backend.
 func (a *Agent) Mkdir(ctx context.Context, path string, mode uint32) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Mkdir{Path: path, Mode: mode, UID: c.UID, GID: c.GID}, path, false)
+	a.entryChanged(tok, path, true, err, &at) // names.go: made empty, under a callback
+	if err == nil {
+		a.delegs.ask(ctx, path, reserveFirst) // deleg.go: what comes next in it may not wait
+	}
+	return at, err
 }
 
 // Unlink implements fusefs.Backend.
 func (a *Agent) Unlink(ctx context.Context, path string) error {
+	if ok, err := a.deferRemove(ctx, path, false); ok {
+		return err // defer.go: answered here, sent later
+	}
+	a.delegs.removing(parentOf(path))
+	a.delegs.askBefore(ctx, parentOf(path), 0)
 	// Files closed a moment ago may still be open at the server (their
 	// releases wait in the batch, release.go): sent first, so that removing
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
 	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
-	defer a.changedHere(true, path)
+	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
+	a.entryChanged(tok, path, false, err, nil)
 	if err == nil {
 		a.wb.removed(path)
 	}
@@ -496,10 +549,19 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 
 // Rmdir implements fusefs.Backend.
 func (a *Agent) Rmdir(ctx context.Context, path string) error {
+	if ok, err := a.deferRemove(ctx, path, true); ok {
+		return err // defer.go: sent with the removals queued before it
+	}
+	a.delegs.removing(parentOf(path))
+	a.delegs.askBefore(ctx, parentOf(path), 0)
 	t := a.dirs.begin(path) // the directory itself goes
 	defer a.dirs.end(t, nil)
-	defer a.changedHere(true, path)
+	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Rmdir{Path: path}, path, false)
+	a.entryChanged(tok, path, false, err, nil)
+	if f := a.pend.takeFailure(path); f != nil && err != nil {
+		return f // a removal in it answered here failed: why it is not empty
+	}
 	return err
 }
 
@@ -511,6 +573,9 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	defer a.changedHere(true, oldPath, newPath)
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
+	a.renamedHere(oldPath, newPath, flags, err) // names.go
+	a.delegs.forgetAttr(parentOf(oldPath))      // deleg.go: link counts, times
+	a.delegs.forgetAttr(parentOf(newPath))
 	if err == nil {
 		a.wb.afterRename(oldPath, newPath, flags)
 	}
@@ -520,10 +585,12 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 // Link implements fusefs.Backend.
 func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
 	a.endAllHolds(ctx)
-	defer a.changedHere(false, oldPath, newPath)
+	defer a.changedHere(false, oldPath)
+	tok := a.cbs.token()
 	at, err := a.settledAttr(func() (wire.Attr, error) {
 		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
 	}, a.getAttr(ctx, newPath))
+	a.entryChanged(tok, newPath, true, err, nil)
 	if err == nil {
 		a.changedIno(at.Ino)
 	}
@@ -533,13 +600,15 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 // Symlink implements fusefs.Backend.
 func (a *Agent) Symlink(ctx context.Context, target, path string) (wire.Attr, error) {
 	c, _ := vfs.CallerOf(ctx)
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Symlink{Target: target, Path: path, UID: c.UID, GID: c.GID}, path, false)
+	a.entryChanged(tok, path, true, err, nil)
+	return at, err
 }
 
 // Readlink implements fusefs.Backend.
 func (a *Agent) Readlink(ctx context.Context, path string) (string, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, &wire.Readlink{Path: path}), true)
+	r, _, err := a.pathCall(ctx, &wire.Readlink{Path: path}, true)
 	if err != nil {
 		return "", err
 	}
@@ -566,17 +635,32 @@ func (a *Agent) StatFs(ctx context.Context) (wire.StatFs, error) {
 // Open implements fusefs.Backend: it revalidates the file's version with the
 // server (close-to-open) and drops cached blocks of an older version.
 func (a *Agent) Open(ctx context.Context, path string, flags uint32) (vfs.File, wire.Attr, error) {
+	a.ahead.wait(ctx, path) // openahead.go: read ahead a moment ago
 	if f, attr, ok := a.openCached(ctx, path, flags); ok {
 		a.cbs.hits.Add(1)
-		return f, attr, nil
+		a.ahead.opened(ctx, path, flags)
+		return a.pend.track(f), attr, nil
 	}
-	return a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
+	if a.openReadable(flags) {
+		f, attr, err := a.openRead(ctx, path, flags) // openread.go: the data may come along
+		if err == nil {
+			a.ahead.opened(ctx, path, flags)
+		}
+		return a.pend.track(f), attr, err
+	}
+	f, attr, err := a.open(ctx, &wire.Open{Path: path, Flags: flags}, path, flags)
+	return a.pend.track(f), attr, err
 }
 
 // Create implements fusefs.Backend.
 func (a *Agent) Create(ctx context.Context, path string, flags uint32, mode uint32) (vfs.File, wire.Attr, error) {
+	if f, at, ok := a.createHere(ctx, path, flags, mode); ok {
+		return a.pend.track(f), at, nil // newfile.go: created into a reserved file, sent with its close
+	}
+	a.delegs.askBefore(ctx, parentOf(path), reserveFirst)
 	c, _ := vfs.CallerOf(ctx)
-	return a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
+	f, at, err := a.open(ctx, &wire.Create{Path: path, Flags: flags, Mode: mode, UID: c.UID, GID: c.GID}, path, flags)
+	return a.pend.track(f), at, err
 }
 
 // An open refused at the per-client handle cap is tried again capRetries
@@ -599,23 +683,16 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 		if create {
 			return a.entryCall(ctx, m, path, idempotent) // dirattrs.go
 		}
-		return a.sess.call(ctx, as(ctx, m), idempotent)
-	}
-	if !idempotent {
-		defer a.changedHere(false, path)
+		return a.pathCall(ctx, m, idempotent)
 	}
 	tok := a.cbs.token()
 	mark := a.wb.mark()
-	r, gen, err := call()
-	// The per-client handle cap: files closed a moment ago make room once
-	// their releases reach the server, but the kernel sends a RELEASE
-	// only after close(2) returned, and this agent batches them. Send what
-	// is queued and try again, a few times over a short while.
-	for try := 0; errors.Is(err, syscall.EMFILE) && try < capRetries; try++ {
-		if a.releases.flushWait(true) == 0 {
-			time.Sleep(capRetryWait)
-		}
-		r, gen, err = call()
+	r, gen, err := a.retryCap(call) // openread.go: the per-client handle cap
+	switch {
+	case create:
+		a.entryChanged(tok, path, true, err, nil) // names.go
+	case !idempotent:
+		a.changedHere(false, path) // an O_TRUNC open
 	}
 	if err != nil {
 		return nil, wire.Attr{}, err

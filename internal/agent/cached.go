@@ -55,14 +55,22 @@ func (a *Agent) cachedAttr(p string) (wire.Attr, bool) {
 // attrOf answers a lookup or getattr of p from the cache, or sends m and
 // caches its reply.
 func (a *Agent) attrOf(ctx context.Context, p string, m wire.Msg) (wire.Attr, error) {
-	attr, ok, missing := a.cachedAttrOrMissing(p)
-	switch {
-	case ok:
-		a.cbs.hits.Add(1)
-		return attr, nil
-	case missing:
-		a.cbs.hits.Add(1)
-		return wire.Attr{}, fmt.Errorf("%s: %w", p, syscall.ENOENT)
+	_, lookup := m.(*wire.Lookup)
+	for try := 0; ; try++ {
+		attr, ok, missing := a.cachedAttrOrMissing(p)
+		switch {
+		case ok:
+			a.cbs.hits.Add(1)
+			return attr, nil
+		case missing:
+			a.cbs.hits.Add(1)
+			return wire.Attr{}, fmt.Errorf("%s: %w", p, syscall.ENOENT)
+		}
+		// names.go: the directory's listing answers this lookup and the
+		// next ones.
+		if try > 0 || !lookup || !a.listForLookup(ctx, p) {
+			break
+		}
 	}
 	a.cbs.misses.Add(1)
 	tok := a.cbs.token()
@@ -220,6 +228,24 @@ func (a *Agent) changedHere(gone bool, ps ...string) {
 		cb.c.changedHere(p, gone)
 	}
 	cb.mu.Unlock()
+}
+
+// setAttrHere notes this agent's own setattr of p, whose reply (read after
+// tok) gave attributes at, or failed with err: what was cached of p and
+// its directory's listing goes, and p's new attributes are cached while
+// p's callback holds and still names that object — the kernel asks for
+// them again after a chown (tar's fstat of each directory it sets up).
+func (a *Agent) setAttrHere(tok cbToken, p string, at wire.Attr, err error) {
+	cb := a.cbs
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	c := cb.c
+	par, parOK := c.paths[parentOf(p)]
+	parFresh := p != "" && parOK && c.fresh(tok, par.ino) // before this change's own mark (changedHere)
+	c.changedHere(p, false)
+	if h, ok := c.paths[p]; ok && err == nil && parFresh && h.ino == at.Ino && c.fresh(tok, at.Ino) {
+		c.put(p, at)
+	}
 }
 
 // Changed implements vfs.Callbacks.

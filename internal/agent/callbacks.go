@@ -68,6 +68,11 @@ type cbCache struct {
 	// agent) is heard of before the name could appear.
 	neg    map[string]map[string]struct{}
 	negLen int
+	// full is, per directory whose every entry is known (a listing, or a
+	// directory this agent made, under the directory's callback), the
+	// names of its entries: a name not in it is missing (names.go).
+	full    map[string]map[string]struct{}
+	fullLen int
 	// overflowed is set when install emptied the cache (maxCachedPaths):
 	// the kernel must forget everything too.
 	overflowed bool
@@ -87,6 +92,8 @@ func (c *cbCache) clear() {
 	c.lists = make(map[string][]wire.DirEntryPlus)
 	c.neg = make(map[string]map[string]struct{})
 	c.negLen = 0
+	c.full = make(map[string]map[string]struct{})
+	c.fullLen = 0
 }
 
 // reset starts over for session generation gen (0: not registered).
@@ -123,6 +130,11 @@ func (c *cbCache) install(tok cbToken, p string, a wire.Attr) bool {
 			return false
 		}
 	}
+	return c.put(p, a)
+}
+
+// put caches the attributes of path p, whose parent is cached.
+func (c *cbCache) put(p string, a wire.Attr) bool {
 	if len(c.paths) >= maxCachedPaths {
 		c.reset(c.gen)
 		c.overflowed = true
@@ -168,6 +180,7 @@ func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
 	}
 	if _, still := c.paths[p]; still {
 		c.lists[p] = ents
+		c.setFull(p, ents)
 	}
 }
 
@@ -198,10 +211,25 @@ func (c *cbCache) installMissing(tok cbToken, p string) {
 	}
 }
 
-// missing reports whether p is known not to exist.
+// missing reports whether p is known not to exist: a lookup said so, or
+// its directory's every entry is known and p is not one (names.go).
 func (c *cbCache) missing(p string) bool {
-	_, ok := c.neg[parentOf(p)][path.Base(p)]
-	return ok && p != ""
+	if p == "" {
+		return false
+	}
+	dir, name := parentOf(p), path.Base(p)
+	if _, ok := c.neg[dir][name]; ok {
+		return true
+	}
+	if len(name) > nameMax {
+		return false // the server's ENAMETOOLONG, not ENOENT
+	}
+	names, ok := c.full[dir]
+	if !ok {
+		return false
+	}
+	_, there := names[name]
+	return !there
 }
 
 // unmiss forgets that p was missing.
@@ -246,6 +274,7 @@ func (c *cbCache) drop(p string) {
 		c.drop(join(p, k))
 	}
 	c.unmissAll(p)
+	c.dropFull(p)
 	delete(c.kids, p)
 	delete(c.paths, p)
 	delete(c.lists, p)
@@ -296,6 +325,7 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 			if !h.dir || it.Name == wire.BreakAttr {
 				continue
 			}
+			c.dropFull(p) // an entry changed: added or removed, who knows
 			delete(c.lists, p)
 			if it.Name != wire.BreakEntries {
 				c.unmiss(join(p, it.Name))
@@ -324,6 +354,10 @@ func (c *cbCache) changedHere(p string, gone bool) {
 	delete(c.lists, par)
 	if h, ok := c.paths[par]; ok {
 		h.hasAttr = false
+		// What a request in flight read of the directory (its listing, a
+		// missing name) may predate the change: not installed (fresh).
+		c.seq++
+		c.broke[h.ino] = c.seq
 	}
 	if gone {
 		c.drop(p)

@@ -64,6 +64,9 @@ func (a *Agent) pipeline(ctx context.Context, c *wire.Conn) {
 	_, err := c.Call(ctx, &wire.ParentAttrs{})
 	a.dirs.on.Store(err == nil && a.dirs.ttl > 0)
 	a.holds.noCommit.Store(err != nil)
+	// A server that knows ParentAttrs knows the types 160–169 too; a proxy
+	// answers ENOSYS (it follows the opens it relays).
+	a.fastMeta.Store(err == nil)
 }
 
 // parentDir is the path of the directory holding p ("" for the root).
@@ -153,6 +156,18 @@ func (d *dirAttrs) get(dir string) (wire.Attr, bool) {
 	return st.attr, true
 }
 
+// forget drops what is known of directory dir's attributes.
+func (d *dirAttrs) forget(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.dirs[dir]; st != nil {
+		st.until = time.Time{}
+		if st.busy == 0 {
+			delete(d.dirs, dir)
+		}
+	}
+}
+
 // clear drops everything known.
 func (d *dirAttrs) clear() {
 	d.mu.Lock()
@@ -170,11 +185,21 @@ func (d *dirAttrs) clear() {
 // link, unlink or rmdir) and keeps the parent directory's attributes its
 // reply carries; the reply returned is the usual one.
 func (a *Agent) entryCall(ctx context.Context, m wire.Msg, p string, idempotent bool) (wire.Msg, uint64, error) {
+	a.pend.before(ctx, m) // defer.go
+	return a.entrySend(ctx, m, p, idempotent)
+}
+
+// entrySend is entryCall without waiting for the changes answered here: the
+// queue's own flush sends them so (defer.go), in order.
+func (a *Agent) entrySend(ctx context.Context, m wire.Msg, p string, idempotent bool) (wire.Msg, uint64, error) {
 	t := a.dirs.begin(parentDir(p))
 	r, gen, err := a.sess.call(ctx, as(ctx, m), idempotent)
 	if err != nil {
 		a.dirs.end(t, nil)
 		return nil, gen, err
+	}
+	if er, ok := r.(*wire.EntryReply); ok && er.HasParent {
+		a.delegs.serverAttr(parentDir(p), er.Parent) // deleg.go
 	}
 	return a.dirs.end(t, r), gen, nil
 }

@@ -40,6 +40,15 @@ type file struct {
 	holdOn   atomic.Bool // hold.on, read without mu
 	commitMu sync.Mutex  // orders the file's commits (pipe.go)
 
+	// pin is the whole file at pinVersion as the open brought it, kept
+	// while the file has no server handle to read it again (openread.go).
+	pin        []byte
+	pinVersion uint64
+	// newFile is set while a file created here (newfile.go) is not on the
+	// server yet.
+	newFile *newFile
+	tracked uint64 // the inode counted open (defer.go), 0 once released
+
 	// wholefile policy (pwholefile.go): the commit counter the open was
 	// handed (0: none), and whether the file was written since (a close
 	// commits).
@@ -62,6 +71,9 @@ func (f *file) KeepCache() bool { return f.keep }
 func (f *file) Attr(ctx context.Context) (wire.Attr, error) {
 	if at, ok := f.heldAttr(); ok {
 		return at, nil // pipe.go: what the held operations leave
+	}
+	if at, ok := f.coveredAttr(); ok {
+		return at, nil // the callback on the file's path covers them
 	}
 	ask := func() (wire.Attr, error) { return f.serverAttr(ctx) }
 	at, err := f.a.settledAttr(ask, nil) // a file with dirty data here (writeback_attr.go)
@@ -88,17 +100,31 @@ func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	return ar.Attr, nil
 }
 
-// lazyAttr is Attr of a file opened from the cache (cached.go): the
-// attributes while the callback holds, else the server's fstat of the file
-// reopened by name; when the name no longer leads to it (replaced), the
-// attributes it was opened with.
+// coveredAttr returns the file's attributes when a callback covers them:
+// its path still names it (a removal or rename here, or a break, drops
+// the path's) and nothing changed it since (a write here drops them too).
+// The kernel asks for them right after every open whose version it did
+// not know (fusefs drops the attributes it had).
+func (f *file) coveredAttr() (wire.Attr, bool) {
+	f.mu.Lock()
+	path, ino := f.path, f.attr.Ino
+	f.mu.Unlock()
+	at, ok := f.a.cachedAttr(path)
+	if !ok || at.Ino != ino {
+		return wire.Attr{}, false
+	}
+	f.a.holds.overlay(&at) // another open file of ino holds writes (pipe.go)
+	return at, true
+}
+
+// lazyAttr is Attr of a file without a server handle (opened from the
+// cache, cached.go, or with its data, openread.go) whose callback broke:
+// the server's fstat of the file reopened by name; when the name no
+// longer leads to it (replaced), the attributes it was opened with.
 func (f *file) lazyAttr(ctx context.Context, path string) (wire.Attr, error) {
 	f.mu.Lock()
 	opened := f.attr
 	f.mu.Unlock()
-	if attr, ok := f.a.cachedAttr(path); ok && attr.Ino == opened.Ino {
-		return attr, nil
-	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
 	if ar, ok := r.(*wire.AttrReply); ok && err == nil {
 		return ar.Attr, nil
@@ -116,6 +142,9 @@ func (f *file) setAttr(a wire.Attr) {
 // connection was re-established since (the server may have restarted and
 // forgotten it). A file replaced in the meantime fails with EIO.
 func (f *file) handle(ctx context.Context) (uint64, error) {
+	if err := f.sendNew(ctx); err != nil {
+		return 0, err // newfile.go: created here, refused there
+	}
 	_, gen, err := f.a.sess.current(ctx)
 	if err != nil {
 		return 0, err
@@ -129,7 +158,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
-	r, gen, err := f.a.sess.call(ctx, as(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}), true)
+	r, gen, err := f.a.pathCall(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}, true)
 	if err != nil {
 		return 0, fmt.Errorf("reopen %s after reconnecting: %v: %w", f.path, err, syscall.EIO)
 	}
@@ -291,6 +320,15 @@ func (f *file) blockOnce(ctx context.Context, idx uint64, demand, strict bool) (
 		}
 		f.a.policy().hit(id, v)
 		return data, nil
+	}
+	f.mu.Lock()
+	pin, pinned := f.pinned(idx, v)
+	f.mu.Unlock()
+	if pinned {
+		if demand {
+			f.a.metrics.CountRead(obs.LayerLocalMemory, len(pin))
+		}
+		return pin, nil // openread.go: no handle to read it again with
 	}
 	if !demand {
 		defer f.a.fresh.Store(id, struct{}{})
@@ -499,6 +537,8 @@ func (f *file) Release(ctx context.Context) error {
 		f.a.log.Warn("held writes of a closed file failed", "path", f.path, "err", err)
 	}
 	f.a.wb.released(f)
+	f.a.pend.untrack(f) // defer.go
+	f.unpin()
 	f.mu.Lock()
 	h, gen := f.h, f.gen
 	f.mu.Unlock()

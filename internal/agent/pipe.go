@@ -305,6 +305,17 @@ func (f *file) commit(ctx context.Context) (sent bool, err error) {
 	if !f.holdOn.Load() {
 		return false, nil
 	}
+	if seq, err := f.pendingNew(); err != nil || seq != 0 {
+		// Created here (newfile.go): its name and what it holds go in one
+		// CommitNew, with the changes queued before it.
+		if err == nil {
+			err = f.sendNew(ctx)
+		}
+		if err != nil {
+			return true, err
+		}
+		sent = true
+	}
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	f.mu.Lock()
@@ -312,7 +323,7 @@ func (f *file) commit(ctx context.Context) (sent bool, err error) {
 	f.hold.ops, f.hold.data = nil, nil
 	f.mu.Unlock()
 	if len(ops) == 0 {
-		return false, nil
+		return sent, nil
 	}
 	defer f.a.holds.bytes.Add(-int64(len(data)))
 	seq := f.a.writeSeq.Add(1)

@@ -22,12 +22,14 @@ func as(ctx context.Context, m wire.Msg) wire.Msg {
 
 // Mknod makes a special file in the export (fusefs.Mknoder).
 func (a *Agent) Mknod(ctx context.Context, path string, mode, rdev uint32) (wire.Attr, error) {
-	defer a.changedHere(false, path)
-	return a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
+	tok := a.cbs.token()
+	at, err := a.entryAttrCall(ctx, &wire.Mknod{Path: path, Mode: mode, Rdev: rdev}, path, false)
+	a.entryChanged(tok, path, true, err, nil)
+	return at, err
 }
 
 func (a *Agent) xattrCall(ctx context.Context, m wire.Msg) ([]byte, uint32, error) {
-	r, _, err := a.sess.call(ctx, as(ctx, m), true)
+	r, _, err := a.pathCall(ctx, m, true)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -50,8 +52,9 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	a.endAllHolds(ctx)      // a held write would drop security.capability after it
-	t := a.dirs.begin(path) // an ACL changes a directory's mode
+	a.endAllHolds(ctx)             // a held write would drop security.capability after it
+	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
+	t := a.dirs.begin(path)        // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
@@ -60,6 +63,7 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
+	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)

@@ -18,10 +18,12 @@ import (
 // cost Open messages and a few ReleaseBatch, no Release each; the
 // server's cap on open handles is still honoured (an open refused with
 // EMFILE sends the queued releases and succeeds), and a file that took a
-// lock is released at once.
+// lock is released at once. A small file, whose open brings its data
+// (openread.go), keeps no handle on the server and sends no release.
 func TestReleasesAreBatched(t *testing.T) {
 	export := t.TempDir()
-	os.WriteFile(filepath.Join(export, "f"), []byte("data"), 0o644)
+	os.WriteFile(filepath.Join(export, "f"), make([]byte, 200<<10), 0o644) // its open brings no data: a handle
+	os.WriteFile(filepath.Join(export, "small"), []byte("data"), 0o644)
 	srv, err := server.New(server.Config{Export: export, Squash: server.SquashNone, Limits: server.Limits{MaxHandles: 8}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +76,27 @@ func TestReleasesAreBatched(t *testing.T) {
 	}
 	if r, b := sent("Release"), sent("ReleaseBatch"); r != 0 || b < 1 || b > n/4 {
 		t.Errorf("%d opens and closes sent %v Release and %v ReleaseBatch: want none and a few", n, r, b)
+	}
+
+	time.Sleep(20 * time.Millisecond) // the last batch is out
+	rel0, batch0, open0 := sent("Release"), sent("ReleaseBatch"), sent("OpenRead")
+	for i := 0; i < n; i++ {
+		f, _, err := a.Open(asRoot(), "small", syscall.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8)
+		if k, err := f.ReadAt(asRoot(), buf, 0); k != 4 || string(buf[:k]) != "data" {
+			t.Fatalf("read of small: %q, %v", buf[:k], err)
+		}
+		if err := f.Release(asRoot()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a batch would be out by now
+	r, b, o, rb := sent("Release")-rel0, sent("ReleaseBatch")-batch0, sent("OpenRead")-open0, sent("ReadBlock")
+	if r != 0 || b != 0 || o != n || rb > 0 {
+		t.Errorf("%d opens and reads of a small file sent %v Release, %v ReleaseBatch, %v OpenRead, %v ReadBlock: want 0, 0, %d, 0", n, r, b, o, rb, n)
 	}
 
 	f, _, err := a.Open(asRoot(), "f", syscall.O_RDONLY)

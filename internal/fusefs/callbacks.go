@@ -70,9 +70,26 @@ func (a *adapter) Invalidate(p, name string) {
 	switch name {
 	case "":
 	case "/":
-		a.notifyEntries(in, childFiles(in))
+		names := childFiles(in)
+		a.childAttrs(in, names)
+		a.notifyEntries(in, names)
 	default:
+		a.childAttrs(in, []string{name})
 		a.notifyEntries(in, []string{name})
+	}
+}
+
+// childAttrs drops the attributes of entries names of dir at once (it
+// takes no lock, unlike an entry's invalidation, which may finish after
+// the break is acked): a stat of a name whose entry the kernel still holds
+// then asks the mount, whose cache of the name is gone — a removal made
+// under another client's delegation (agent/defer.go) is then heard of by
+// the server's recall, not missed.
+func (a *adapter) childAttrs(dir *fs.Inode, names []string) {
+	for _, name := range names {
+		if ch := dir.GetChild(name); ch != nil {
+			ch.NotifyContent(-1, 0)
+		}
 	}
 }
 

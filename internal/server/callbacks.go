@@ -76,13 +76,17 @@ import (
 type cbTable struct {
 	holders map[uint64]map[uint32]uint8 // object → client → strongest kind granted
 	held    map[uint32]int              // client → objects it holds
-	// broke[o] is the break sequence number of the last break of o; floor
-	// is the oldest sequence broke still describes (older entries were
-	// forgotten to bound it).
-	broke map[uint64]uint64
-	seq   uint64
-	floor uint64
-	max   int // objects one client may hold; past it, it is broken entirely
+	// broke[o] is the break sequence number of the last break of o, made
+	// by client brokeBy[o] (0: a change made directly in the export);
+	// before[o] that of the last break by any other. floor is the oldest
+	// sequence broke still describes (older entries were forgotten to
+	// bound it).
+	broke   map[uint64]uint64
+	brokeBy map[uint64]uint32
+	before  map[uint64]uint64
+	seq     uint64
+	floor   uint64
+	max     int // objects one client may hold; past it, it is broken entirely
 }
 
 // maxBrokeMemory bounds cbTable.broke; past it the table forgets and raises
@@ -91,7 +95,7 @@ const maxBrokeMemory = 1 << 16
 
 func newCBTable(maxPerClient int) *cbTable {
 	return &cbTable{holders: make(map[uint64]map[uint32]uint8), held: make(map[uint32]int),
-		broke: make(map[uint64]uint64), max: maxPerClient}
+		broke: make(map[uint64]uint64), brokeBy: make(map[uint64]uint32), before: make(map[uint64]uint64), max: maxPerClient}
 }
 
 // grantResult says what a grant needs besides being recorded.
@@ -115,7 +119,7 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 		if o == 0 {
 			continue
 		}
-		if b, ok := t.broke[o]; (ok && b > since) || since < t.floor || t.delegatedElsewhere(o, client) {
+		if t.brokeByOthers(o, client) > since || since < t.floor || t.delegatedElsewhere(o, client) {
 			it := wire.BreakItem{Ino: o}
 			if kind == wire.CallbackDir {
 				it.Name = wire.BreakEntries
@@ -138,6 +142,17 @@ func (t *cbTable) grant(client uint32, since uint64, objs ...grantObj) grantResu
 	return r
 }
 
+// brokeByOthers is the sequence number of the last break of o that client
+// did not make: a grant's state read before it is stale. (The client's
+// own changes raced with its grants need no break: it knows of them, and
+// orders them with what it caches itself.)
+func (t *cbTable) brokeByOthers(o uint64, client uint32) uint64 {
+	if t.brokeBy[o] != client || client == 0 {
+		return t.broke[o]
+	}
+	return t.before[o]
+}
+
 // delegatedElsewhere reports whether another client than client holds a
 // write delegation on o: a read callback granted then would let the
 // grantee open from its cache without the open that recalls the writer's
@@ -158,7 +173,7 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 	t.seq++
 	out := make(map[uint32]*wire.CallbackBreak)
 	for _, it := range items {
-		t.noteBroken(it.Ino)
+		t.noteBroken(it.Ino, except)
 		var taken []uint32
 		for c, k := range t.holders[it.Ino] {
 			if c == except {
@@ -182,12 +197,19 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 	return out
 }
 
-func (t *cbTable) noteBroken(o uint64) {
+// noteBroken records a break of o made by client by (0: nobody's).
+func (t *cbTable) noteBroken(o uint64, by uint32) {
 	if len(t.broke) >= maxBrokeMemory {
 		clear(t.broke)
+		clear(t.brokeBy)
+		clear(t.before)
 		t.floor = t.seq
 	}
+	if last, ok := t.brokeBy[o]; ok && last != by {
+		t.before[o] = t.broke[o]
+	}
 	t.broke[o] = t.seq
+	t.brokeBy[o] = by
 }
 
 func (t *cbTable) remove(o uint64, c uint32) {
@@ -249,6 +271,10 @@ type callbacks struct {
 	// beforeDrop, if set, is called with mu held before a client's
 	// callbacks are forgotten (recall.go keeps its write delegations).
 	beforeDrop func(client uint32)
+	// elsewhere, if set, reports an object another client than the
+	// grantee holds a delegation of (dirdeleg.go): grants of it are
+	// answered by a break, as raced ones are.
+	elsewhere func(ino uint64, client uint32) bool
 
 	// counters for /metrics
 	grants, breaksSent, breakTimeouts, races atomic.Int64
@@ -276,6 +302,13 @@ func (cb *callbacks) left(client uint32) {
 	cb.mu.Unlock()
 }
 
+// registered reports whether client registered for callbacks.
+func (cb *callbacks) registered(client uint32) bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return cb.conns[client] != nil
+}
+
 // active reports whether any client is registered (when none is, requests
 // need not compute what they would break).
 func (cb *callbacks) active() bool {
@@ -298,7 +331,7 @@ func (cb *callbacks) begin() uint64 {
 // write delegation on, is followed by a break to the client, acked before
 // grant returns (so before the reply is sent): the client does not cache
 // what the reply hands out.
-func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
+func (cb *callbacks) grant(ctx context.Context, client uint32, since uint64, objs ...grantObj) {
 	cb.mu.Lock()
 	c := cb.conns[client]
 	if c == nil {
@@ -306,6 +339,13 @@ func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 		return
 	}
 	r := cb.t.grant(client, since, objs...)
+	if cb.elsewhere != nil {
+		for _, o := range objs {
+			if o.kind == wire.CallbackDir && cb.elsewhere(o.ino, client) {
+				r.raced = append(r.raced, wire.BreakItem{Ino: o.ino, Name: wire.BreakEntries})
+			}
+		}
+	}
 	var all bool
 	if r.overflow {
 		cb.t.dropClient(client)
@@ -321,26 +361,29 @@ func (cb *callbacks) grant(client uint32, since uint64, objs ...grantObj) {
 		// Acked before the reply goes out: the client then never uses
 		// what the reply hands out as covered (a break sent after the
 		// reply could reach it after it used the reply).
+		// The ack comes on the request's own connection: an inline
+		// request hands the reading over first.
 		cb.races.Add(1)
-		cb.send(context.Background(), client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
+		wire.HandOver(ctx)
+		cb.send(ctx, client, c, &wire.CallbackBreak{Kind: wire.CallbackRead, Items: r.raced})
 	}
 }
 
 // grantWatched is grant for state whose directory may not be watched (the
 // watch limit): then the grant is answered by a break at once, as a raced
 // one is, and the client caches nothing of it.
-func (cb *callbacks) grantWatched(client uint32, since uint64, watched bool, objs ...grantObj) {
+func (cb *callbacks) grantWatched(ctx context.Context, client uint32, since uint64, watched bool, objs ...grantObj) {
 	if !watched {
 		since = 0
 		cb.mu.Lock()
 		cb.t.seq++
 		cb.t.floor = cb.t.seq // every grant below counts as raced
 		for _, o := range objs {
-			cb.t.noteBroken(o.ino)
+			cb.t.noteBroken(o.ino, 0)
 		}
 		cb.mu.Unlock()
 	}
-	cb.grant(client, since, objs...)
+	cb.grant(ctx, client, since, objs...)
 }
 
 // breakAll breaks every callback of every client (the export watch lost
@@ -354,6 +397,8 @@ func (cb *callbacks) breakAll() {
 	}
 	cb.t.seq++
 	clear(cb.t.broke)
+	clear(cb.t.brokeBy)
+	clear(cb.t.before)
 	cb.t.floor = cb.t.seq
 	cb.mu.Unlock()
 	var wg sync.WaitGroup
@@ -384,6 +429,7 @@ func (cb *callbacks) Break(ctx context.Context, items []wire.BreakItem, except u
 	if len(msgs) == 0 {
 		return
 	}
+	wire.HandOver(ctx) // an inline request waits for other clients from here
 	var wg sync.WaitGroup
 	for client, m := range msgs {
 		c := conns[client]

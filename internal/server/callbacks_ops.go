@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"syscall"
 	"time"
@@ -38,8 +40,12 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 	if r, done, err := s.recalls.serve(ctx, s, cl, inner); done {
 		return r, err // recall.go: write delegations
 	}
+	s.recallDirs(ctx, cl, inner) // dirdeleg.go: other clients' directory delegations
 	if cl == nil || !s.cbs.active() {
 		return serve()
+	}
+	if dd, ok := inner.(*wire.DirDelegate); ok {
+		return s.delegated(ctx, cl, dd, serve)
 	}
 	if hands, dir := handsOut(inner); hands {
 		since := s.cbs.begin()
@@ -52,7 +58,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		}
 		r, err := serve()
 		if err == nil {
-			s.cbs.grantWatched(cl.id, since, watched, granted(r, dirIno)...)
+			s.cbs.grantWatched(ctx, cl.id, since, watched, granted(r, dirIno)...)
 			if changes(inner) {
 				s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
 			}
@@ -68,6 +74,7 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.watch.busy(ino)
 		defer s.watch.idle(ino)
 	}
+	since := s.cbs.begin()
 	r, err := serve()
 	if err == nil {
 		if ino != 0 {
@@ -75,8 +82,46 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		}
 		s.recordRename(inner)
 		s.cbs.Break(ctx, append(pre, breakAfter(inner, r)...), cl.id)
+		if mk, ok := inner.(*wire.Mkdir); ok {
+			s.grantMade(ctx, cl, since, mk.Path, r)
+		}
 	}
 	return r, err
+}
+
+// grantMade grants the client that made directory p (its reply r) a
+// callback on it: the directory is new and empty, so the client knows its
+// every entry and answers lookups of names in it without asking (the
+// kernel looks up every name before it creates it). The directory is
+// watched before it is checked empty, so no direct change in the export
+// slips between; one that is not empty (a direct change came first) or
+// cannot be watched is granted as raced: the client is sent a break at
+// once and caches nothing of it.
+func (s *Server) grantMade(ctx context.Context, cl *client, since uint64, p string, r wire.Msg) {
+	ar, ok := r.(*wire.AttrReply)
+	if !ok || ar.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return
+	}
+	c, err := clean(p)
+	if err != nil || c == "." {
+		return
+	}
+	ino, watched := s.watch.watch(c)
+	if watched && (ino != ar.Attr.Ino || !s.emptyDir(c)) {
+		watched = false
+	}
+	s.cbs.grantWatched(ctx, cl.id, since, watched, grantObj{ino: ar.Attr.Ino, kind: wire.CallbackDir})
+}
+
+// emptyDir reports whether directory p (cleaned) has no entry.
+func (s *Server) emptyDir(p string) bool {
+	f, err := s.openDirFile(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // recordRename records the new state (ctime) of a regular file that m,
@@ -92,7 +137,7 @@ func (s *Server) recordRename(m wire.Msg) {
 		return
 	}
 	if c, err := clean(r.New); err == nil {
-		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+		if fi, err := s.lstatAny(c); err == nil && fi.Mode().IsRegular() {
 			s.versions.observe(fi.Sys().(*syscall.Stat_t))
 		}
 	}
@@ -113,7 +158,7 @@ func (s *Server) recordXattrChange(m wire.Msg) {
 		return
 	}
 	if c, err := clean(p); err == nil {
-		if fi, err := s.root.Lstat(c); err == nil && fi.Mode().IsRegular() {
+		if fi, err := s.lstatAny(c); err == nil && fi.Mode().IsRegular() {
 			s.versions.observe(fi.Sys().(*syscall.Stat_t))
 		}
 	}
@@ -185,6 +230,11 @@ func (s *Server) writtenIno(c *wire.Conn, m wire.Msg) uint64 {
 			return s.regularIno(m.Path)
 		}
 		return 0
+	case *wire.CommitNew:
+		if cl, _ := c.Value.Load().(*client); cl != nil {
+			return s.ddelegs.tmpIno(cl.id, m.Token)
+		}
+		return 0
 	default:
 		return 0
 	}
@@ -207,7 +257,11 @@ func pathOf(m wire.Msg) string {
 		return m.Path
 	case *wire.OpenPinned:
 		return m.Path
+	case *wire.OpenRead:
+		return m.Path
 	case *wire.Create:
+		return m.Path
+	case *wire.CommitNew:
 		return m.Path
 	}
 	return ""
@@ -217,7 +271,7 @@ func pathOf(m wire.Msg) string {
 // listed directory's path for a listing (whose reply does not name it).
 func handsOut(m wire.Msg) (bool, string) {
 	switch m := m.(type) {
-	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.Create, *wire.Revalidate:
+	case *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Open, *wire.OpenPinned, *wire.OpenRead, *wire.Create, *wire.CommitNew, *wire.Revalidate:
 		return true, ""
 	case *wire.ReadDirPlus:
 		return true, cleanOrRoot(m.Path)
@@ -253,6 +307,8 @@ func granted(r wire.Msg, dir uint64) []grantObj {
 		return []grantObj{grantOf(&r.Attr)}
 	case *wire.OpenReply:
 		return []grantObj{grantOf(&r.Attr)}
+	case *wire.OpenData:
+		return []grantObj{grantOf(&r.Attr)}
 	case *wire.ReadDirPlusReply:
 		objs := make([]grantObj, 0, len(r.Entries)+1)
 		objs = append(objs, grantObj{ino: dir, kind: wire.CallbackDir})
@@ -287,7 +343,7 @@ func (s *Server) inoOf(p string) uint64 {
 	if err != nil {
 		return 0
 	}
-	fi, err := s.root.Lstat(c)
+	fi, err := s.lstatAny(c)
 	if err != nil {
 		return 0
 	}
@@ -300,7 +356,7 @@ func (s *Server) regularIno(p string) uint64 {
 	if err != nil {
 		return 0
 	}
-	fi, err := s.root.Lstat(c)
+	fi, err := s.lstatAny(c)
 	if err != nil || !fi.Mode().IsRegular() {
 		return 0
 	}
@@ -349,6 +405,8 @@ func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 	switch m := m.(type) {
 	case *wire.Create:
 		entry(m.Path, 1)
+	case *wire.CommitNew:
+		entry(m.Path, 1) // the linkat
 	case *wire.Mkdir:
 		entry(m.Path, created)
 	case *wire.Symlink:
@@ -379,9 +437,13 @@ func (s *Server) breakBefore(m wire.Msg, regular bool) []wire.BreakItem {
 			break
 		}
 		// The IN_ATTRIB events of a directory's or a symlink's attributes
-		// (a regular file's are told apart by its stat, versions.go).
+		// (a regular file's are told apart by its stat, versions.go): on
+		// its parent's watch, and on a directory's own.
 		it := s.entryItem(pathOf2(m))
 		s.watch.expect(it.Ino, it.Name, 4)
+		if ino := s.inoOf(pathOf2(m)); ino != 0 {
+			s.watch.expect(ino, wire.BreakAttr, 4)
+		}
 	}
 	return items
 }
@@ -410,7 +472,7 @@ func breakAfter(m wire.Msg, r wire.Msg) []wire.BreakItem {
 		ino = r.Attr.Ino
 	}
 	switch m.(type) {
-	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
+	case *wire.SetAttr, *wire.Write, *wire.WriteSeq, *wire.WriteBase, *wire.Commit, *wire.CommitNew, *wire.Fallocate, *wire.Open, *wire.Create, *wire.Link:
 		if ino != 0 {
 			return []wire.BreakItem{{Ino: ino}}
 		}

@@ -55,6 +55,34 @@ func TestCallbackTableGrantTakeDrop(t *testing.T) {
 
 func rd(ino uint64) grantObj { return grantObj{ino, wire.CallbackRead} }
 
+// A grant raced only with the grantee's own changes needs no break (the
+// grantee orders its own changes with what it caches); one raced with
+// another client's, or with a change made directly in the export, does,
+// whatever the grantee changed after it.
+func TestCallbackTableOwnChangesDoNotRace(t *testing.T) {
+	tb := newCBTable(0)
+	since := tb.seq
+	tb.take([]wire.BreakItem{{Ino: 7, Name: "a"}}, 1)
+	if r := tb.grant(1, since, grantObj{7, wire.CallbackDir}); len(r.raced) != 0 {
+		t.Fatalf("a grant raced only with the grantee's own change: %v", r.raced)
+	}
+	if r := tb.grant(2, since, grantObj{7, wire.CallbackDir}); len(r.raced) != 1 {
+		t.Fatalf("a grant raced with another client's change: %v", r.raced)
+	}
+	since = tb.seq
+	tb.take([]wire.BreakItem{{Ino: 7, Name: "b"}}, 2) // client 2's change
+	tb.take([]wire.BreakItem{{Ino: 7, Name: "c"}}, 1) // then client 1's
+	if r := tb.grant(1, since, grantObj{7, wire.CallbackDir}); len(r.raced) != 1 {
+		t.Fatalf("client 2's change before client 1's own: %v, want raced", r.raced)
+	}
+	since = tb.seq
+	tb.take([]wire.BreakItem{{Ino: 7, Name: "d"}}, 0) // made directly in the export
+	tb.take([]wire.BreakItem{{Ino: 7, Name: "e"}}, 1)
+	if r := tb.grant(1, since, grantObj{7, wire.CallbackDir}); len(r.raced) != 1 {
+		t.Fatalf("a direct change before the grantee's own: %v, want raced", r.raced)
+	}
+}
+
 func TestCallbackTableDirectoriesStayGranted(t *testing.T) {
 	tb := newCBTable(0)
 	tb.grant(1, 0, grantObj{5, wire.CallbackDir})

@@ -25,28 +25,24 @@ func (s *Server) commit(c *wire.Conn, m *wire.Commit) (*wire.AttrReply, error) {
 	if err := checkCommit(m); err != nil {
 		return nil, err
 	}
-	cl, _ := c.Value.Load().(*client)
-	if cl == nil {
-		return nil, syscall.EPROTO
-	}
-	defer func() {
-		for _, h := range m.Release {
-			s.release(c, h) // an unknown handle: nothing to close
-		}
-	}()
-	id := writeID{cl.bootID, m.Seq}
-	e, dup := s.drc.begin(id)
-	if dup {
-		<-e.done
+	r, err := s.once(c, m.Seq, m.Release, func(e *drcEntry) (wire.Msg, error) {
 		if errors.Is(e.err, syscall.EBADF) {
-			return s.commit(c, m) // the first try never ran
+			return s.commit(c, &wire.Commit{Seq: m.Seq, Handle: m.Handle, Ops: m.Ops, Data: m.Data}) // the first try never ran
 		}
 		s.drcHits.Add(1)
 		if e.err != nil {
 			return nil, e.err
 		}
 		return &wire.AttrReply{Attr: e.reply.Attr}, nil
-	}
+	}, func(cl *client, e *drcEntry) (wire.Msg, error) {
+		return s.commitTo(c, writeID{cl.bootID, m.Seq}, e, m)
+	})
+	ar, _ := r.(*wire.AttrReply)
+	return ar, err
+}
+
+// commitTo applies m through its handle (its cache entry e, named id).
+func (s *Server) commitTo(c *wire.Conn, id writeID, e *drcEntry, m *wire.Commit) (*wire.AttrReply, error) {
 	of := s.handles.get(m.Handle, c)
 	if of == nil {
 		s.drc.abort(id, e)

@@ -54,6 +54,9 @@ type drcEntry struct {
 	done  chan struct{}
 	reply *wire.WriteReply
 	err   error
+	// the outcome of an EntryBatch or a CommitNew (entrybatch.go)
+	batch *wire.EntryDone
+	open  *wire.OpenReply
 }
 
 // replyCache is the outcome of the last writes, oldest evicted first.

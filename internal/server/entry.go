@@ -25,6 +25,8 @@ func (s *Server) withParent(c *wire.Conn, m, r wire.Msg) wire.Msg {
 	switch m := m.(type) {
 	case *wire.Create:
 		p = m.Path
+	case *wire.CommitNew:
+		p = m.Path
 	case *wire.Mkdir:
 		p = m.Path
 	case *wire.Symlink:

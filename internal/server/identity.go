@@ -68,7 +68,7 @@ func (s *Server) squash(m *wire.As) identity {
 func needsIdentity(m wire.Msg) bool {
 	switch m.(type) {
 	case *wire.Ping, *wire.ReadBlock, *wire.Write, *wire.Release, *wire.ReleaseBatch, *wire.Fsync,
-		*wire.Discard, *wire.StatFsReq, *wire.WriteSeq, *wire.WriteBase, *wire.ParentAttrs,
+		*wire.Discard, *wire.StatFsReq, *wire.WriteSeq, *wire.WriteBase, *wire.ParentAttrs, *wire.DirReturn,
 		*wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return false
 	}
@@ -302,6 +302,8 @@ func (s *Server) applyUmask(m wire.Msg, umask uint32) {
 	case *wire.Mkdir:
 		p, mode = m.Path, &m.Mode
 	case *wire.Mknod:
+		p, mode = m.Path, &m.Mode
+	case *wire.CommitNew:
 		p, mode = m.Path, &m.Mode
 	default:
 		return

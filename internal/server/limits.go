@@ -106,6 +106,11 @@ func (s *Server) serveMsg(ctx context.Context, c *wire.Conn, m wire.Msg) (r wire
 			r, err = nil, fmt.Errorf("server error serving %v: %w", m.Type(), syscall.EIO)
 		}
 	}()
+	if as, ok := m.(*wire.As); ok {
+		if b, ok := as.Msg.(*wire.EntryBatch); ok {
+			return s.entryBatch(ctx, c, as, b) // entrybatch.go: each removal as itself
+		}
+	}
 	r, err = s.serveCallbacks(ctx, c, m, func() (wire.Msg, error) { return s.serveAs(ctx, c, m) })
 	if err == nil {
 		r = s.withParent(c, m, r) // entry.go
@@ -166,12 +171,17 @@ func inline(m wire.Msg) bool { return quick(m) || inlineMayWait(m) }
 // quick picks the inline requests that wait for the export only
 // (wire.ConnConfig.InlineQuick): the read loop goes on without one only
 // after the watchdog's slow tick, which a stream of them keeps running
-// instead of arming a 1 ms timer after every quiet millisecond.
+// instead of arming a 1 ms timer after every quiet millisecond. One that
+// turns out to wait for another client after all — a lookup, getattr or
+// listing of a path in another client's delegated directory, which is
+// recalled first, or a grant that raced and is answered by a break the
+// caller must ack — hands the reading over before it waits (wire.HandOver
+// in recallDirs, callbacks.grant and Break), so that it holds up nothing.
 func quick(m wire.Msg) bool {
 	switch unwrapAs(m).(type) {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
 		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
-		*wire.GetXattr, *wire.ListXattr:
+		*wire.GetXattr, *wire.ListXattr, *wire.DirReturn:
 		return true
 	}
 	return false
@@ -182,10 +192,15 @@ func quick(m wire.Msg) bool {
 // acknowledgements, an open or a create may recall a write delegation, an
 // open under hints asks the last opener for its hints: the read loop goes
 // on without one after wire.InlineStall.
+//
+// An OpenRead may recall a write delegation as an Open does; a DirDelegate
+// breaks the other clients' callbacks on the directory's entries; an
+// EntryBatch's removals break callbacks as Unlink and Rmdir do.
 func inlineMayWait(m wire.Msg) bool {
 	switch unwrapAs(m).(type) {
 	case *wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
-		*wire.Link, *wire.Rename, *wire.Open, *wire.OpenPinned:
+		*wire.Link, *wire.Rename, *wire.Open, *wire.OpenPinned, *wire.OpenRead,
+		*wire.DirDelegate, *wire.EntryBatch:
 		return true
 	}
 	return false

@@ -54,6 +54,17 @@ func (s *Server) dispatch(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.M
 		return s.open(c, m.Path, m.Flags|syscall.O_CREAT, m.Mode, &m.UID, &m.GID)
 	case *wire.Open:
 		return s.open(c, m.Path, m.Flags&^(syscall.O_CREAT|syscall.O_EXCL), 0, nil, nil)
+	case *wire.OpenRead:
+		return s.openRead(c, m) // openread.go
+	case *wire.DirDelegate:
+		return s.dirDelegate(c, m) // dirdeleg.go
+	case *wire.DirReturn:
+		if cl, _ := c.Value.Load().(*client); cl != nil {
+			s.ddelegs.returned(cl.id, m.Inos)
+		}
+		return nil, nil // one-way
+	case *wire.CommitNew:
+		return s.commitNew(c, m) // entrybatch.go
 	case *wire.Unlink:
 		return nil, s.remove(m.Path, false)
 	case *wire.Rmdir:

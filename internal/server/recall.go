@@ -89,6 +89,8 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		path = m.Path
 	case *wire.OpenPinned:
 		path = m.Path
+	case *wire.OpenRead:
+		path = m.Path
 	case *wire.Create:
 		path = m.Path
 	case *wire.Rename:
@@ -238,6 +240,7 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 	if !write {
 		return r.waitOrphan(ctx, opener, ino, path)
 	}
+	wire.HandOver(ctx) // an inline open waits for other clients from here
 	var wg sync.WaitGroup
 	var lost sync.Map // client name → struct{}: holders that did not write back in time
 	for id, m := range msgs {
@@ -312,6 +315,7 @@ func (r *recalls) waitOrphan(ctx context.Context, opener *client, ino uint64, pa
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return r.unreachable(path, name)
 		}
+		wire.HandOver(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):

@@ -152,6 +152,15 @@ const validOpenFlags = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCT
 	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_ASYNC | unix.O_DIRECT | unix.O_LARGEFILE |
 	unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NOATIME | unix.O_CLOEXEC | unix.O_PATH | unix.O_TMPFILE | unix.O_SYNC
 
+// lstatAny is lstat(p) (cleaned): through openat2 when the kernel has it,
+// else os.Root's walk.
+func (s *Server) lstatAny(p string) (os.FileInfo, error) {
+	if s.openat2 {
+		return s.lstatInfo(p)
+	}
+	return s.root.Lstat(p)
+}
+
 // lstatInfo is statBeneath as an os.FileInfo.
 func (s *Server) lstatInfo(p string) (os.FileInfo, error) {
 	stx, err := s.statBeneath(p)

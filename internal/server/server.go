@@ -175,6 +175,7 @@ type Server struct {
 	pol         policy       // the coordination policy (policy.go)
 	coop        *coop        // the directory policy's state (pdirectory.go); nil under the others
 	cbs         *callbacks   // callbacks granted to clients (callbacks.go)
+	ddelegs     *dirDelegs   // directory delegations (dirdeleg.go)
 	recalls     *recalls     // write delegations of write-back clients (recall.go)
 	watch       *watcher     // inotify on the directories handed out (watch.go); nil: no callbacks
 	stuck       atomic.Int64 // requests answered ETIMEDOUT (the export did not finish them)
@@ -228,6 +229,8 @@ func New(cfg Config) (*Server, error) {
 		cbs: newCallbacks(cfg.Logger, cfg.CallbackTimeout, cfg.MaxCallbacks)}
 	s.recalls = newRecalls(s.cbs, cfg.Logger, cfg.RecallTimeout, cfg.RecallTimeoutPolicy)
 	s.cbs.beforeDrop = s.recalls.orphanLocked
+	s.ddelegs = newDirDelegs()
+	s.cbs.elsewhere = s.ddelegs.heldElsewhere
 	if err := s.initCreds(); err != nil {
 		root.Close()
 		return nil, err
@@ -387,6 +390,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 	s.log.Info("client connected", "client", cl.id, "name", cl.name, "certificate", cl.cert, "remote", nc.RemoteAddr().String(), "peer_listener", cl.listen)
 	<-c.Done()
 	s.cbs.left(cl.id)
+	s.ddelegs.left(cl.id)
 	s.pol.left(&cl)
 	s.mu.Lock()
 	delete(s.conns, c)

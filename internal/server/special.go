@@ -27,12 +27,7 @@ func errSpecial(p string) error {
 // changed under the client, and the open fails with ELOOP, as O_NOFOLLOW
 // gives.
 func (s *Server) openable(p string) (exists bool, err error) {
-	var fi os.FileInfo
-	if s.openat2 {
-		fi, err = s.lstatInfo(p)
-	} else {
-		fi, err = s.root.Lstat(p)
-	}
+	fi, err := s.lstatAny(p)
 	if err != nil {
 		// The open itself reports it (or creates the file); only a name
 		// that is certainly not there counts as missing.

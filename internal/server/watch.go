@@ -118,7 +118,7 @@ func (w *watcher) watch(p string) (uint64, bool) {
 		return ino, true
 	}
 	w.mu.Unlock()
-	f, err := w.s.root.Open(p)
+	f, err := w.s.openDirFile(p)
 	if err != nil {
 		return 0, false
 	}
@@ -276,7 +276,7 @@ func (w *watcher) parse(b []byte) (overflow bool, items []wire.BreakItem) {
 // event is the break one event asks for, if any.
 func (w *watcher) event(d watchedDir, mask uint32, name string) (wire.BreakItem, bool) {
 	if name == "" {
-		if mask&unix.IN_ATTRIB != 0 {
+		if mask&unix.IN_ATTRIB != 0 && !w.consume(d.ino, "") {
 			return wire.BreakItem{Ino: d.ino}, true
 		}
 		return wire.BreakItem{}, false
@@ -287,7 +287,7 @@ func (w *watcher) event(d watchedDir, mask uint32, name string) (wire.BreakItem,
 		}
 		return wire.BreakItem{Ino: d.ino, Name: name}, true
 	}
-	fi, err := w.s.root.Lstat(path.Join(d.path, name))
+	fi, err := w.s.lstatAny(path.Join(d.path, name))
 	if err != nil {
 		return wire.BreakItem{}, false // gone: its removal's event breaks it
 	}

@@ -11,7 +11,7 @@ func Mutates(m Msg) bool {
 	}
 	switch m := m.(type) {
 	case *SetAttr, *Mkdir, *Create, *Unlink, *Rmdir, *Rename, *Link, *Symlink, *Write,
-		*Mknod, *SetXattr, *RemoveXattr, *Fallocate, *WriteSeq, *WriteBase, *Commit:
+		*Mknod, *SetXattr, *RemoveXattr, *Fallocate, *WriteSeq, *WriteBase, *Commit, *CommitNew, *EntryBatch:
 		return true
 	case *Open:
 		return m.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0

@@ -397,7 +397,7 @@ func (c *Conn) serveWith(s *served, m Msg, held int64) {
 	if c.cfg.Handler == nil {
 		err = fmt.Errorf("no handler for %v: %w", h.typ, errNoSys)
 	} else {
-		ctx := c.ctx
+		var ctx context.Context = s // c.ctx, and the request for HandOver
 		if h.flags&FlagOneWay != 0 {
 			ctx = context.WithValue(ctx, oneWayKey{}, true)
 		}

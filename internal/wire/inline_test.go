@@ -170,3 +170,55 @@ func TestWatchdogStopsWhenIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestHandOverAtOnce: a quick inline request whose handler calls HandOver
+// before it waits for a later request of the same connection has handed
+// the reading over by the time HandOver returns (not at a watchdog tick:
+// the handler checks its state), and the later request is served; a
+// request served on a goroutine of its own is left as it is.
+func TestHandOverAtOnce(t *testing.T) {
+	pinged := make(chan struct{})
+	stateOf := func(ctx context.Context) int32 { return ctx.Value(servedKey{}).(*served).state.Load() }
+	h := HandlerFunc(func(ctx context.Context, c *Conn, m Msg) (Msg, error) {
+		switch m := m.(type) {
+		case *Lookup:
+			HandOver(ctx)
+			want := handedOverState
+			if m.Path == "own-goroutine" {
+				want = servingState
+			}
+			if got := stateOf(ctx); got != want {
+				return nil, fmt.Errorf("%s: state %d after HandOver, want %d", m.Path, got, want)
+			}
+			if m.Path == "wait-for-ping" {
+				<-pinged
+			}
+		case *Ping:
+			close(pinged)
+		}
+		return &OK{}, nil
+	})
+	shs, chs, serr, cerr := handshakePair(t, plain("s3cret-s3cret-s3cret"), plain("s3cret-s3cret-s3cret"), "localhost", nil)
+	if serr != nil || cerr != nil {
+		t.Fatal(serr, cerr)
+	}
+	inline := func(m Msg) bool { l, ok := m.(*Lookup); return !ok || l.Path != "own-goroutine" }
+	quick := func(Msg) bool { return true }
+	srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: inline, InlineQuick: quick, HandlerTimeout: time.Minute})
+	cli := NewConn(chs.Conn, chs.Reader, ConnConfig{})
+	defer srv.Close()
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.Call(ctx, &Lookup{Path: "own-goroutine"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := cli.Call(ctx, &Lookup{Path: "wait-for-ping"}); done <- err }()
+	if _, err := cli.Call(ctx, &Ping{}); err != nil {
+		t.Fatalf("ping behind a request that handed over: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -168,6 +168,9 @@ func newMsg(t Type) Msg {
 	if m := newRevalidateMsg(t); m != nil {
 		return m // msg_revalidate.go: types 152-159
 	}
+	if m := newMetaMsg(t); m != nil {
+		return m // msg_meta.go: types 160-169
+	}
 	if m := newWholeFileMsg(t); m != nil {
 		return m // msg_wholefile.go: types 170-179
 	}

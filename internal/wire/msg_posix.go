@@ -156,9 +156,10 @@ func (m *As) decode(d *decoder) {
 		return
 	}
 	inner := newMsg(Type(min(t, 255)))
-	// Of the data-carrying types only a Commit acts as a user (its
-	// attribute changes); the bulk bytes stay in the frame's data section.
-	if _, data := inner.(payloader); inner == nil || t > 255 || (data && t != uint32(TCommit)) || t == uint32(TAs) {
+	// Of the data-carrying types only a Commit and a CommitNew act as a
+	// user (their attribute changes, the new file's owner); the bulk bytes
+	// stay in the frame's data section.
+	if _, data := inner.(payloader); inner == nil || t > 255 || (data && t != uint32(TCommit) && t != uint32(TCommitNew)) || t == uint32(TAs) {
 		d.fail("wrapped message type")
 		return
 	}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,8 +46,12 @@ type watchdog struct {
 	active  bool   // something began since the last tick
 }
 
-// served is a request being served, in the watchdog's list.
+// served is a request being served, in the watchdog's list. It is also the
+// context of the request's handler (Conn.serveWith), where HandOver finds
+// it: no context of its own is made per request.
 type served struct {
+	context.Context
+	c          *Conn
 	prev, next *served
 	h          header
 	mode       inlineMode // notInline: served on a goroutine of its own
@@ -91,7 +96,7 @@ func (w *watchdog) armLocked(d time.Duration) {
 
 // begin records a request that starts being served.
 func (w *watchdog) begin(h header, mode inlineMode) *served {
-	s := &served{h: h, mode: mode}
+	s := &served{Context: w.c.ctx, c: w.c, h: h, mode: mode}
 	w.mu.Lock()
 	s.prev, s.next = w.served.prev, &w.served
 	s.prev.next, w.served.prev = s, s
@@ -187,6 +192,30 @@ func (w *watchdog) tick() {
 	}
 	if calls > 0 {
 		w.c.expireCalls(now)
+	}
+}
+
+// servedKey finds the served request in its handler's context.
+type servedKey struct{}
+
+// Value is the served request for servedKey, else its parent's value.
+func (s *served) Value(key any) any {
+	if _, ok := key.(servedKey); ok {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// HandOver is called by a handler (with its context) about to wait for
+// another connection, or for a reply on its own: a request served on the
+// read loop (ConnConfig.Inline) hands the reading over to a fresh goroutine
+// at once rather than after its stall bound, so that neither the requests
+// behind it nor the reply it waits for are held up. Elsewhere it does
+// nothing.
+func HandOver(ctx context.Context) {
+	s, _ := ctx.Value(servedKey{}).(*served)
+	if s != nil && s.mode != notInline && s.state.CompareAndSwap(servingState, handedOverState) {
+		go s.c.readLoop()
 	}
 }
 

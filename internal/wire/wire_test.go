@@ -83,7 +83,7 @@ func sampleMsgs() []Msg {
 		&WholeCommitRep{Commit: 5, Valid: true},
 		&WholeRead{File: 1, Version: 2, Index: 3, Count: 4},
 		&WholeData{Version: 2, Lens: []uint32{3, 1}, Data: []byte("abcd")},
-	}, append(posixSamples(), lockSampleMsgs()...)...)
+	}, append(append(posixSamples(), lockSampleMsgs()...), metaSampleMsgs()...)...)
 }
 
 func roundTrip(t *testing.T, m Msg) Msg {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -118,7 +117,7 @@ type Cluster struct {
 	Server  *Proc
 	Clients []*Proc
 
-	startc chan startReq // see starter
+	starter *Starter // every child is started from its thread (starter.go)
 
 	mu     sync.Mutex
 	procs  []*Proc // every process launched, in order
@@ -139,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, startc: make(chan startReq)}
+	c := &Cluster{cfg: cfg, log: cfg.Logger}
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "coopfs-cluster-")
 		if err != nil {
@@ -155,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if d, err := filepath.EvalSymlinks(c.dir); err == nil {
 		c.dir = d
 	}
-	go c.starter()
+	c.starter = NewStarter()
 	c.stopWatch = context.AfterFunc(ctx, func() { c.Close() })
 	if err := c.start(ctx); err != nil {
 		c.Close()
@@ -290,9 +289,7 @@ func (c *Cluster) launch(role, name string, args []string, metrics, mountpoint s
 	// Own process group: a Ctrl-C in the terminal reaches only us, and we
 	// stop the children in order. SIGTERM if we die: mounts unmount.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	errc := make(chan error, 1)
-	c.startc <- startReq{cmd, errc}
-	if err := <-errc; err != nil {
+	if err := c.starter.Start(cmd); err != nil {
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
 	p := &Proc{Name: name, Role: role, Pid: cmd.Process.Pid, MetricsAddr: metrics, Log: logPath,
@@ -303,24 +300,6 @@ func (c *Cluster) launch(role, name string, args []string, metrics, mountpoint s
 		close(p.done)
 	}()
 	return p, nil
-}
-
-// startReq asks the starter thread to start a command.
-type startReq struct {
-	cmd  *exec.Cmd
-	errc chan error
-}
-
-// starter starts every child from one OS thread locked for the cluster's
-// life: Pdeathsig fires when the parent *thread* ends, and the Go runtime
-// ends a thread when a goroutine locked to it exits, which would stop a
-// child at a random moment. This thread ends only with the process or when
-// the cluster is closed (after the children are gone).
-func (c *Cluster) starter() {
-	runtime.LockOSThread() // never unlocked, see above
-	for req := range c.startc {
-		req.errc <- req.cmd.Start()
-	}
 }
 
 // waitReady polls ready until it reports true, the process exits, ctx ends
@@ -396,7 +375,7 @@ func (c *Cluster) teardown() error {
 	for _, p := range servers {
 		p.stop(c.cfg.StopTimeout)
 	}
-	close(c.startc)
+	c.starter.Close()
 	// Remove the mount points (only empty, unmounted directories).
 	for _, p := range mounters {
 		if p.Mountpoint == "" || !isUnder(p.Mountpoint, c.dir) {

@@ -85,6 +85,9 @@ type passTarget struct {
 	export string
 	mnt    string
 	d      *dropper
+	// st starts the daemon (its Pdeathsig fires when the thread that
+	// forked it ends, which must not be a random thread of this process).
+	st *cluster.Starter
 
 	cmd  *exec.Cmd
 	done chan error // cmd's Wait
@@ -94,8 +97,9 @@ func newPassTarget(ctx context.Context, kind, binary, export, mnt string, d *dro
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, fmt.Errorf("passthrough mount point: %w", err)
 	}
-	t := &passTarget{kind: kind, binary: binary, export: export, mnt: mnt, d: d}
+	t := &passTarget{kind: kind, binary: binary, export: export, mnt: mnt, d: d, st: cluster.NewStarter()}
 	if err := t.mount(ctx); err != nil {
+		t.st.Close()
 		return nil, err
 	}
 	return t, nil
@@ -123,7 +127,7 @@ func (t *passTarget) mount(ctx context.Context) error {
 	var out strings.Builder
 	t.cmd.Stdout, t.cmd.Stderr = &out, &out
 	t.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := t.cmd.Start(); err != nil {
+	if err := t.st.Start(t.cmd); err != nil {
 		return fmt.Errorf("start the %s passthrough: %w", t.kind, err)
 	}
 	t.done = make(chan error, 1)
@@ -159,6 +163,10 @@ func (t *passTarget) unmount() error {
 		if err = syscall.Unmount(t.mnt, 0); err != nil {
 			err = cluster.LazyUnmount(t.mnt)
 		}
+	} else {
+		// The steps since its mount ran on the bare mount point, not
+		// through the passthrough: their figures are void.
+		err = fmt.Errorf("the %s passthrough at %s was gone before it was unmounted", t.kind, t.mnt)
 	}
 	select {
 	case <-t.done:
@@ -178,7 +186,11 @@ func (t *passTarget) cold(ctx context.Context) error {
 	return t.mount(ctx)
 }
 
-func (t *passTarget) close() error { return t.unmount() }
+func (t *passTarget) close() error {
+	err := t.unmount()
+	t.st.Close()
+	return err
+}
 
 // coopfsTarget is a coopfs server exporting the directory and Clients
 // mounts, policy none.

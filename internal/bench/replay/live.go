@@ -58,8 +58,10 @@ func runLive(ctx context.Context, cfg *Config, t *trace, policy, dir string) (*l
 	cl, err := nscluster.Start(ctx, nscluster.Config{Binary: cfg.Binary, Clients: t.clients,
 		ServerLink: cfg.ServerLink, ClientLink: cfg.ClientLink, Export: export, Dir: filepath.Join(dir, "run-"+policy),
 		ServerArgs: cfg.serverArgs(policy),
-		MountArgs:  []string{"--cache-size", strconv.FormatInt(cfg.ClientCache, 10), "--read-ahead", "0"},
-		Logger:     cfg.Logger})
+		// No data with an open: every miss is a block request, as the
+		// simulator has it (agent/openread.go).
+		MountArgs: []string{"--cache-size", strconv.FormatInt(cfg.ClientCache, 10), "--read-ahead", "0", "--open-data-max", "0"},
+		Logger:    cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
