@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
+	"github.com/coopfs/coopfs/internal/writeback"
 )
 
 // client is one client connection and the upstream connection opened for
@@ -155,11 +155,7 @@ func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.M
 		// The client wrote the recalled files back — to this proxy, which
 		// holds them dirty: they go upstream before the ack does, so that
 		// the open that recalled them sees the data.
-		for _, it := range br.Items {
-			if ferr := cl.p.wb.flushBefore(ctx, it.Ino); ferr != nil {
-				cl.p.log.Warn("write-back: a file a client wrote back on recall could not be written upstream", "file", it.Ino, "err", ferr)
-			}
-		}
+		cl.p.wb.e.Recall(ctx, br)
 	}
 	return rep, err
 }
@@ -215,6 +211,11 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 	if w := cl.p.wb; w != nil {
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {
 			return rep, err
+		}
+		if _, ok := inner.(*wire.Rename); ok {
+			// The dirty files follow it (afterChange) before a write-back
+			// that finds the old name gone takes the file for removed.
+			defer w.e.RenameLock()()
 		}
 	}
 	rep, err := cl.call(ctx, m)
@@ -323,8 +324,8 @@ func (cl *client) renamedHandles(oldPath, newPath string) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for h, hd := range cl.handles {
-		if hd.path == oldPath || strings.HasPrefix(hd.path, oldPath+"/") {
-			hd.path = newPath + hd.path[len(oldPath):]
+		if p, ok := writeback.Moved(hd.path, oldPath, newPath); ok {
+			hd.path = p
 			cl.handles[h] = hd
 		}
 	}
