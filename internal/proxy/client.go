@@ -218,11 +218,12 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 			defer w.e.RenameLock()()
 		}
 	}
+	mark := cl.p.wb.mark() // writeback.go: replies from the middle of a write-back
 	rep, err := cl.call(ctx, m)
 	if err != nil {
 		return relayReply(rep, err)
 	}
-	cl.observe(m, inner, rep)
+	cl.observe(ctx, m, inner, rep, mark)
 	return rep, nil
 }
 
@@ -250,31 +251,36 @@ func (cl *client) sentOneWay(m wire.Msg) {
 }
 
 // observe learns from a relayed reply: the handles opened, the versions
-// and sizes of files, and (write-through) the blocks written.
-func (cl *client) observe(orig, req, rep wire.Msg) {
+// and sizes of files, and (write-through) the blocks written. Under
+// write-back, the attributes of a file dirty here are overlaid, and those
+// the upstream gave while it wrote the file back are asked for again
+// (writeback.go, settle).
+func (cl *client) observe(ctx context.Context, orig, req, rep wire.Msg, mark uint64) {
 	c, wb := cl.p.cache, cl.p.wb
 	switch r := rep.(type) {
 	case *wire.OpenReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, r.Handle, &r.Attr, mark)
 		cl.opened(orig, req, r)
 	case *wire.AttrReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
 	case *wire.WriteReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
 	case *wire.ReadDirPlusReply:
 		for i := range r.Entries {
-			if r.Entries[i].HasAttr {
-				c.noteAttr(&r.Entries[i].Attr)
-				wb.overlay(&r.Entries[i].Attr)
+			if e := &r.Entries[i]; e.HasAttr {
+				c.noteAttr(&e.Attr)
+				if !wb.overlaySince(&e.Attr, mark) {
+					e.HasAttr, e.Attr = false, wire.Attr{} // from the middle of a write-back here
+				}
 			}
 		}
 	}

@@ -146,12 +146,79 @@ func (w *writeBack) Settled(ino, _ uint64, at wire.Attr) {
 // holds reports whether file ino is dirty here.
 func (w *writeBack) holds(ino uint64) bool { return w.e.Holds(ino) }
 
-// overlay shows a dirty file as its writers see it here: the size, mtime
-// and version of its writes over the upstream's attributes.
-func (w *writeBack) overlay(at *wire.Attr) {
-	if w != nil {
-		w.e.Overlay(at)
+// mark returns the engine's epoch before a request is relayed.
+func (w *writeBack) mark() uint64 {
+	if w == nil {
+		return 0
 	}
+	return w.e.Mark()
+}
+
+// overlaySince shows a dirty file as its writers see it here (the size,
+// mtime and version of its writes over the upstream's attributes); false
+// when the upstream's answer, given after mark, may be from the middle of
+// a write-back that finished since.
+func (w *writeBack) overlaySince(at *wire.Attr, mark uint64) bool {
+	return w == nil || w.e.OverlaySince(at, mark)
+}
+
+// settleTries bounds how often a relayed reply's attributes are asked for
+// again; the last answer is taken as it is.
+const settleTries = 4
+
+// settle overlays the attributes of a relayed reply to req (h: the handle
+// it opened, if any). When the file finished a write-back here while the
+// upstream answered, the size may be from the middle of it (the upstream's
+// grows block by block): the attributes are asked again, with a getattr
+// as the same caller.
+func (w *writeBack) settle(ctx context.Context, cl *client, orig, req wire.Msg, h uint64, at *wire.Attr, mark uint64) {
+	for try := 0; !w.overlaySince(at, mark) && try < settleTries; try++ {
+		ga := attrAgain(req, h)
+		if ga == nil {
+			return // nothing to ask again about
+		}
+		var m wire.Msg = ga
+		if as, ok := orig.(*wire.As); ok {
+			again := *as
+			again.Msg = ga
+			m = &again
+		}
+		mark = w.e.Mark()
+		r, err := cl.call(ctx, m)
+		ar, ok := r.(*wire.AttrReply)
+		if err != nil || !ok {
+			return // the first answer stands
+		}
+		w.c.noteAttr(&ar.Attr)
+		*at = ar.Attr
+	}
+}
+
+// attrAgain is the getattr that asks again for what a reply to req
+// described (h: the handle the reply opened, if any); nil if there is
+// nothing to ask about.
+func attrAgain(req wire.Msg, h uint64) *wire.GetAttr {
+	if h != 0 {
+		return &wire.GetAttr{Handle: h}
+	}
+	ga := &wire.GetAttr{}
+	switch m := req.(type) {
+	case *wire.GetAttr:
+		*ga = *m
+	case *wire.SetAttr:
+		ga.Path, ga.Handle = m.Path, m.Handle
+	case *wire.Lookup:
+		ga.Path = m.Path
+	case *wire.Link:
+		ga.Path = m.New
+	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
+		ga.Handle, _, _, _ = writeArgs(m)
+	case *wire.Fallocate:
+		ga.Handle = m.Handle
+	default:
+		return nil
+	}
+	return ga
 }
 
 // write stores a client's write in dirty frames and returns the file's

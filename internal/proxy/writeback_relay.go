@@ -16,12 +16,10 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 	switch m := m.(type) {
 	// A write at an offset applied twice leaves the same data: WriteSeq
 	// and WriteBase need no reply cache here.
-	case *wire.Write:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
-	case *wire.WriteSeq:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
-	case *wire.WriteBase:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, true)
+	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
+		h, off, data, _ := writeArgs(m)
+		_, base := m.(*wire.WriteBase)
+		return cl.wbWrite(ctx, w, h, off, data, base)
 	case *wire.Fsync:
 		if hd, ok := cl.handleInfo(m.Handle); ok && w.holds(hd.ino) {
 			if err := w.e.Sync(); err != nil {
