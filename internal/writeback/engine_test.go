@@ -76,6 +76,10 @@ type upstream struct {
 	// before, when set, sees every message before it goes.
 	before atomic.Pointer[func(wire.Msg)]
 
+	// breaks counts the CallbackBreaks the upstream sent, writes the
+	// WriteSeqs the engine sent (one per block written back).
+	breaks, writes atomic.Int64
+
 	mu      sync.Mutex
 	conn    *wire.Conn
 	gen     uint64
@@ -105,6 +109,9 @@ func (u *upstream) Gen(ctx context.Context) (uint64, error) {
 func (u *upstream) Call(ctx context.Context, m wire.Msg) (wire.Msg, uint64, error) {
 	if f := u.before.Load(); f != nil {
 		(*f)(m)
+	}
+	if _, ok := m.(*wire.WriteSeq); ok {
+		u.writes.Add(1)
 	}
 	gen, err := u.Gen(ctx)
 	if err != nil {
@@ -136,6 +143,7 @@ func (u *upstream) Settled(ino, _ uint64, _ wire.Attr) {
 
 func (u *upstream) serve(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	if br, ok := m.(*wire.CallbackBreak); ok {
+		u.breaks.Add(1)
 		u.e.Recall(ctx, br)
 	}
 	return &wire.OK{}, nil
@@ -246,9 +254,10 @@ func TestRecallWritesBackOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.before.Store(nil)
-	st := e.Stats()
-	if st.Recalls != 1 || st.Passes != 1 {
-		t.Fatalf("after one recall: %+v; want 1 recall written back in 1 pass", st)
+	// Counted, per recalled file: the recall messages, the write-backs
+	// and the blocks they sent (each of the 3 dirty blocks once).
+	if st, br, ws := e.Stats(), u.breaks.Load(), u.writes.Load(); st.Recalls != 1 || st.Passes != 1 || br != 1 || ws != 3 {
+		t.Fatalf("after one recall: %+v, %d breaks, %d blocks sent; want 1 break, 1 recall written back in 1 pass, 3 blocks", st, br, ws)
 	}
 	got, _ := os.ReadFile(filepath.Join(export, "f"))
 	if len(got) < len(first) || !bytes.Equal(got[:len(first)], first) {
@@ -262,6 +271,9 @@ func TestRecallWritesBackOnce(t *testing.T) {
 	}
 	if st := e.Stats(); st.Recalls != 2 {
 		t.Fatalf("the second open elsewhere recalled %d times in all; want 2: the data left dirty was not declared again", st.Recalls)
+	}
+	if st, br, ws := e.Stats(), u.breaks.Load(), u.writes.Load(); st.Passes != 2 || br != 2 || ws != 4 {
+		t.Fatalf("after the second recall: %+v, %d breaks, %d blocks sent; want 2 breaks, 2 passes, 4 blocks", st, br, ws)
 	}
 	wantExport(t, export, "f", append(first, fill(bs, 2)...))
 }
