@@ -221,6 +221,20 @@ func (e *Engine) record(df *File) error {
 	return nil
 }
 
+// lockLive returns df with its lock held, or nil when df is nil or gone
+// (written back or dropped: its data is no longer dirty here).
+func lockLive(df *File) *File {
+	if df == nil {
+		return nil
+	}
+	df.mu.Lock()
+	if df.gone {
+		df.mu.Unlock()
+		return nil
+	}
+	return df
+}
+
 // Written is what a Write leaves: the file as its writers see it.
 type Written struct {
 	Size  int64
@@ -348,15 +362,11 @@ func (e *Engine) base(ctx context.Context, df *File, idx uint64, size int64, fet
 // dirty and clean blocks here, the rest from fetch), with AttrOf the
 // file; ok is false when the file is not dirty here.
 func (e *Engine) Read(ctx context.Context, ino, idx uint64, fetch Fetch) (data []byte, at wire.Attr, ok bool, err error) {
-	df := e.File(ino)
+	df := lockLive(e.File(ino))
 	if df == nil {
 		return nil, wire.Attr{}, false, nil
 	}
-	df.mu.Lock()
 	defer df.mu.Unlock()
-	if df.gone {
-		return nil, wire.Attr{}, false, nil
-	}
 	e.mu.Lock()
 	size := df.size
 	e.mu.Unlock()

@@ -49,15 +49,11 @@ func (e *Engine) Released(ino uint64) {
 // record loses its path, so a restart drops it too (wbjournal.Recover puts
 // it on the stale list) — and its delegation goes back.
 func (e *Engine) Removed(path string) {
-	df := e.Find(path)
+	df := lockLive(e.Find(path))
 	if df == nil {
 		return
 	}
-	df.mu.Lock()
 	defer df.mu.Unlock()
-	if df.gone {
-		return
-	}
 	e.mu.Lock()
 	open := e.opens[df.ino] > 0
 	if open {
@@ -150,15 +146,11 @@ func (e *Engine) renamed(oldPath, newPath string) {
 // Discard drops file ino's dirty data (an open with O_TRUNC emptied it
 // upstream).
 func (e *Engine) Discard(ino uint64) {
-	df := e.File(ino)
+	df := lockLive(e.File(ino))
 	if df == nil {
 		return
 	}
-	df.mu.Lock()
 	defer df.mu.Unlock()
-	if df.gone {
-		return
-	}
 	if err := e.disk.Truncate(ino, 0); err != nil {
 		e.log.Warn("write-back: dropping a truncated file's dirty data", "file", ino, "err", err)
 	}
