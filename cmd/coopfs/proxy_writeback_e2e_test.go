@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coopfs/coopfs/internal/obs"
 )
 
 // startProxyAt starts a proxy listening on addr (with /metrics on
@@ -63,12 +65,18 @@ func TestE2EProxyWriteBack(t *testing.T) {
 	if got, _ := exportFile(t, srv, "f"); len(got) != 0 {
 		t.Fatalf("the export has %d bytes of f before any write-back", len(got))
 	}
+	before := scrapeProxyMessages(t, px)
+	// A's open, relayed on A's own upstream connection, recalls f from the
+	// proxy's connection as any other client's would.
 	readWant(t, a.path("f"), data)
 	if st, err := os.Stat(a.path("f")); err != nil || st.Size() != int64(len(data)) {
 		t.Fatalf("stat f through the proxy: %v, %v; want size %d", st, err, len(data))
 	}
-	readWant(t, direct.path("f"), data) // recalled from the proxy
+	readWant(t, direct.path("f"), data)
 	wantExport(t, srv, "f", data)
+	// Counted: f written back once (each of its three 1 MiB blocks sent
+	// once), whatever the recalls.
+	wantRecalled(t, "f", before, scrapeProxyMessages(t, px), 0, 3)
 
 	// A partial overwrite in the middle of a file written back.
 	fh, err := os.OpenFile(a.path("f"), os.O_RDWR, 0)
@@ -111,8 +119,39 @@ func TestE2EProxyWriteBack(t *testing.T) {
 		"--disk-cache", filepath.Join(t.TempDir(), "bcache"), "--disk-cache-size", "64MiB", "--disk-banks", "4", "--disk-assoc", "4")
 	two := patterned(1<<20+5, 5)
 	writeFile(t, b.path("h"), two)
+	before = scrapeProxyMessages(t, px)
 	readWant(t, direct.path("h"), two)
 	wantExport(t, srv, "h", two)
+	// Counted: B's write-back of h's two blocks to the proxy once, and the
+	// proxy's of them upstream once.
+	wantRecalled(t, "h", before, scrapeProxyMessages(t, px), 2, 2)
+}
+
+// proxyMessages are a proxy's messages of each type, received and sent.
+type proxyMessages struct{ in, out map[string]float64 }
+
+func scrapeProxyMessages(t *testing.T, px *e2eProxy) proxyMessages {
+	t.Helper()
+	ss := scrape(t, px.metrics)
+	return proxyMessages{in: ss.SumBy(obs.MetricMessages, "type", map[string]string{"dir": obs.DirIn}),
+		out: ss.SumBy(obs.MetricMessages, "type", map[string]string{"dir": obs.DirOut})}
+}
+
+// wantRecalled checks what a proxy exchanged while other clients' opens
+// recalled file name from it: blocksIn WriteSeqs received (a write-back
+// mount behind it writing the file back; 0: none behind it) and blocksOut
+// sent upstream: each block once, however many recall messages went
+// (the engine's TestRecallWritesBackOnce counts those per file).
+func wantRecalled(t *testing.T, name string, before, after proxyMessages, blocksIn, blocksOut float64) {
+	t.Helper()
+	in, out := sentSince(before.in, after.in), sentSince(before.out, after.out)
+	if in["WriteSeq"] != blocksIn || out["WriteSeq"] != blocksOut {
+		t.Errorf("recall of %s: the proxy received %v WriteSeq and sent %v upstream; want %v and %v (received: %v; sent: %v)",
+			name, in["WriteSeq"], out["WriteSeq"], blocksIn, blocksOut, in, out)
+	} else {
+		t.Logf("recall of %s: %v CallbackBreaks to the proxy, %v relayed to its clients; %v blocks in, %v out",
+			name, in["CallbackBreak"], out["CallbackBreak"], blocksIn, blocksOut)
+	}
 }
 
 // TestE2EProxyWriteBackCrash: a write-back proxy is SIGKILLed while it

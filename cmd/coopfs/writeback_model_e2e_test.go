@@ -24,10 +24,93 @@ const wbModelOps = 100_000
 // every flush the export must equal the model.
 func TestE2EWriteBackModel(t *testing.T) {
 	needFUSE(t)
-	const bs = 4096
 	srv := startServer(t, newExport(t), "--block-size", "4KiB")
 	m := wbMount(t, srv, filepath.Join(memDir(t), "cache"), "--write-back-delay", "200ms")
-	r := rand.New(rand.NewPCG(11, 12))
+	runWBModel(t, wbModelTarget{m: m, export: srv.export, ops: wbModelOps, seed: 11,
+		signal: func(int) { m.signal(syscall.SIGUSR1) },
+		flush:  func(map[string]*os.File) { flushMount(t, m) }})
+}
+
+// wbProxyModelOps is how many random operations each case of
+// TestE2EWriteBackProxyModel runs: through the proxy an operation costs
+// about 40 ms on the loaded 2-CPU machine (30,000 took 25 minutes), so
+// fewer than on a mount.
+const wbProxyModelOps = 4_000
+
+// TestE2EWriteBackProxyModel is the model workload of TestE2EWriteBackModel
+// through a write-back proxy (client → write-back proxy → server): a
+// write-back mount behind it, whose write-backs land dirty at the proxy
+// (a flush is `coopfs flush` of the mount, then of the proxy), and a plain
+// mount behind it, whose every write the proxy completes (a flush is an
+// fsync of the open files, then `coopfs flush --proxy`). SIGUSR1 goes to
+// the mount and the proxy in turn. After every flush the export must equal
+// the model.
+func TestE2EWriteBackProxyModel(t *testing.T) {
+	needFUSE(t)
+	for _, mountWB := range []bool{true, false} {
+		name := "plain mount"
+		if mountWB {
+			name = "write-back mount"
+		}
+		t.Run(name, func(t *testing.T) {
+			if mountWB && os.Getenv("COOPFS_E2E_PROXY_WB_MOUNT") != "1" {
+				// A known deadlock (docs/consistency.md, "Write-back at a
+				// proxy", Limits): the proxy's write-back of a file opens it
+				// upstream, which recalls the mount's delegation of it; the
+				// proxy relays the recall and then writes the file back
+				// again, which waits for its first write-back: the recall
+				// times out after 20 s and the mount is disconnected.
+				t.Skip("a write-back mount behind a write-back proxy deadlocks on recalls the proxy's own write-back causes; COOPFS_E2E_PROXY_WB_MOUNT=1 runs it")
+			}
+			srv := startServer(t, newExport(t), "--block-size", "4KiB")
+			px := startProxy(t, srv.addr, wbProxyArgs(filepath.Join(memDir(t), "pcache"), "--write-back-delay", "200ms")...)
+			var extra []string
+			if mountWB {
+				extra = []string{"--write-policy", "write-back", "--disk-cache", filepath.Join(memDir(t), "cache"), "--disk-cache-size", "64MiB",
+					"--disk-banks", "4", "--disk-assoc", "4", "--write-back-delay", "200ms"}
+			}
+			m := startMount(t, px.addr, extra...)
+			runWBModel(t, wbModelTarget{m: m, export: srv.export, ops: wbProxyModelOps, seed: 13,
+				signal: func(op int) {
+					if op%100 == 0 && mountWB {
+						m.signal(syscall.SIGUSR1)
+					} else {
+						px.signal(syscall.SIGUSR1)
+					}
+				},
+				flush: func(open map[string]*os.File) {
+					if mountWB {
+						flushMount(t, m)
+					} else {
+						for name, f := range open {
+							if err := f.Sync(); err != nil {
+								t.Fatalf("fsync %s: %v", name, err)
+							}
+						}
+					}
+					flushProxy(t, px)
+				}})
+		})
+	}
+}
+
+// wbModelTarget is where runWBModel plays: a mount, the export behind it,
+// how many operations, and how to signal a write-back and to flush
+// everything to the export (given the files open).
+type wbModelTarget struct {
+	m      *e2eMount
+	export string
+	ops    int
+	seed   uint64
+	signal func(op int)
+	flush  func(open map[string]*os.File)
+}
+
+// runWBModel plays the random operations of TestE2EWriteBackModel on tg.
+func runWBModel(t *testing.T, tg wbModelTarget) {
+	const bs = 4096
+	m, export := tg.m, tg.export
+	r := rand.New(rand.NewPCG(tg.seed, 12))
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	model := map[string][]byte{}
 	open := map[string]*os.File{}
@@ -62,7 +145,7 @@ func TestE2EWriteBackModel(t *testing.T) {
 		t.Helper()
 		for _, name := range names {
 			want, ok := model[name]
-			got, err := os.ReadFile(filepath.Join(srv.export, name))
+			got, err := os.ReadFile(filepath.Join(export, name))
 			if !ok {
 				if err == nil {
 					t.Fatalf("op %d: %s is in the export but was removed", op, name)
@@ -87,7 +170,7 @@ func TestE2EWriteBackModel(t *testing.T) {
 			}(), []byte("\n")))
 		}
 	}()
-	for op := 0; op < wbModelOps; op++ {
+	for op := 0; op < tg.ops; op++ {
 		name := names[r.IntN(len(names))]
 		k := r.IntN(100)
 		trace = append(trace, fmt.Sprintf("op %d: %s k=%d size=%d", op, name, k, len(model[name])))
@@ -128,7 +211,7 @@ func TestE2EWriteBackModel(t *testing.T) {
 			st, err := handle(name).Stat()
 			if err != nil || st.Size() != int64(len(model[name])) {
 				pst, perr := os.Stat(m.path(name))
-				est, eerr := os.Stat(filepath.Join(srv.export, name))
+				est, eerr := os.Stat(filepath.Join(export, name))
 				t.Fatalf("op %d: fstat %s: %v, %v; the model has %d bytes (stat by path: %v %v; in the export: %v %v)",
 					op, name, st, err, len(model[name]), pst, perr, est, eerr)
 			}
@@ -175,21 +258,21 @@ func TestE2EWriteBackModel(t *testing.T) {
 				delete(open, name)
 			}
 		case k < 99 && op%50 == 0: // SIGUSR1
-			m.signal(syscall.SIGUSR1)
+			tg.signal(op)
 		default:
 			if op%2500 != 0 {
 				continue
 			}
-			flushMount(t, m)
+			tg.flush(open)
 			checkExport(op)
 		}
 	}
 	for name := range open {
 		closeFile(name)
 	}
-	flushMount(t, m)
-	checkExport(wbModelOps)
-	t.Logf("%d operations in %v", wbModelOps, time.Since(start).Round(time.Millisecond))
+	tg.flush(open)
+	checkExport(tg.ops)
+	t.Logf("%d operations in %v", tg.ops, time.Since(start).Round(time.Millisecond))
 }
 
 // memDir is a temporary directory in memory (/dev/shm) where there is one,

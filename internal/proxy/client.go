@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
+	"github.com/coopfs/coopfs/internal/writeback"
 )
 
 // client is one client connection and the upstream connection opened for
@@ -155,11 +155,7 @@ func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.M
 		// The client wrote the recalled files back — to this proxy, which
 		// holds them dirty: they go upstream before the ack does, so that
 		// the open that recalled them sees the data.
-		for _, it := range br.Items {
-			if ferr := cl.p.wb.flushBefore(ctx, it.Ino); ferr != nil {
-				cl.p.log.Warn("write-back: a file a client wrote back on recall could not be written upstream", "file", it.Ino, "err", ferr)
-			}
-		}
+		cl.p.wb.e.Recall(ctx, br)
 	}
 	return rep, err
 }
@@ -216,12 +212,18 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {
 			return rep, err
 		}
+		if _, ok := inner.(*wire.Rename); ok {
+			// The dirty files follow it (afterChange) before a write-back
+			// that finds the old name gone takes the file for removed.
+			defer w.e.RenameLock()()
+		}
 	}
+	mark := cl.p.wb.mark() // writeback.go: replies from the middle of a write-back
 	rep, err := cl.call(ctx, m)
 	if err != nil {
 		return relayReply(rep, err)
 	}
-	cl.observe(m, inner, rep)
+	cl.observe(ctx, m, inner, rep, mark)
 	return rep, nil
 }
 
@@ -249,31 +251,36 @@ func (cl *client) sentOneWay(m wire.Msg) {
 }
 
 // observe learns from a relayed reply: the handles opened, the versions
-// and sizes of files, and (write-through) the blocks written.
-func (cl *client) observe(orig, req, rep wire.Msg) {
+// and sizes of files, and (write-through) the blocks written. Under
+// write-back, the attributes of a file dirty here are overlaid, and those
+// the upstream gave while it wrote the file back are asked for again
+// (writeback.go, settle).
+func (cl *client) observe(ctx context.Context, orig, req, rep wire.Msg, mark uint64) {
 	c, wb := cl.p.cache, cl.p.wb
 	switch r := rep.(type) {
 	case *wire.OpenReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, r.Handle, &r.Attr, mark)
 		cl.opened(orig, req, r)
 	case *wire.AttrReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
 	case *wire.WriteReply:
 		c.noteAttr(&r.Attr)
-		wb.overlay(&r.Attr)
+		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
 			cl.keepWritten(req, &r.Attr)
 		}
 	case *wire.ReadDirPlusReply:
 		for i := range r.Entries {
-			if r.Entries[i].HasAttr {
-				c.noteAttr(&r.Entries[i].Attr)
-				wb.overlay(&r.Entries[i].Attr)
+			if e := &r.Entries[i]; e.HasAttr {
+				c.noteAttr(&e.Attr)
+				if !wb.overlaySince(&e.Attr, mark) {
+					e.HasAttr, e.Attr = false, wire.Attr{} // from the middle of a write-back here
+				}
 			}
 		}
 	}
@@ -323,8 +330,8 @@ func (cl *client) renamedHandles(oldPath, newPath string) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for h, hd := range cl.handles {
-		if hd.path == oldPath || strings.HasPrefix(hd.path, oldPath+"/") {
-			hd.path = newPath + hd.path[len(oldPath):]
+		if p, ok := writeback.Moved(hd.path, oldPath, newPath); ok {
+			hd.path = p
 			cl.handles[h] = hd
 		}
 	}

@@ -77,7 +77,7 @@ func (c *Config) setDefaults() {
 		c.Security = wire.MustSecurity(wire.SecurityConfig{Insecure: true})
 	}
 	c.Conns.SetDefaults()
-	c.WriteBack.setDefaults()
+	c.WriteBack.SetDefaults()
 }
 
 func (c *Config) validate() error {
@@ -91,7 +91,7 @@ func (c *Config) validate() error {
 		if c.Disk.Dir == "" {
 			return fmt.Errorf("--write-policy write-back needs a disk cache: add --disk-cache DIR")
 		}
-		if err := c.WriteBack.validate(); err != nil {
+		if err := c.WriteBack.Validate(); err != nil {
 			return err
 		}
 	}

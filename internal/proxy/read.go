@@ -104,6 +104,20 @@ func (cl *client) fetch(ctx context.Context, orig wire.Msg, m *wire.ReadBlock) (
 	return br, nil
 }
 
+// writeArgs returns the handle, offset and data of a write (Write,
+// WriteSeq, WriteBase); ok is false for any other message.
+func writeArgs(m wire.Msg) (h, off uint64, data []byte, ok bool) {
+	switch m := m.(type) {
+	case *wire.Write:
+		return m.Handle, m.Offset, m.Data, true
+	case *wire.WriteSeq:
+		return m.Handle, m.Offset, m.Data, true
+	case *wire.WriteBase:
+		return m.Handle, m.Offset, m.Data, true
+	}
+	return 0, 0, nil, false
+}
+
 // keepWritten keeps (write-through) the whole blocks a relayed write
 // covered, at the version the upstream's reply gives: the data a job
 // wrote is read back from the proxy. A write that covers only part of a
@@ -114,12 +128,9 @@ func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
 		req = as.Msg
 	}
 	switch m := req.(type) {
-	case *wire.Write:
-		cl.keepRange(m.Handle, m.Offset, m.Data, a)
-	case *wire.WriteSeq:
-		cl.keepRange(m.Handle, m.Offset, m.Data, a)
-	case *wire.WriteBase:
-		cl.keepRange(m.Handle, m.Offset, m.Data, a)
+	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
+		h, off, data, _ := writeArgs(m)
+		cl.keepRange(h, off, data, a)
 	case *wire.Commit:
 		// A file's held writes (the agent's pipe.go), all at the reply's
 		// version: kept only when no two overlap (a later write over part

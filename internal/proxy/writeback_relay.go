@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/wire"
+	"github.com/coopfs/coopfs/internal/writeback"
 )
 
 // writeBack serves the requests that write-back answers here or prepares:
@@ -15,15 +16,13 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 	switch m := m.(type) {
 	// A write at an offset applied twice leaves the same data: WriteSeq
 	// and WriteBase need no reply cache here.
-	case *wire.Write:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
-	case *wire.WriteSeq:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, false)
-	case *wire.WriteBase:
-		return cl.wbWrite(ctx, w, m.Handle, m.Offset, m.Data, true)
+	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
+		h, off, data, _ := writeArgs(m)
+		_, base := m.(*wire.WriteBase)
+		return cl.wbWrite(ctx, w, h, off, data, base)
 	case *wire.Fsync:
 		if hd, ok := cl.handleInfo(m.Handle); ok && w.holds(hd.ino) {
-			if err := w.sync(); err != nil {
+			if err := w.e.Sync(); err != nil {
 				return nil, true, err
 			}
 			return &wire.OK{}, true, nil
@@ -32,8 +31,8 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 		ino := uint64(0)
 		if hd, ok := cl.handleInfo(m.Handle); ok && m.Handle != 0 {
 			ino = hd.ino
-		} else if df := w.find(m.Path); df != nil {
-			ino = df.ino
+		} else if df := w.e.Find(m.Path); df != nil {
+			ino = df.Ino()
 		}
 		if err := w.flushBefore(ctx, ino); err != nil {
 			return nil, true, err
@@ -64,10 +63,8 @@ func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data
 		return nil, false, nil
 	}
 	if hd.appending {
-		if df := w.file(hd.ino); df != nil {
-			w.mu.Lock()
-			off = uint64(df.size)
-			w.mu.Unlock()
+		if size, dirty := w.e.Size(hd.ino); dirty {
+			off = uint64(size)
 		} else {
 			off = hd.attr.Size
 			if fv, known := w.c.current(hd.ino); known {
@@ -91,9 +88,9 @@ func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data
 func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 	switch m := m.(type) {
 	case *wire.Unlink:
-		w.removed(m.Path)
+		w.e.Removed(m.Path)
 	case *wire.Rename:
-		w.afterRename(m.Old, m.New, m.Flags)
+		w.e.AfterRename(m.Old, m.New, m.Flags)
 		cl.p.renamedHandles(m.Old, m.New, m.Flags)
 	}
 }
@@ -106,15 +103,9 @@ func (p *Proxy) renamedHandles(oldPath, newPath string, flags uint32) {
 		clients = append(clients, cl)
 	}
 	p.mu.Unlock()
-	const exchange = 2 // RENAME_EXCHANGE
 	for _, cl := range clients {
-		if flags&exchange != 0 {
-			tmp := "\x00exchange"
-			cl.renamedHandles(oldPath, tmp)
-			cl.renamedHandles(newPath, oldPath)
-			cl.renamedHandles(tmp, newPath)
-			continue
+		for _, mv := range writeback.Renames(oldPath, newPath, flags) {
+			cl.renamedHandles(mv[0], mv[1])
 		}
-		cl.renamedHandles(oldPath, newPath)
 	}
 }
