@@ -178,12 +178,13 @@ func (h *hintsClient) written(id block.ID, v uint64) {
 }
 
 // Under wholefile the writer's relabelled copy is still the whole file, at
-// the new version; its close commits it (wholeClient.closing).
+// the new version; its close commits it (wholeClient.closing), and until
+// the server takes it as valid no open of it goes without a message.
 func (w *wholeClient) relabelled(ino, from, to uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if held, ok := w.holding[ino]; ok && held == from {
-		w.holding[ino] = to
+	if held, ok := w.holding[ino]; ok && held.v == from {
+		w.holding[ino] = heldCopy{v: to}
 	}
 }
 

@@ -76,12 +76,14 @@ func sampleMsgs() []Msg {
 		&HintsDigestRep{Version: 4, Digests: []BlockDigestMsg{{Index: 3, Digest: bytes.Repeat([]byte{1}, 32)}}},
 		&WholeOpen{Handle: 1, File: 2, Version: 3, Have: true}, &WholeOpen{NoData: true},
 		&WholeOpenReply{Version: 3, Commit: 9, Holders: []WholeHolder{{ID: 2, Listen: "h:2"}},
-			Digests: []BlockDigestMsg{{Index: 0, Digest: bytes.Repeat([]byte{5}, 32)}}},
+			Digests: []BlockDigestMsg{{Index: 0, Digest: bytes.Repeat([]byte{5}, 32)}}, Fetchers: []WholeHolder{{ID: 4, Listen: "h:4"}}},
 		&WholeOpenReply{Version: 1, Commit: 2},
+		&WholeDigests{Handle: 1, File: 2, Version: 3, Index: 64, Count: 1024},
+		&WholeDigestsRep{Version: 3, Digests: []BlockDigestMsg{{Index: 64, Digest: bytes.Repeat([]byte{6}, 32)}}}, &WholeDigestsRep{Version: 4},
 		&WholeHave{Handle: 3, File: 1, Version: 2}, &WholeDrop{File: 4},
 		&WholeCommit{Handle: 1, File: 2, Opened: 3, Version: 4, Whole: true},
 		&WholeCommitRep{Commit: 5, Valid: true},
-		&WholeRead{File: 1, Version: 2, Index: 3, Count: 4},
+		&WholeRead{File: 1, Version: 2, Index: 3, Count: 4, Wait: 2500},
 		&WholeData{Version: 2, Lens: []uint32{3, 1}, Data: []byte("abcd")},
 	}, append(posixSamples(), lockSampleMsgs()...)...)
 }

@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// The wholefile policy's peer side: blocks served to clients fetching a
+// file whole, at exactly the version asked, from memory or disk. A client
+// whose own copy is still arriving (it reads the file and is one of its
+// fetchers) serves the blocks it has, and waits a little for the first one
+// asked when it is on its way, as the directory policy's holder does for a
+// block "on its way" to it.
+
+// maxPartialWait caps the wait a request may ask for.
+const maxPartialWait = 10 * time.Second
+
+// arrivalPoll bounds a waiting request's sleep between looks: an arrival
+// is signalled before the block reaches the tiers (file.fetch stores it
+// after the policy's fetch returns).
+const arrivalPoll = 20 * time.Millisecond
+
+// arrivals wakes requests waiting for blocks on their way here.
+type arrivals struct {
+	mu sync.Mutex
+	ch chan struct{} // closed at the next arrival
+}
+
+func (a *arrivals) next() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ch == nil {
+		a.ch = make(chan struct{})
+	}
+	return a.ch
+}
+
+func (a *arrivals) signal() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ch != nil {
+		close(a.ch)
+		a.ch = nil
+	}
+}
+
+// arrived signals that blocks reached (or are reaching) the tiers.
+func (w *wholeClient) arrived() { w.wake.signal() }
+
+// servePeer answers peers' requests.
+func (w *wholeClient) servePeer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+	switch m := m.(type) {
+	case *wire.WholeRead:
+		return w.serveRead(ctx, m)
+	case *wire.Ping:
+		return &wire.OK{}, nil
+	}
+	return nil, fmt.Errorf("a wholefile peer does not serve %v: %w", m.Type(), syscall.ENOSYS)
+}
+
+// serveRead answers a WholeRead: the blocks held at the version asked from
+// m.Index on, up to the first one missing; the first one is waited for up
+// to m.Wait while this client is reading the file. None at all fails the
+// request (the requester moves the work to another holder).
+func (w *wholeClient) serveRead(ctx context.Context, m *wire.WholeRead) (wire.Msg, error) {
+	bs := w.a.BlockSize()
+	count := min(uint64(m.Count), uint64(max(1, int(wire.DefaultLimits.MaxData)/bs)))
+	out := &wire.WholeData{Version: m.Version, Lens: make([]uint32, 0, count)}
+	for i := uint64(0); i < count; i++ {
+		id := block.ID{File: m.File, Index: m.Index + i}
+		data, ok := w.a.forPeer(id, block.Version(m.Version))
+		if !ok && i == 0 && m.Wait > 0 {
+			data, ok = w.await(ctx, id, m.Version, min(time.Duration(m.Wait)*time.Millisecond, maxPartialWait))
+		}
+		if !ok {
+			break
+		}
+		out.Lens = append(out.Lens, uint32(len(data)))
+		out.Data = append(out.Data, data...)
+	}
+	if len(out.Lens) == 0 {
+		return nil, fmt.Errorf("block %d of file %d at version %d is not here: %w", m.Index, m.File, m.Version, syscall.ENOENT)
+	}
+	w.stats.served.Add(uint64(len(out.Lens)))
+	return out, nil
+}
+
+// await waits up to d for block id at version v while this client is
+// reading the file (its copy is on its way).
+func (w *wholeClient) await(ctx context.Context, id block.ID, v uint64, d time.Duration) ([]byte, bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	poll := time.NewTicker(arrivalPoll)
+	defer poll.Stop()
+	w.stats.partialWaits.Add(1)
+	for w.arriving(id.File, v) {
+		next := w.wake.next()
+		if data, ok := w.a.forPeer(id, block.Version(v)); ok {
+			return data, true
+		}
+		select {
+		case <-next:
+		case <-poll.C:
+		case <-deadline.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	return w.a.forPeer(id, block.Version(v))
+}
