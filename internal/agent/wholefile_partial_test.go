@@ -182,3 +182,33 @@ func newShortWaitAgent(t *testing.T, addr string) *hintsAgent {
 	t.Cleanup(func() { h.close() })
 	return h
 }
+
+// TestWholeFileWriterHolds: a writer whose file does not fit its memory
+// tier (8 blocks) keeps its whole copy in its disk tier across its own
+// writes (a block, part of one, an append), and its close makes it the
+// valid holder: the next reader fetches the new content from it, nothing
+// from the server.
+func TestWholeFileWriterHolds(t *testing.T) {
+	export := t.TempDir()
+	v1 := pattern(64*hbs+300, 12)
+	writeExport(t, export, "f", v1)
+	sm := obs.NewMetrics()
+	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	w := newWholeAgent(t, addr, t.TempDir(), "")
+	w.mustRead(t, "f", v1)
+	f := openRW(t, w.Agent, "f")
+	want := append([]byte(nil), v1...)
+	want = writeAt(t, f, want, pattern(hbs, 13), 20*hbs)
+	want = writeAt(t, f, want, pattern(100, 14), 40*hbs+7)
+	want = writeAt(t, f, want, pattern(3*hbs, 15), len(want))
+	f.Flush(asRoot())
+	f.Release(asRoot())
+	if w.count(t, "coopfs_wholefile_client_valid_commits_total") != 1 {
+		t.Fatalf("the writer's commit was not valid (%v valid commits)", w.count(t, "coopfs_wholefile_client_valid_commits_total"))
+	}
+	r := newWholeAgent(t, addr, t.TempDir(), "")
+	r.mustRead(t, "f", want)
+	if r.serverReads(t) != 0 || r.layer(t, obs.LayerPeer) == 0 {
+		t.Errorf("reader: %v blocks from the server, %v from the writer; want none from the server", r.serverReads(t), r.layer(t, obs.LayerPeer))
+	}
+}
