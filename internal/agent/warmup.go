@@ -24,6 +24,7 @@ type WarmItem struct {
 	Path     string
 	Off, Len uint64
 	Size     uint64 // the file's size when it was listed
+	From     string // a cluster warm-up's phase 2: the peer listener of the member holding it ("" none)
 }
 
 // WarmProgress counts a warm-up: files and bytes done and in all.
@@ -226,6 +227,9 @@ func (a *Agent) warmChunk(ctx context.Context, it WarmItem, c warmChunk, bs uint
 	end := c.end
 	if eof := (at.Size + bs - 1) / bs; end == 0 || end > eof {
 		end = eof
+	}
+	if src, ok := a.policy().(warmSource); ok && it.From != "" {
+		src.warmFrom(f, it.From, c.first, end)
 	}
 	var n int64
 	for idx := c.first; idx < end; idx++ {

@@ -40,7 +40,7 @@ func sampleMsgs() []Msg {
 		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
 		&WarmupStart{Clients: []string{"a", "b"}, UID: 1000, GID: 100, Items: []WarmupItem{{Path: "d/f", Off: 1 << 20, Len: 4 << 20, Size: 9 << 20}, {Path: "g", Size: 7}}},
 		&WarmupStart{}, &WarmupStarted{Job: 3, Clients: []string{"a"}},
-		&WarmupAssign{Job: 3, Phase: WarmupPeers, Seq: 2, UID: 1, GID: 2, Items: []WarmupItem{{Path: "x", Size: 1}}},
+		&WarmupAssign{Job: 3, Phase: WarmupPeers, Seq: 2, UID: 1, GID: 2, Items: []WarmupItem{{Path: "x", Size: 1}}, From: []string{"h:1"}},
 		&WarmupReport{Job: 3, Seq: 2, Bytes: 1 << 30, Done: true, Err: "x: permission denied"},
 		&WarmupStatus{Job: 3}, &WarmupState{Phase: WarmupDone, ClientsDone: 2, Names: []string{"a", "b"}, Bytes: 10, TotalBytes: 20, Err: "e"},
 		&Revalidate{Items: []RevalidateItem{{Path: "a/b", Ino: 3, Version: 4, Mtime: -5, Ctime: 6}, {Path: "", Ino: 1, Version: 2, List: true}}},
