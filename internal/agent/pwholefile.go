@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,10 +50,16 @@ type wholeClient struct {
 	*peerNet
 	timeout time.Duration
 
-	mu      sync.Mutex
-	holding map[uint64]heldCopy   // files this client told the server it holds whole
-	reading map[uint64]*readState // files open for reading here whose copy is not whole yet
-	readers map[*file]uint64      // those opens (→ their file)
+	mu       sync.Mutex
+	holding  map[uint64]heldCopy   // files this client told the server it holds whole
+	reading  map[uint64]*readState // files open for reading here whose copy is not whole yet
+	readers  map[any]uint64        // those opens, and the fetches running (→ their file)
+	fetching map[uint64]*bgFetch   // whole-file fetches running (pwholefile_fetch.go)
+	joins    map[uint64]*haveCall      // WholeHaves on their way
+
+	ctx    context.Context // ends at close: the fetches stop
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the fetches running
 
 	wake  arrivals // requests waiting for blocks on their way here (pwholefile_serve.go)
 	stats wholeStats
@@ -81,12 +86,18 @@ type wholeStats struct {
 
 func newWholeClient(a *Agent, ln net.Listener) *wholeClient {
 	w := &wholeClient{a: a, timeout: a.cfg.ForwardTimeout, holding: make(map[uint64]heldCopy),
-		reading: make(map[uint64]*readState), readers: make(map[*file]uint64)}
+		reading: make(map[uint64]*readState), readers: make(map[any]uint64), fetching: make(map[uint64]*bgFetch), joins: make(map[uint64]*haveCall)}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.peerNet = newPeerNet(a, ln, "wholefile", wire.HandlerFunc(w.servePeer), a.cfg.ForwardTimeout)
 	return w
 }
 
-func (w *wholeClient) close() { w.peerNet.close() }
+// close stops the fetches running and the peer side.
+func (w *wholeClient) close() {
+	w.cancel()
+	w.bg.Wait()
+	w.peerNet.close()
+}
 
 // blocks is the number of blocks of a file of size bytes.
 func (w *wholeClient) blocks(size uint64) uint64 {
@@ -146,18 +157,7 @@ func (w *wholeClient) opened(ctx context.Context, f *file) {
 	if len(or.Holders)+len(or.Fetchers) == 0 {
 		return // from the server as it goes; joins the map on close (closing)
 	}
-	key := "whole:" + strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(v, 10)
-	w.a.flights.Do(key, func() (any, error) {
-		if w.whole(ino, v, size) {
-			return nil, nil
-		}
-		w.stats.fetches.Add(1)
-		w.fetchWhole(ctx, f, ino, v, size, or)
-		if w.whole(ino, v, size) {
-			w.have(ctx, f, ino, v)
-		}
-		return nil, nil
-	})
+	w.startFetch(ctx, f, ino, v, size, or) // in the background: reads wait for the blocks they need
 }
 
 // liveGen is the server connection's generation now (0: none).
@@ -169,12 +169,13 @@ func (w *wholeClient) liveGen() uint64 {
 	return gen
 }
 
-// startReading records an open for reading of ino at v whose copy is not
-// whole here: blocks of it are on their way (a peer asking waits for them).
-func (w *wholeClient) startReading(f *file, ino, v uint64) {
+// startReading records an open for reading (or a fetch, key) of ino at v
+// whose copy is not whole here: blocks of it are on their way (a peer
+// asking waits for them).
+func (w *wholeClient) startReading(key any, ino, v uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, dup := w.readers[f]; dup {
+	if _, dup := w.readers[key]; dup {
 		return
 	}
 	rs := w.reading[ino]
@@ -183,19 +184,19 @@ func (w *wholeClient) startReading(f *file, ino, v uint64) {
 		w.reading[ino] = rs
 	}
 	rs.opens++
-	w.readers[f] = ino
+	w.readers[key] = ino
 }
 
-// stopReading ends f's reading (at its close); last says it was the last
-// open reading its file here.
-func (w *wholeClient) stopReading(f *file) (was, last bool) {
+// stopReading ends key's reading (an open's close, a fetch's end); last
+// says it was the last reading its file here.
+func (w *wholeClient) stopReading(key any) (was, last bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ino, ok := w.readers[f]
+	ino, ok := w.readers[key]
 	if !ok {
 		return false, false
 	}
-	delete(w.readers, f)
+	delete(w.readers, key)
 	rs := w.reading[ino]
 	if rs == nil {
 		return true, true
@@ -235,6 +236,28 @@ func (w *wholeClient) hold(ino, v, gen uint64) {
 // server to have it in the map: an opener after this client's close finds
 // it.
 func (w *wholeClient) have(ctx context.Context, f *file, ino, v uint64) {
+	w.mu.Lock()
+	if j := w.joins[ino]; j != nil && j.v == v {
+		w.mu.Unlock()
+		<-j.done // a fetch's end and a close race: one says so, both wait for it
+		return
+	}
+	if held, ok := w.holding[ino]; ok && held.v == v {
+		w.mu.Unlock()
+		return // said so already
+	}
+	j := &haveCall{v: v, done: make(chan struct{})}
+	w.joins[ino] = j
+	w.holding[ino] = heldCopy{v: v} // whole here; the server's word follows
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		if w.joins[ino] == j {
+			delete(w.joins, ino)
+		}
+		w.mu.Unlock()
+		close(j.done)
+	}()
 	w.stats.haves.Add(1)
 	gen := w.liveGen()
 	_, err := f.call(context.WithoutCancel(ctx), func(h uint64) wire.Msg {
@@ -245,6 +268,12 @@ func (w *wholeClient) have(ctx context.Context, f *file, ino, v uint64) {
 		gen = 0
 	}
 	w.hold(ino, v, gen)
+}
+
+// haveCall is a WholeHave on its way to the server.
+type haveCall struct {
+	v    uint64
+	done chan struct{}
 }
 
 // send sends a one-way message to the server; lost, it costs cooperation
@@ -276,14 +305,21 @@ func (w *wholeClient) closing(ctx context.Context, f *file) {
 	if opened == 0 || f.flags&syscall.O_ACCMODE == syscall.O_WRONLY || size < uint64(w.a.cfg.WholeFileMinSize) {
 		return
 	}
+	w.settle(ctx, f, ino, v, size, wasReader && last)
+}
+
+// settle ends a reading of ino at v: the client joins the map if it holds
+// the file whole now, else, when it was the last reading, leaves the
+// fetchers.
+func (w *wholeClient) settle(ctx context.Context, f *file, ino, v, size uint64, last bool) {
 	if w.heldAt(ino, v) {
-		return
+		return // joined already (an open's close and a fetch's end race)
 	}
 	w.a.diskSettled(ctx, ino) // blocks read from the server are on their way to disk
 	switch {
 	case w.whole(ino, v, size):
 		w.have(ctx, f, ino, v)
-	case wasReader && last:
+	case last:
 		w.stats.drops.Add(1)
 		w.send(&wire.WholeDrop{File: ino}) // no longer a fetcher
 	}
@@ -312,9 +348,16 @@ func (w *wholeClient) commit(ctx context.Context, f *file, opened, ino, v, size 
 	}
 }
 
-// fetch reads a block the tiers miss from the server; peers waiting for
-// it here hear of it.
+// fetch reads a block the tiers miss: from the whole-file fetch of its
+// file under way, when there is one (it waits for the block), else from
+// the server; peers waiting for it here hear of it.
 func (w *wholeClient) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire.BlockReply, error) {
+	if data, ok := w.fromFetch(ctx, id, v); ok {
+		f.mu.Lock()
+		size := f.attr.Size
+		f.mu.Unlock()
+		return &wire.BlockReply{Version: v, Size: size, Data: data}, nil
+	}
 	br, err := f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	if err == nil {
 		defer w.arrived()

@@ -65,6 +65,81 @@ func sources(or *wire.WholeOpenReply) (hs []wire.WholeHolder, partial bool) {
 	return hs[:min(len(hs), wholeMaxSources)], partial
 }
 
+// bgFetch is a whole-file fetch running in the background: reads of the
+// file at version v wait for the blocks they need (fromFetch) until done.
+type bgFetch struct {
+	v    uint64
+	done chan struct{}
+}
+
+// startFetch starts fetching the file f opened (ino at v) whole from the
+// sources or names, unless a fetch of it is running already, and returns:
+// the open does not wait for the data, its reads do, each for its block.
+// The fetch outlives the open (whole files are the unit of caching) but
+// goes through its server handle: an open closed early ends what needs the
+// server (digests past the first page, the blocks no peer delivered).
+func (w *wholeClient) startFetch(ctx context.Context, f *file, ino, v, size uint64, or *wire.WholeOpenReply) {
+	w.mu.Lock()
+	if bf := w.fetching[ino]; bf != nil && bf.v == v {
+		w.mu.Unlock()
+		return
+	}
+	bf := &bgFetch{v: v, done: make(chan struct{})}
+	w.fetching[ino] = bf
+	w.mu.Unlock()
+	w.stats.fetches.Add(1)
+	w.startReading(bf, ino, v) // a fetcher while it runs, whatever the opens do
+	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(w.ctx, cancel)
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		defer cancel()
+		defer stop()
+		w.fetchWhole(bgctx, f, ino, v, size, or)
+		w.mu.Lock()
+		if w.fetching[ino] == bf {
+			delete(w.fetching, ino)
+		}
+		w.mu.Unlock()
+		close(bf.done)
+		w.arrived() // reads waiting for a block the fetch did not bring ask the server
+		_, last := w.stopReading(bf)
+		if bgctx.Err() == nil {
+			w.settle(bgctx, f, ino, v, size, last)
+		}
+	}()
+}
+
+// fromFetch waits for block id at v from the whole-file fetch of its file
+// running, if one is; false when none is or it ended without the block. A
+// fetch that ended between the reader's look at its tiers and this one
+// left the block there: they are looked at again.
+func (w *wholeClient) fromFetch(ctx context.Context, id block.ID, v uint64) ([]byte, bool) {
+	w.mu.Lock()
+	bf := w.fetching[id.File]
+	w.mu.Unlock()
+	if bf == nil || bf.v != v {
+		return w.a.forPeer(id, block.Version(v))
+	}
+	poll := time.NewTicker(arrivalPoll)
+	defer poll.Stop()
+	for {
+		next := w.wake.next()
+		if data, ok := w.a.forPeer(id, block.Version(v)); ok {
+			return data, true
+		}
+		select {
+		case <-next:
+		case <-poll.C:
+		case <-bf.done:
+			return w.a.forPeer(id, block.Version(v))
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
 // fetchWhole reads the file from its holders in parallel, then what they
 // did not deliver from the server.
 func (w *wholeClient) fetchWhole(ctx context.Context, f *file, ino, v, size uint64, or *wire.WholeOpenReply) {
@@ -87,7 +162,7 @@ func (w *wholeClient) fetchWhole(ctx context.Context, f *file, ino, v, size uint
 	}
 	wg.Wait()
 	w.stats.resplits.Add(uint64(ft.plan.Resplits()))
-	w.fromServer(ctx, f, ft.plan.Remaining())
+	w.fromServer(ctx, f, ft, ft.plan.Remaining())
 }
 
 // chunk is the blocks one WholeRead asks for: at most wholeChunkBytes,
@@ -143,9 +218,10 @@ func (w *wholeClient) fetchFrom(ctx context.Context, ft *fetchRun, i int, h wire
 	}
 }
 
-// fromServer reads the ranges no holder delivered through the ordinary
-// read path (the server, into both tiers), a few blocks at a time.
-func (w *wholeClient) fromServer(ctx context.Context, f *file, rem []wholefile.Range) {
+// fromServer reads the ranges no holder delivered from the server (into
+// both tiers), a few blocks at a time. Not through the read path: a read
+// of the file waits for this very fetch.
+func (w *wholeClient) fromServer(ctx context.Context, f *file, ft *fetchRun, rem []wholefile.Range) {
 	sem := make(chan struct{}, wholeServerReads)
 	var wg sync.WaitGroup
 	for _, r := range rem {
@@ -157,7 +233,17 @@ func (w *wholeClient) fromServer(ctx context.Context, f *file, rem []wholefile.R
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				f.block(ctx, idx, false)
+				id := block.ID{File: ft.ino, Index: idx}
+				if w.a.cache.Contains(id, block.Version(ft.v)) {
+					return // a read got it meanwhile
+				}
+				br, err := f.fromServer(ctx, &wire.ReadBlock{File: ft.ino, Index: idx, Version: ft.v})
+				if err != nil || br.Version != ft.v {
+					return // changed: the file's reads see the new version
+				}
+				w.a.toDiskNow(id, block.Version(ft.v), br.Data)
+				w.a.cache.Put(id, block.Version(ft.v), br.Data)
+				w.arrived()
 			})
 		}
 	}

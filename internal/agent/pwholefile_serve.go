@@ -92,14 +92,16 @@ func (w *wholeClient) serveRead(ctx context.Context, m *wire.WholeRead) (wire.Ms
 }
 
 // await waits up to d for block id at version v while this client is
-// reading the file (its copy is on its way).
+// reading the file (its copy is on its way), or while blocks of the file
+// are on their way to its disk tier (a block the memory tier dropped may
+// be one of them).
 func (w *wholeClient) await(ctx context.Context, id block.ID, v uint64, d time.Duration) ([]byte, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	poll := time.NewTicker(arrivalPoll)
 	defer poll.Stop()
 	w.stats.partialWaits.Add(1)
-	for w.arriving(id.File, v) {
+	for w.arriving(id.File, v) || w.a.diskPending(id.File) {
 		next := w.wake.next()
 		if data, ok := w.a.forPeer(id, block.Version(v)); ok {
 			return data, true
@@ -114,4 +116,16 @@ func (w *wholeClient) await(ctx context.Context, id block.ID, v uint64, d time.D
 		}
 	}
 	return w.a.forPeer(id, block.Version(v))
+}
+
+// diskPending reports whether background writes of file ino to the disk
+// tier are under way (tiers.go).
+func (a *Agent) diskPending(ino uint64) bool {
+	d := &a.disk
+	if d.c == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending[ino] > 0
 }

@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestWholeFilePartialStalled(t *testing.T) {
 	c2 := newWholeAgent(t, addr, t.TempDir(), "")
 	c2.mustRead(t, "f", data)
 	if c2.serverReads(t) != 0 || c2.count(t, "coopfs_wholefile_peer_failures_total") != 0 {
-		t.Errorf("c2: %v server reads, %v failures", c2.serverReads(t), c2.count(t, "coopfs_wholefile_peer_failures_total"))
+		t.Errorf("c2: %v server reads, %v failures (%s)", c2.serverReads(t), c2.count(t, "coopfs_wholefile_peer_failures_total"), c2.wholeCounts(t))
 	}
 }
 
@@ -209,6 +211,19 @@ func TestWholeFileWriterHolds(t *testing.T) {
 	r := newWholeAgent(t, addr, t.TempDir(), "")
 	r.mustRead(t, "f", want)
 	if r.serverReads(t) != 0 || r.layer(t, obs.LayerPeer) == 0 {
-		t.Errorf("reader: %v blocks from the server, %v from the writer; want none from the server", r.serverReads(t), r.layer(t, obs.LayerPeer))
+		t.Errorf("reader: %v blocks from the server, %v from the writer; want none from the server (%s)", r.serverReads(t), r.layer(t, obs.LayerPeer), r.wholeCounts(t))
 	}
+}
+
+// wholeCounts lists a client's wholefile counters (for failure messages).
+func (h *hintsAgent) wholeCounts(t *testing.T) string {
+	t.Helper()
+	var out []string
+	for _, n := range []string{"hits", "fetches", "partial_fetches", "peer_failures", "bad_blocks", "resplits", "haves_sent", "drops_sent"} {
+		out = append(out, fmt.Sprintf("%s %v", n, h.count(t, "coopfs_wholefile_"+n+"_total")))
+	}
+	s := scrape(t, h.m)
+	out = append(out, fmt.Sprintf("segments peer %v server %v", s.Sum("coopfs_wholefile_segments_total", map[string]string{"source": "peer"}),
+		s.Sum("coopfs_wholefile_segments_total", map[string]string{"source": "server"})))
+	return strings.Join(out, ", ")
 }

@@ -108,8 +108,8 @@ func TestWholeFileFailingPeer(t *testing.T) {
 	c2 := newWholeAgent(t, addr, t.TempDir(), "")
 	c2.mustRead(t, "f", data)
 	if c2.serverReads(t) != 0 || c2.layer(t, obs.LayerPeer) != 64 {
-		t.Errorf("%v blocks from the server, %v from peers: the good holder should have taken the failed work",
-			c2.serverReads(t), c2.layer(t, obs.LayerPeer))
+		t.Errorf("%v blocks from the server, %v from peers: the good holder should have taken the failed work (%s)",
+			c2.serverReads(t), c2.layer(t, obs.LayerPeer), c2.wholeCounts(t))
 	}
 
 	// The failing holder alone: it fails, the server serves the rest.

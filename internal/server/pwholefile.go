@@ -72,10 +72,14 @@ func (p *wholeFilePolicy) left(cl *client) {
 }
 
 // fileChanged: the file has a new version (or left the version table):
-// no client holds the current one.
+// the map and the fetchers of any other version empty. The version table
+// says which version is current now: the call comes after the change, and
+// a commit at the new version may have made its map in between (under a
+// load that delays this call past the writer's close), which stands.
 func (p *wholeFilePolicy) fileChanged(ino uint64) {
+	v := p.s.versions.current(ino)
 	p.mu.Lock()
-	p.ws.Changed(ino, 0)
+	p.ws.Changed(ino, v)
 	p.mu.Unlock()
 }
 

@@ -34,13 +34,18 @@ func (p PerClient) laterShare() float64 {
 	return later / float64(len(p.ServerBytes)-1) / p.ServerBytes[0]
 }
 
-// OverloadRow is one policy's overloaded-server run.
+// OverloadRow is one policy's overloaded-server run: each client's
+// seconds (1 and 2 the first pair, 3 and 4 the second), each pair's
+// (until both of it finished), when the second pair started.
 type OverloadRow struct {
-	Policy      string  `json:"policy"`
-	FirstPair   float64 `json:"first_pair_seconds"`
-	SecondPair  float64 `json:"second_pair_seconds"`
-	ServerBytes float64 `json:"server_bytes"`
-	SpeedUp     float64 `json:"second_pair_speedup_vs_none"` // 1 - t/t(none)
+	Policy      string    `json:"policy"`
+	Clients     []float64 `json:"client_seconds"`
+	Start       float64   `json:"second_pair_start_seconds"`
+	FirstPair   float64   `json:"first_pair_seconds"`
+	SecondPair  float64   `json:"second_pair_seconds"`
+	ServerBytes float64   `json:"server_bytes"`
+	VsFirst     float64   `json:"second_pair_faster_than_first"` // 1 - second/first
+	SpeedUp     float64   `json:"second_pair_speedup_vs_none"`   // 1 - t/t(none)
 }
 
 // OverheadRow is one policy's cold reads of one size by one client.
@@ -70,6 +75,7 @@ type Report struct {
 		WebMean                int64    `json:"web_mean"`
 		WebReads               int      `json:"web_reads"`
 		OverloadSize           int64    `json:"overload_size"`
+		OverloadStart          float64  `json:"overload_start"`
 		OverheadSizes          []int64  `json:"overhead_sizes"`
 		OverheadReps           int      `json:"overhead_reps"`
 		WarmSize               int64    `json:"warm_size"`
@@ -90,7 +96,7 @@ func newReport(cfg Config) *Report {
 	r := &Report{Skipped: map[string]string{}}
 	c := &r.Config
 	c.Policies, c.StaggerSize, c.WebFiles, c.WebMean, c.WebReads = cfg.Policies, cfg.StaggerSize, cfg.WebFiles, cfg.WebMean, cfg.WebReads
-	c.OverloadSize, c.OverheadSizes, c.OverheadReps = cfg.OverloadSize, cfg.OverheadSizes, cfg.OverheadReps
+	c.OverloadSize, c.OverloadStart, c.OverheadSizes, c.OverheadReps = cfg.OverloadSize, cfg.OverloadStart, cfg.OverheadSizes, cfg.OverheadReps
 	c.WarmSize, c.WarmFiles, c.WarmClients, c.ServerLink, c.ClientLink = cfg.WarmSize, cfg.WarmFiles, cfg.WarmClients, cfg.ServerLink, cfg.ClientLink
 	return r
 }
@@ -101,6 +107,9 @@ func (r *Report) skipped(policy string) bool    { _, ok := r.Skipped[policy]; re
 // finish computes the ratios against `none`.
 func (r *Report) finish() {
 	for i := range r.Overload {
+		if o := &r.Overload[i]; o.FirstPair > 0 {
+			o.VsFirst = 1 - o.SecondPair/o.FirstPair
+		}
 		for _, n := range r.Overload {
 			if n.Policy == "none" && n.SecondPair > 0 {
 				r.Overload[i].SpeedUp = 1 - r.Overload[i].SecondPair/n.SecondPair
@@ -142,12 +151,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	perClient(fmt.Sprintf("web: %d files, mean %s KB, Zipf, %d reads per client, 16 KB log append every 10 reads, clients in turn",
 		r.Config.WebFiles, fmt.Sprint(r.Config.WebMean>>10), r.Config.WebReads), r.Web, "clients 2.. / client 1")
 	if len(r.Overload) > 0 {
-		fmt.Fprintf(tw, "overload: two %s MB files, two clients each; the second pair starts once a quarter of the first file crossed the server's link\n", mb(float64(r.Config.OverloadSize)))
-		fmt.Fprintf(tw, "policy\tfirst pair s\tsecond pair s\tsecond pair faster than none\tserver MB\t\n")
+		fmt.Fprintf(tw, "overload: two %s MB files a and b; clients 1, 2 read a, b; clients 3, 4 read a, b once %.0f %% of the first pair's bytes crossed the server's link\n",
+			mb(float64(r.Config.OverloadSize)), 100*r.Config.OverloadStart)
+		fmt.Fprintf(tw, "policy\tclients s (1 2 3 4)\tsecond pair at s\tfirst pair s\tsecond pair s\tfaster than first\tfaster than none's second\tserver MB\t\n")
 		for _, o := range r.Overload {
-			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f %%\t%s\t\n", o.Policy, o.FirstPair, o.SecondPair, 100*o.SpeedUp, mb(o.ServerBytes))
+			var cs []string
+			for _, c := range o.Clients {
+				cs = append(cs, fmt.Sprintf("%.1f", c))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f %%\t%.1f %%\t%s\t\n", o.Policy, strings.Join(cs, " "), o.Start,
+				o.FirstPair, o.SecondPair, 100*o.VsFirst, 100*o.SpeedUp, mb(o.ServerBytes))
 		}
-		fmt.Fprintln(tw, "\t\t\t\t\t")
+		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 	}
 	if len(r.Overhead) > 0 {
 		fmt.Fprintf(tw, "overhead: one client reads a file cold (median of %d)\n", r.Config.OverheadReps)
