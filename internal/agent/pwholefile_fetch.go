@@ -36,8 +36,9 @@ const wholePipeline = 3
 // blocks no holder delivered.
 const wholeServerReads = 4
 
-// wholeDigestPage is how many blocks' digests one WholeDigests asks for.
-const wholeDigestPage = 256
+// wholeDigestPage is how many blocks' digests one WholeDigests asks for
+// (the server hashes them, reading the export, before it answers).
+const wholeDigestPage = 64
 
 // fetchRun is one whole-file fetch in progress: its plan, under mu, and
 // the chunks in flight (a holder with no work left waits for them: one

@@ -82,7 +82,14 @@ func (w *wholeClient) serveRead(ctx context.Context, m *wire.WholeRead) (wire.Ms
 			break
 		}
 		out.Lens = append(out.Lens, uint32(len(data)))
-		out.Data = append(out.Data, data...)
+		if i == 0 {
+			out.Data = data // blocks are read-only: one goes out without a copy
+		} else {
+			if i == 1 {
+				out.Data = append(make([]byte, 0, int(count)*bs), out.Data...)
+			}
+			out.Data = append(out.Data, data...)
+		}
 	}
 	if len(out.Lens) == 0 {
 		return nil, fmt.Errorf("block %d of file %d at version %d is not here: %w", m.Index, m.File, m.Version, syscall.ENOENT)

@@ -117,7 +117,7 @@ func TestWholeFilePartialStalled(t *testing.T) {
 // for as the fetch goes (there is no limit on a file's blocks).
 func TestWholeFileManyDigests(t *testing.T) {
 	export := t.TempDir()
-	const blocks = 700 // the reply carries 256
+	const blocks = 700 // the reply carries 64
 	data := pattern(blocks*hbs-5, 9)
 	writeExport(t, export, "f", data)
 	sm := obs.NewMetrics()
@@ -130,7 +130,7 @@ func TestWholeFileManyDigests(t *testing.T) {
 		t.Errorf("c1: %v blocks from the server, %v from the holder; want 0 and %d", c1.serverReads(t), c1.layer(t, obs.LayerPeer), blocks)
 	}
 	if got := scrape(t, sm).Sum("coopfs_wholefile_digest_requests_total", nil); got < 2 {
-		t.Errorf("%v digest requests, want at least 2 (700 blocks, 256 a page)", got)
+		t.Errorf("%v digest requests, want at least 2 (700 blocks, 64 a page)", got)
 	}
 }
 

@@ -233,10 +233,12 @@ func (p *wholeFilePolicy) digests(c *wire.Conn, m *wire.WholeDigests) (*wire.Who
 }
 
 // WholeDigestPage is how many blocks' digests an open's reply carries (a
-// file of up to 256 blocks needs no more); a fetch asks for the others
-// (WholeDigests) as it goes. MaxWholeDigestRun bounds one WholeDigests.
+// file of up to 64 blocks needs no more; hashing more would delay the
+// open's reply, and the fetch's start, by what it costs); a fetch asks for
+// the others (WholeDigests) as it goes. MaxWholeDigestRun bounds one
+// WholeDigests.
 const (
-	WholeDigestPage   = 256
+	WholeDigestPage   = 64
 	MaxWholeDigestRun = 4096
 )
 
