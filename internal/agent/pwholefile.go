@@ -51,11 +51,12 @@ type wholeClient struct {
 	timeout time.Duration
 
 	mu       sync.Mutex
-	holding  map[uint64]heldCopy   // files this client told the server it holds whole
-	reading  map[uint64]*readState // files open for reading here whose copy is not whole yet
-	readers  map[any]uint64        // those opens, and the fetches running (→ their file)
-	fetching map[uint64]*bgFetch   // whole-file fetches running (pwholefile_fetch.go)
-	joins    map[uint64]*haveCall      // WholeHaves on their way
+	holding  map[uint64]heldCopy      // files this client told the server it holds whole
+	reading  map[uint64]*readState    // files open for reading here whose copy is not whole yet
+	readers  map[any]uint64           // those opens, and the fetches running (→ their file)
+	fetching map[uint64]*bgFetch      // whole-file fetches running (pwholefile_fetch.go)
+	joins    map[uint64]*haveCall     // WholeHaves on their way
+	slots    map[string]chan struct{} // requests in flight to each holder (pwholefile_fetch.go)
 
 	ctx    context.Context // ends at close: the fetches stop
 	cancel context.CancelFunc
@@ -86,7 +87,8 @@ type wholeStats struct {
 
 func newWholeClient(a *Agent, ln net.Listener) *wholeClient {
 	w := &wholeClient{a: a, timeout: a.cfg.ForwardTimeout, holding: make(map[uint64]heldCopy),
-		reading: make(map[uint64]*readState), readers: make(map[any]uint64), fetching: make(map[uint64]*bgFetch), joins: make(map[uint64]*haveCall)}
+		reading: make(map[uint64]*readState), readers: make(map[any]uint64), fetching: make(map[uint64]*bgFetch), joins: make(map[uint64]*haveCall),
+		slots: make(map[string]chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.peerNet = newPeerNet(a, ln, "wholefile", wire.HandlerFunc(w.servePeer), a.cfg.ForwardTimeout)
 	return w

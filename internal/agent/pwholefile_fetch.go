@@ -28,8 +28,11 @@ const wholeMaxSources = 8
 // wholeChunkBytes is the most one WholeRead asks for (at least a block).
 const wholeChunkBytes = 1 << 20
 
-// wholePipeline is the chunks asked of one holder at once: the next
-// request is on its way while a chunk crosses the link, which stays busy.
+// wholePipeline is the chunks asked of one holder at once, over every
+// fetch (slot): the next request is on its way while a chunk crosses the
+// link, which stays busy, and the holder's link never queues so many of
+// this client's chunks that the last one's timeout runs out in the queue
+// (several files fetched at once from one holder, as in a warm-up).
 const wholePipeline = 3
 
 // wholeServerReads bounds the parallel reads from the server of the
@@ -123,22 +126,7 @@ func (w *wholeClient) fromFetch(ctx context.Context, id block.ID, v uint64) ([]b
 	if bf == nil || bf.v != v {
 		return w.a.forPeer(id, block.Version(v))
 	}
-	poll := time.NewTicker(arrivalPoll)
-	defer poll.Stop()
-	for {
-		next := w.wake.next()
-		if data, ok := w.a.forPeer(id, block.Version(v)); ok {
-			return data, true
-		}
-		select {
-		case <-next:
-		case <-poll.C:
-		case <-bf.done:
-			return w.a.forPeer(id, block.Version(v))
-		case <-ctx.Done():
-			return nil, false
-		}
-	}
+	return w.waitFor(ctx, id, v, bf.done, func() bool { return true })
 }
 
 // fetchWhole reads the file from its holders in parallel, then what they
@@ -273,7 +261,12 @@ func (w *wholeClient) readChunk(ctx context.Context, ft *fetchRun, h wire.WholeH
 	if ft.partial {
 		req.Wait = w.partialWait()
 	}
+	release, err := w.slot(ctx, h.Listen)
+	if err != nil {
+		return 0, err
+	}
 	m, err := conn.CallTimeout(ctx, req, w.timeout)
+	release()
 	if err != nil {
 		return 0, err
 	}
@@ -414,3 +407,27 @@ func (d *digestSet) fill(ctx context.Context, page uint64) {
 		}
 	}
 }
+
+// slot waits for one of the wholePipeline request slots of the holder at
+// addr and returns the function that frees it.
+func (w *wholeClient) slot(ctx context.Context, addr string) (func(), error) {
+	w.mu.Lock()
+	sem := w.slots[addr]
+	if sem == nil {
+		if len(w.slots) >= maxPeerSlots {
+			clear(w.slots) // bounded; a holder's requests in flight keep their own channel
+		}
+		sem = make(chan struct{}, wholePipeline)
+		w.slots[addr] = sem
+	}
+	w.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// maxPeerSlots bounds the holders whose request slots are remembered.
+const maxPeerSlots = 1024

@@ -103,12 +103,19 @@ func (w *wholeClient) serveRead(ctx context.Context, m *wire.WholeRead) (wire.Ms
 // are on their way to its disk tier (a block the memory tier dropped may
 // be one of them).
 func (w *wholeClient) await(ctx context.Context, id block.ID, v uint64, d time.Duration) ([]byte, bool) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	w.stats.partialWaits.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return w.waitFor(ctx, id, v, nil, func() bool { return w.arriving(id.File, v) || w.a.diskPending(id.File) })
+}
+
+// waitFor waits for block id at v to reach the tiers while more() holds,
+// until stop closes or ctx ends, looking again at every arrival and every
+// arrivalPoll.
+func (w *wholeClient) waitFor(ctx context.Context, id block.ID, v uint64, stop <-chan struct{}, more func() bool) ([]byte, bool) {
 	poll := time.NewTicker(arrivalPoll)
 	defer poll.Stop()
-	w.stats.partialWaits.Add(1)
-	for w.arriving(id.File, v) || w.a.diskPending(id.File) {
+	for more() {
 		next := w.wake.next()
 		if data, ok := w.a.forPeer(id, block.Version(v)); ok {
 			return data, true
@@ -116,8 +123,8 @@ func (w *wholeClient) await(ctx context.Context, id block.ID, v uint64, d time.D
 		select {
 		case <-next:
 		case <-poll.C:
-		case <-deadline.C:
-			return nil, false
+		case <-stop:
+			return w.a.forPeer(id, block.Version(v))
 		case <-ctx.Done():
 			return nil, false
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/obs"
 )
 
@@ -93,7 +92,7 @@ func TestWholeFilePartialStalled(t *testing.T) {
 	if _, err := f0.ReadAt(ctx, make([]byte, 10*hbs), 0); err != nil {
 		t.Fatal(err)
 	}
-	c1 := newShortWaitAgent(t, addr)
+	c1 := newWholeAgentTimeout(t, addr, t.TempDir(), "", time.Second) // gives up on a stalled holder after 0.5 s
 	c1.mustRead(t, "f", data)
 	if c1.layer(t, obs.LayerPeer) == 0 || c1.serverReads(t) == 0 || c1.count(t, "coopfs_wholefile_peer_failures_total") == 0 {
 		t.Errorf("c1: %v blocks from c0, %v from the server, %v failures; want some of each",
@@ -146,7 +145,7 @@ func TestWholeFileCachedOpen(t *testing.T) {
 	c0.attr(t, "") // as the kernel looks names up before an open: the callbacks cover them
 	c0.attr(t, "f")
 	c0.mustRead(t, "f", data) // from the server: joins the map
-	out := func() float64 { // the messages an open sends (a batched release may leave any time)
+	out := func() float64 {   // the messages an open sends (a batched release may leave any time)
 		s := scrape(t, c0.m)
 		return s.Sum(obs.MetricMessages, map[string]string{"dir": obs.DirOut, "type": "Open"}) +
 			s.Sum(obs.MetricMessages, map[string]string{"dir": obs.DirOut, "type": "WholeOpen"}) +
@@ -165,53 +164,6 @@ func TestWholeFileCachedOpen(t *testing.T) {
 	c0.mustRead(t, "f", v2)
 	if got := out() - before; got == 0 {
 		t.Error("an open after a change sent no message")
-	}
-}
-
-// newShortWaitAgent is newWholeAgent with a 1 s forward timeout: a holder
-// whose copy stopped arriving is given up on after half a second.
-func newShortWaitAgent(t *testing.T, addr string) *hintsAgent {
-	t.Helper()
-	m := obs.NewMetrics()
-	listen := freeAddr(t)
-	a, err := agent.New(asRoot(), agent.Config{Server: addr, Policy: "wholefile", Metrics: m, CacheSize: 8 * hbs,
-		Listen: listen, ReadAhead: 1, ForwardTimeout: time.Second, ReconnectTimeout: time.Second,
-		Disk: agent.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WholeFileMinSize: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hintsAgent{Agent: a, m: m, listen: listen}
-	t.Cleanup(func() { h.close() })
-	return h
-}
-
-// TestWholeFileWriterHolds: a writer whose file does not fit its memory
-// tier (8 blocks) keeps its whole copy in its disk tier across its own
-// writes (a block, part of one, an append), and its close makes it the
-// valid holder: the next reader fetches the new content from it, nothing
-// from the server.
-func TestWholeFileWriterHolds(t *testing.T) {
-	export := t.TempDir()
-	v1 := pattern(64*hbs+300, 12)
-	writeExport(t, export, "f", v1)
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
-	w := newWholeAgent(t, addr, t.TempDir(), "")
-	w.mustRead(t, "f", v1)
-	f := openRW(t, w.Agent, "f")
-	want := append([]byte(nil), v1...)
-	want = writeAt(t, f, want, pattern(hbs, 13), 20*hbs)
-	want = writeAt(t, f, want, pattern(100, 14), 40*hbs+7)
-	want = writeAt(t, f, want, pattern(3*hbs, 15), len(want))
-	f.Flush(asRoot())
-	f.Release(asRoot())
-	if w.count(t, "coopfs_wholefile_client_valid_commits_total") != 1 {
-		t.Fatalf("the writer's commit was not valid (%v valid commits)", w.count(t, "coopfs_wholefile_client_valid_commits_total"))
-	}
-	r := newWholeAgent(t, addr, t.TempDir(), "")
-	r.mustRead(t, "f", want)
-	if r.serverReads(t) != 0 || r.layer(t, obs.LayerPeer) == 0 {
-		t.Errorf("reader: %v blocks from the server, %v from the writer; want none from the server (%s)", r.serverReads(t), r.layer(t, obs.LayerPeer), r.wholeCounts(t))
 	}
 }
 

@@ -13,16 +13,22 @@ import (
 // newWholeAgent mounts (without FUSE) a client of a wholefile server with
 // a disk tier in disk and a memory tier of 8 blocks (files live on disk),
 // every file whole (no minimum size).
+//
+// Its forward timeout is long: a holder slowed down by a loaded machine
+// must not count as failed (the tests check where the bytes came from).
 func newWholeAgent(t *testing.T, addr, disk, listen string) *hintsAgent {
+	return newWholeAgentTimeout(t, addr, disk, listen, 30*time.Second)
+}
+
+// newWholeAgentTimeout is newWholeAgent with the forward timeout given.
+func newWholeAgentTimeout(t *testing.T, addr, disk, listen string, timeout time.Duration) *hintsAgent {
 	t.Helper()
 	if listen == "" {
 		listen = freeAddr(t)
 	}
 	m := obs.NewMetrics()
 	a, err := agent.New(asRoot(), agent.Config{Server: addr, Policy: "wholefile", Metrics: m, CacheSize: 8 * hbs,
-		// A long timeout: a holder slowed down by a loaded machine must not
-		// count as failed (the tests below check where the bytes came from).
-		Listen: listen, ReadAhead: 1, ForwardTimeout: 30 * time.Second, ReconnectTimeout: time.Second,
+		Listen: listen, ReadAhead: 1, ForwardTimeout: timeout, ReconnectTimeout: time.Second,
 		Disk: agent.DiskConfig{Dir: disk, Size: 16 << 20}, WholeFileMinSize: -1})
 	if err != nil {
 		t.Fatal(err)
