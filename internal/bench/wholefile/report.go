@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -199,76 +200,145 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// Plot draws the server's bytes per client of the stagger and web
-// experiments, one group of bars per client, one bar per policy.
+// Plot draws the run's figures at paths (one per format): the server's
+// bytes per client of the stagger and web experiments (one group of bars
+// per client, one bar per policy), and, beside each path with "-overload"
+// and "-warmup" before its extension, the overloaded server's pairs and
+// the warm-ups, for the experiments that ran.
 func (r *Report) Plot(paths ...string) error {
-	rows := append(slices.Clone(r.Stagger), r.Web...)
-	if len(rows) == 0 {
-		return fmt.Errorf("bench wholefile: nothing to plot (stagger and web did not run)")
-	}
-	p := plot.New()
-	p.Title.Text = "coopfs bench wholefile: server MB per client, clients in turn"
-	p.Y.Label.Text = "MB from the server"
-	var names []string
-	for i := range r.Stagger {
-		if i == 0 {
-			for c := range r.Stagger[0].ServerBytes {
-				names = append(names, fmt.Sprintf("stagger\nclient %d", c+1))
+	figs := []figure{r.perClientPlot(), r.overloadPlot(), r.warmupPlot()}
+	drawn := 0
+	for _, f := range figs {
+		if f.p == nil {
+			continue
+		}
+		drawn++
+		width := vg.Length(max(6, 1.1*float64(f.groups))) * vg.Inch
+		for _, path := range paths {
+			ext := filepath.Ext(path)
+			if err := f.p.Save(width, 4*vg.Inch, strings.TrimSuffix(path, ext)+f.suffix+ext); err != nil {
+				return fmt.Errorf("bench wholefile: save plot: %w", err)
 			}
 		}
 	}
-	for i := range r.Web {
-		if i == 0 {
-			for c := range r.Web[0].ServerBytes {
-				names = append(names, fmt.Sprintf("web\nclient %d", c+1))
-			}
-		}
+	if drawn == 0 {
+		return fmt.Errorf("bench wholefile: nothing to plot (no experiment ran)")
 	}
+	return nil
+}
+
+// series is one bar per group, in one color.
+type series struct {
+	name string
+	vals plotter.Values
+}
+
+// bars draws grouped bars: one group per name of groups, one bar per
+// series in it.
+func bars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error) {
 	colors := []color.Color{color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff},
 		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}}
+	p := plot.New()
+	p.Title.Text, p.Y.Label.Text = title, ylabel
 	w := vg.Points(10)
-	n := len(r.Config.Policies)
-	for k, pol := range r.Config.Policies {
+	for k, s := range ss {
+		b, err := plotter.NewBarChart(s.vals, w)
+		if err != nil {
+			return nil, err
+		}
+		b.Color = colors[k%len(colors)]
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(float64(k)-float64(len(ss)-1)/2)
+		p.Add(b)
+		p.Legend.Add(s.name, b)
+	}
+	p.Legend.Top = true
+	p.NominalX(groups...)
+	return p, nil
+}
+
+type figure = struct {
+	suffix string
+	p      *plot.Plot
+	groups int
+}
+
+// perClientPlot is the stagger and web experiments' server MB per client.
+func (r *Report) perClientPlot() figure {
+	var names []string
+	for _, set := range []struct {
+		name string
+		rows []PerClient
+	}{{"stagger", r.Stagger}, {"web", r.Web}} {
+		if len(set.rows) > 0 {
+			for c := range set.rows[0].ServerBytes {
+				names = append(names, fmt.Sprintf("%s\nclient %d", set.name, c+1))
+			}
+		}
+	}
+	var ss []series
+	for _, pol := range r.Config.Policies {
 		var vals plotter.Values
 		found := false
 		for _, set := range [][]PerClient{r.Stagger, r.Web} {
 			if len(set) == 0 {
 				continue
 			}
-			var row *PerClient
-			for i := range set {
-				if set[i].Policy == pol {
-					row = &set[i]
-				}
-			}
+			row := slices.IndexFunc(set, func(p PerClient) bool { return p.Policy == pol })
 			for c := range set[0].ServerBytes {
 				v := 0.0
-				if row != nil && c < len(row.ServerBytes) {
-					v, found = row.ServerBytes[c]/(1<<20), true
+				if row >= 0 && c < len(set[row].ServerBytes) {
+					v, found = set[row].ServerBytes[c]/(1<<20), true
 				}
 				vals = append(vals, v)
 			}
 		}
-		if !found {
-			continue
-		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return err
-		}
-		bars.Color = colors[k%len(colors)]
-		bars.LineStyle.Width = 0
-		bars.Offset = w * vg.Length(float64(k)-float64(n-1)/2)
-		p.Add(bars)
-		p.Legend.Add(pol, bars)
-	}
-	p.Legend.Top = true
-	p.NominalX(names...)
-	width := vg.Length(max(6, 1.1*float64(len(names)))) * vg.Inch
-	for _, path := range paths {
-		if err := p.Save(width, 4*vg.Inch, path); err != nil {
-			return fmt.Errorf("bench wholefile: save plot: %w", err)
+		if found {
+			ss = append(ss, series{pol, vals})
 		}
 	}
-	return nil
+	if len(ss) == 0 {
+		return figure{}
+	}
+	p, err := bars("coopfs bench wholefile: server MB per client, clients in turn", "MB from the server", names, ss)
+	if err != nil {
+		return figure{}
+	}
+	return figure{"", p, len(names)}
+}
+
+// overloadPlot is each policy's pairs' seconds in the overloaded server.
+func (r *Report) overloadPlot() figure {
+	if len(r.Overload) == 0 {
+		return figure{}
+	}
+	var names []string
+	first, second := series{name: "first pair"}, series{name: "second pair"}
+	for _, o := range r.Overload {
+		names = append(names, o.Policy)
+		first.vals, second.vals = append(first.vals, o.FirstPair), append(second.vals, o.SecondPair)
+	}
+	p, err := bars(fmt.Sprintf("overloaded server: two %s MB files, seconds per pair", mb(float64(r.Config.OverloadSize))), "seconds", names, []series{first, second})
+	if err != nil {
+		return figure{}
+	}
+	return figure{"-overload", p, len(names)}
+}
+
+// warmupPlot is the warm-ups' seconds and server bytes per tree.
+func (r *Report) warmupPlot() figure {
+	if len(r.Warm) == 0 {
+		return figure{}
+	}
+	var names []string
+	secs, ratio := series{name: "seconds / 100"}, series{name: "server bytes / tree"}
+	for _, x := range r.Warm {
+		names = append(names, x.Mode+"\n"+x.Policy)
+		secs.vals, ratio.vals = append(secs.vals, x.Seconds/100), append(ratio.vals, x.Ratio)
+	}
+	p, err := bars(fmt.Sprintf("warm-up of a %s MB tree to %d clients", mb(float64(r.WarmTree)), r.Config.WarmClients), "", names, []series{secs, ratio})
+	if err != nil {
+		return figure{}
+	}
+	return figure{"-warmup", p, len(names)}
 }
