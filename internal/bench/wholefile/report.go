@@ -151,20 +151,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	perClient(fmt.Sprintf("stagger: one %s MB file read by each client in turn", mb(float64(r.Config.StaggerSize))), r.Stagger, "later clients / client 1")
 	perClient(fmt.Sprintf("web: %d files, mean %s KB, Zipf, %d reads per client, 16 KB log append every 10 reads, clients in turn",
 		r.Config.WebFiles, fmt.Sprint(r.Config.WebMean>>10), r.Config.WebReads), r.Web, "clients 2.. / client 1")
-	if len(r.Overload) > 0 {
-		fmt.Fprintf(tw, "overload: two %s MB files a and b; clients 1, 2 read a, b; clients 3, 4 read a, b once %.0f %% of the first pair's bytes crossed the server's link\n",
-			mb(float64(r.Config.OverloadSize)), 100*r.Config.OverloadStart)
-		fmt.Fprintf(tw, "policy\tclients s (1 2 3 4)\tsecond pair at s\tfirst pair s\tsecond pair s\tfaster than first\tfaster than none's second\tserver MB\t\n")
-		for _, o := range r.Overload {
-			var cs []string
-			for _, c := range o.Clients {
-				cs = append(cs, fmt.Sprintf("%.1f", c))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f %%\t%.1f %%\t%s\t\n", o.Policy, strings.Join(cs, " "), o.Start,
-				o.FirstPair, o.SecondPair, 100*o.VsFirst, 100*o.SpeedUp, mb(o.ServerBytes))
-		}
-		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
-	}
+	r.writeOverload(tw)
 	if len(r.Overhead) > 0 {
 		fmt.Fprintf(tw, "overhead: one client reads a file cold (median of %d)\n", r.Config.OverheadReps)
 		fmt.Fprintf(tw, "policy\tsize MB\tmedian s\tvs none\t\n")
@@ -190,6 +177,25 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "skipped %s\n", s)
 	}
 	return tw.Flush()
+}
+
+// writeOverload prints the overloaded server's table.
+func (r *Report) writeOverload(tw io.Writer) {
+	if len(r.Overload) == 0 {
+		return
+	}
+	fmt.Fprintf(tw, "overload: two %s MB files a and b; clients 1, 2 read a, b; clients 3, 4 read a, b once %.0f %% of the first pair's bytes crossed the server's link\n",
+		mb(float64(r.Config.OverloadSize)), 100*r.Config.OverloadStart)
+	fmt.Fprintf(tw, "policy\tclients s (1 2 3 4)\tsecond pair at s\tfirst pair s\tsecond pair s\tfaster than first\tfaster than none's second\tserver MB\t\n")
+	for _, o := range r.Overload {
+		var cs []string
+		for _, c := range o.Clients {
+			cs = append(cs, fmt.Sprintf("%.1f", c))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f %%\t%.1f %%\t%s\t\n", o.Policy, strings.Join(cs, " "), o.Start,
+			o.FirstPair, o.SecondPair, 100*o.VsFirst, 100*o.SpeedUp, mb(o.ServerBytes))
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 }
 
 // WriteJSON writes the report.
