@@ -253,11 +253,7 @@ func (w *wholeClient) have(ctx context.Context, f *file, ino, v uint64) {
 	w.holding[ino] = heldCopy{v: v} // whole here; the server's word follows
 	w.mu.Unlock()
 	defer func() {
-		w.mu.Lock()
-		if w.joins[ino] == j {
-			delete(w.joins, ino)
-		}
-		w.mu.Unlock()
+		deleteIfSame(&w.mu, w.joins, ino, j)
 		close(j.done)
 	}()
 	w.stats.haves.Add(1)

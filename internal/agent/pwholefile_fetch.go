@@ -101,11 +101,7 @@ func (w *wholeClient) startFetch(ctx context.Context, f *file, ino, v, size uint
 		defer cancel()
 		defer stop()
 		w.fetchWhole(bgctx, f, ino, v, size, or)
-		w.mu.Lock()
-		if w.fetching[ino] == bf {
-			delete(w.fetching, ino)
-		}
-		w.mu.Unlock()
+		deleteIfSame(&w.mu, w.fetching, ino, bf)
 		close(bf.done)
 		w.arrived() // reads waiting for a block the fetch did not bring ask the server
 		_, last := w.stopReading(bf)

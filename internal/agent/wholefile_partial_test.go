@@ -17,12 +17,9 @@ import (
 // once, the others as they arrive there (the first waits for them while it
 // reads on). The server sends the file once.
 func TestWholeFilePartialHolder(t *testing.T) {
-	export := t.TempDir()
 	const blocks = 96
 	data := pattern(blocks*hbs+10, 7)
-	writeExport(t, export, "f", data)
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	addr, _, sm := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	c1 := newWholeAgent(t, addr, t.TempDir(), "")
 	ctx := asRoot()
@@ -77,12 +74,9 @@ func TestWholeFilePartialHolder(t *testing.T) {
 // takes the rest from the server, and a fetcher that closes without the
 // whole file leaves the fetchers.
 func TestWholeFilePartialStalled(t *testing.T) {
-	export := t.TempDir()
 	const blocks = 40
 	data := pattern(blocks*hbs, 8)
-	writeExport(t, export, "f", data)
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	addr, _, _ := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	ctx := asRoot()
 	f0, _, err := c0.Open(ctx, "f", syscall.O_RDONLY)
@@ -115,12 +109,9 @@ func TestWholeFilePartialStalled(t *testing.T) {
 // carries digests of is fetched from its holder, the other digests asked
 // for as the fetch goes (there is no limit on a file's blocks).
 func TestWholeFileManyDigests(t *testing.T) {
-	export := t.TempDir()
 	const blocks = 700 // the reply carries 64
 	data := pattern(blocks*hbs-5, 9)
-	writeExport(t, export, "f", data)
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	addr, _, sm := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	c0.mustRead(t, "f", data)
 	c1 := newWholeAgent(t, addr, t.TempDir(), "")
@@ -137,10 +128,8 @@ func TestWholeFileManyDigests(t *testing.T) {
 // whose attributes a server callback covers, sends no message; a change by
 // another client breaks the callback, and the next open revalidates.
 func TestWholeFileCachedOpen(t *testing.T) {
-	export := t.TempDir()
 	data := pattern(100*hbs, 10) // more blocks than a plain cached open takes
-	writeExport(t, export, "f", data)
-	addr := startPolicyServer(t, export, "wholefile", obs.NewMetrics(), 0)
+	addr, _, _ := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	c0.attr(t, "") // as the kernel looks names up before an open: the callbacks cover them
 	c0.attr(t, "f")

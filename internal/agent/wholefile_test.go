@@ -10,6 +10,15 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 )
 
+// wholeServer starts a wholefile server on a new export holding data as
+// "f": its address, the export and the server's metrics.
+func wholeServer(t *testing.T, data []byte) (addr, export string, sm *obs.Metrics) {
+	t.Helper()
+	export, sm = t.TempDir(), obs.NewMetrics()
+	writeExport(t, export, "f", data)
+	return startPolicyServer(t, export, "wholefile", sm, 0), export, sm
+}
+
 // newWholeAgent mounts (without FUSE) a client of a wholefile server with
 // a disk tier in disk and a memory tier of 8 blocks (files live on disk),
 // every file whole (no minimum size).
@@ -62,11 +71,8 @@ func (h *hintsAgent) attr(t *testing.T, path string) (ino, version uint64) {
 // server and becomes a holder, a reopen is a whole-file hit, and the later
 // readers fetch the whole file from the holders without the server.
 func TestWholeFileStaggered(t *testing.T) {
-	export := t.TempDir()
 	data := pattern(32*hbs+100, 3)
-	writeExport(t, export, "f", data)
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	addr, _, sm := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	c0.mustRead(t, "f", data)
 	before := c0.serverReads(t)
@@ -97,10 +103,8 @@ func TestWholeFileStaggered(t *testing.T) {
 // failing one, nothing comes from the server; with the failing one alone,
 // it is certain to fail and the server serves the rest.
 func TestWholeFileFailingPeer(t *testing.T) {
-	export := t.TempDir()
 	data := pattern(64*hbs, 4)
-	writeExport(t, export, "f", data)
-	addr := startPolicyServer(t, export, "wholefile", obs.NewMetrics(), 0)
+	addr, _, _ := wholeServer(t, data)
 	c0 := newWholeAgent(t, addr, t.TempDir(), "")
 	c1 := newWholeAgent(t, addr, t.TempDir(), "")
 	c0.mustRead(t, "f", data)
@@ -155,10 +159,8 @@ func TestWholeFileFailingPeer(t *testing.T) {
 // (the file changed while it was down) it reads the new version, and
 // nobody is handed its old copy.
 func TestWholeFileRestart(t *testing.T) {
-	export := t.TempDir()
 	v1, v2 := pattern(24*hbs, 5), pattern(24*hbs, 6)
-	writeExport(t, export, "f", v1)
-	addr := startPolicyServer(t, export, "wholefile", obs.NewMetrics(), 0)
+	addr, export, _ := wholeServer(t, v1)
 	disk, listen := t.TempDir(), freeAddr(t)
 	c0 := newWholeAgent(t, addr, disk, listen)
 	c0.mustRead(t, "f", v1)
@@ -195,10 +197,7 @@ func TestWholeFileRestart(t *testing.T) {
 // writes kept its blocks current); the second follows another since c2's
 // open: it leaves no valid copy (commit race).
 func TestWholeFileFigure1(t *testing.T) {
-	export := t.TempDir()
-	writeExport(t, export, "f", bytes.Repeat([]byte("."), 4096))
-	sm := obs.NewMetrics()
-	addr := startPolicyServer(t, export, "wholefile", sm, 0)
+	addr, _, sm := wholeServer(t, bytes.Repeat([]byte("."), 4096))
 	c1 := newWholeAgent(t, addr, t.TempDir(), "")
 	c2 := newWholeAgent(t, addr, t.TempDir(), "")
 	c3 := newWholeAgent(t, addr, t.TempDir(), "")

@@ -107,25 +107,18 @@ func newWarmupMsg(t Type) Msg {
 }
 
 func encodeWarmupItems(e *encoder, items []WarmupItem) {
-	e.u64(uint64(len(items)))
-	for _, it := range items {
+	encodeList(e, items, func(e *encoder, it WarmupItem) {
 		e.str(it.Path)
 		e.u64(it.Off)
 		e.u64(it.Len)
 		e.u64(it.Size)
-	}
+	})
 }
 
 func decodeWarmupItems(d *decoder) []WarmupItem {
-	n := d.count(4)
-	if n == 0 {
-		return nil
-	}
-	items := make([]WarmupItem, n)
-	for i := range items {
-		items[i] = WarmupItem{Path: d.str(), Off: d.u64(), Len: d.u64(), Size: d.u64()}
-	}
-	return items
+	return decodeList(d, 4, func(d *decoder) WarmupItem {
+		return WarmupItem{Path: d.str(), Off: d.u64(), Len: d.u64(), Size: d.u64()}
+	})
 }
 
 func encodeStrs(e *encoder, ss []string) {

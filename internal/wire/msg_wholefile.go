@@ -58,18 +58,12 @@ type WholeHave struct {
 // WholeDigests asks for the SHA-256 of Count blocks of File from Index, at
 // Version, through the client's open Handle of the file (a fetch's digests
 // past those of WholeOpenReply).
-type WholeDigests struct {
-	Handle, File, Version, Index uint64
-	Count                        uint32
-}
+type WholeDigests HintsDigest
 
 // WholeDigestsRep answers WholeDigests: the file's data version now (a
 // version other than the one asked carries no digests: the file changed)
 // and the digests, in block order.
-type WholeDigestsRep struct {
-	Version uint64
-	Digests []BlockDigestMsg
-}
+type WholeDigestsRep HintsDigestRep
 
 // WholeCommit is sent on close after writes: Opened is the counter the
 // client's open was handed, Version the data version its last write left,
@@ -155,37 +149,24 @@ func (*WholeOpenReply) Type() Type { return TWholeOpenReply }
 func (m *WholeOpenReply) encode(e *encoder) {
 	e.u64(m.Version)
 	e.u64(m.Commit)
-	encodeHolders(e, m.Holders)
+	encodeList(e, m.Holders, putHolder)
 	encodeDigests(e, m.Digests)
-	encodeHolders(e, m.Fetchers)
+	encodeList(e, m.Fetchers, putHolder)
 }
 func (m *WholeOpenReply) decode(d *decoder) {
 	m.Version = d.u64()
 	m.Commit = d.u64()
-	m.Holders = decodeHolders(d)
+	m.Holders = decodeList(d, 2, getHolder)
 	m.Digests = decodeDigests(d)
-	m.Fetchers = decodeHolders(d)
+	m.Fetchers = decodeList(d, 2, getHolder)
 }
 
-func encodeHolders(e *encoder, hs []WholeHolder) {
-	e.u64(uint64(len(hs)))
-	for _, h := range hs {
-		e.u32(h.ID)
-		e.str(h.Listen)
-	}
+func putHolder(e *encoder, h WholeHolder) {
+	e.u32(h.ID)
+	e.str(h.Listen)
 }
 
-func decodeHolders(d *decoder) []WholeHolder {
-	n := d.count(2)
-	if n == 0 {
-		return nil
-	}
-	hs := make([]WholeHolder, n)
-	for i := range hs {
-		hs[i] = WholeHolder{ID: d.u32(), Listen: d.str()}
-	}
-	return hs
-}
+func getHolder(d *decoder) WholeHolder { return WholeHolder{ID: d.u32(), Listen: d.str()} }
 
 func (*WholeHave) Type() Type { return TWholeHave }
 func (m *WholeHave) encode(e *encoder) {
@@ -245,31 +226,13 @@ func (m *WholeRead) decode(d *decoder) {
 	m.Wait = d.u32()
 }
 
-func (*WholeDigests) Type() Type { return TWholeDigests }
-func (m *WholeDigests) encode(e *encoder) {
-	e.u64(m.Handle)
-	e.u64(m.File)
-	e.u64(m.Version)
-	e.u64(m.Index)
-	e.u32(m.Count)
-}
-func (m *WholeDigests) decode(d *decoder) {
-	m.Handle = d.u64()
-	m.File = d.u64()
-	m.Version = d.u64()
-	m.Index = d.u64()
-	m.Count = d.u32()
-}
+func (*WholeDigests) Type() Type          { return TWholeDigests }
+func (m *WholeDigests) encode(e *encoder) { (*HintsDigest)(m).encode(e) }
+func (m *WholeDigests) decode(d *decoder) { (*HintsDigest)(m).decode(d) }
 
-func (*WholeDigestsRep) Type() Type { return TWholeDigestsRep }
-func (m *WholeDigestsRep) encode(e *encoder) {
-	e.u64(m.Version)
-	encodeDigests(e, m.Digests)
-}
-func (m *WholeDigestsRep) decode(d *decoder) {
-	m.Version = d.u64()
-	m.Digests = decodeDigests(d)
-}
+func (*WholeDigestsRep) Type() Type          { return TWholeDigestsRep }
+func (m *WholeDigestsRep) encode(e *encoder) { (*HintsDigestRep)(m).encode(e) }
+func (m *WholeDigestsRep) decode(d *decoder) { (*HintsDigestRep)(m).decode(d) }
 
 func (*WholeData) Type() Type { return TWholeData }
 func (m *WholeData) encode(e *encoder) {

@@ -240,8 +240,9 @@ type series struct {
 }
 
 // bars draws grouped bars: one group per name of groups, one bar per
-// series in it.
-func bars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error) {
+// series in it; the figure is saved with suffix after the plot's name (no
+// figure if the bars cannot be drawn).
+func bars(suffix, title, ylabel string, groups []string, ss []series) figure {
 	colors := []color.Color{color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff},
 		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}}
 	p := plot.New()
@@ -250,7 +251,7 @@ func bars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error
 	for k, s := range ss {
 		b, err := plotter.NewBarChart(s.vals, w)
 		if err != nil {
-			return nil, err
+			return figure{}
 		}
 		b.Color = colors[k%len(colors)]
 		b.LineStyle.Width = 0
@@ -260,7 +261,7 @@ func bars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error
 	}
 	p.Legend.Top = true
 	p.NominalX(groups...)
-	return p, nil
+	return figure{suffix, p, len(groups)}
 }
 
 type figure = struct {
@@ -306,45 +307,35 @@ func (r *Report) perClientPlot() figure {
 	if len(ss) == 0 {
 		return figure{}
 	}
-	p, err := bars("coopfs bench wholefile: server MB per client, clients in turn", "MB from the server", names, ss)
-	if err != nil {
-		return figure{}
-	}
-	return figure{"", p, len(names)}
+	return bars("", "coopfs bench wholefile: server MB per client, clients in turn", "MB from the server", names, ss)
 }
 
 // overloadPlot is each policy's pairs' seconds in the overloaded server.
 func (r *Report) overloadPlot() figure {
-	if len(r.Overload) == 0 {
-		return figure{}
-	}
-	var names []string
-	first, second := series{name: "first pair"}, series{name: "second pair"}
-	for _, o := range r.Overload {
-		names = append(names, o.Policy)
-		first.vals, second.vals = append(first.vals, o.FirstPair), append(second.vals, o.SecondPair)
-	}
-	p, err := bars(fmt.Sprintf("overloaded server: two %s MB files, seconds per pair", mb(float64(r.Config.OverloadSize))), "seconds", names, []series{first, second})
-	if err != nil {
-		return figure{}
-	}
-	return figure{"-overload", p, len(names)}
+	return pairBars("-overload", fmt.Sprintf("overloaded server: two %s MB files, seconds per pair", mb(float64(r.Config.OverloadSize))),
+		"seconds", r.Overload, [2]string{"first pair", "second pair"},
+		func(o OverloadRow) (string, float64, float64) { return o.Policy, o.FirstPair, o.SecondPair })
 }
 
 // warmupPlot is the warm-ups' seconds and server bytes per tree.
 func (r *Report) warmupPlot() figure {
-	if len(r.Warm) == 0 {
+	return pairBars("-warmup", fmt.Sprintf("warm-up of a %s MB tree to %d clients", mb(float64(r.WarmTree)), r.Config.WarmClients),
+		"", r.Warm, [2]string{"seconds / 100", "server bytes / tree"},
+		func(x WarmRow) (string, float64, float64) { return x.Mode + "\n" + x.Policy, x.Seconds / 100, x.Ratio })
+}
+
+// pairBars draws two bars per row (no figure without rows): of names[0]
+// and names[1], the values bar gives with the row's group name.
+func pairBars[T any](suffix, title, ylabel string, rows []T, names [2]string, bar func(T) (string, float64, float64)) figure {
+	if len(rows) == 0 {
 		return figure{}
 	}
-	var names []string
-	secs, ratio := series{name: "seconds / 100"}, series{name: "server bytes / tree"}
-	for _, x := range r.Warm {
-		names = append(names, x.Mode+"\n"+x.Policy)
-		secs.vals, ratio.vals = append(secs.vals, x.Seconds/100), append(ratio.vals, x.Ratio)
+	var groups []string
+	a, b := series{name: names[0]}, series{name: names[1]}
+	for _, row := range rows {
+		g, x, y := bar(row)
+		groups = append(groups, g)
+		a.vals, b.vals = append(a.vals, x), append(b.vals, y)
 	}
-	p, err := bars(fmt.Sprintf("warm-up of a %s MB tree to %d clients", mb(float64(r.WarmTree)), r.Config.WarmClients), "", names, []series{secs, ratio})
-	if err != nil {
-		return figure{}
-	}
-	return figure{"-warmup", p, len(names)}
+	return bars(suffix, title, ylabel, groups, []series{a, b})
 }
