@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestWarmQueue: workers taking chunks at once get every chunk once, in
@@ -64,5 +65,17 @@ func TestWarmQueue(t *testing.T) {
 	cancel()
 	if _, ok := newWarmQueue(ctx, todo, from).take(ctx); ok {
 		t.Fatal("a chunk handed out after the context ended")
+	}
+}
+
+// TestPeerTimeoutPatient: a warm-up's reads give a peer warmPatience
+// times the forward timeout; other reads the timeout itself.
+func TestPeerTimeoutPatient(t *testing.T) {
+	ctx := context.Background()
+	if got := peerTimeout(ctx, 5*time.Second); got != 5*time.Second {
+		t.Errorf("a read: %v, want 5s", got)
+	}
+	if got := peerTimeout(patient(ctx), 5*time.Second); got != warmPatience*5*time.Second {
+		t.Errorf("a warm-up's read: %v, want %v", got, warmPatience*5*time.Second)
 	}
 }

@@ -261,6 +261,7 @@ func bars(suffix, title, ylabel string, groups []string, ss []series) figure {
 	}
 	p.Legend.Top = true
 	p.NominalX(groups...)
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5 // half a group of room at each end (the legend's)
 	return figure{suffix, p, len(groups)}
 }
 
