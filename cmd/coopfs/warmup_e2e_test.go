@@ -132,14 +132,14 @@ func TestE2EWarmupBadInput(t *testing.T) {
 	}
 }
 
-// TestE2EWarmupCluster: under the directory and wholefile policies, `coopfs warmup
+// TestE2EWarmupCluster: under the directory, hints and wholefile policies, `coopfs warmup
 // --cluster` on one of three mounts warms all three: the server sends the
 // tree about once (≤ 1.1×), each mount took the rest from its peers, and
 // reading the tree on any mount afterwards takes nothing from the server.
 // --clients picks a subset by name; an unknown name is one clear error.
 func TestE2EWarmupCluster(t *testing.T) {
 	needFUSE(t)
-	for _, policy := range []string{"directory", "wholefile"} {
+	for _, policy := range []string{"directory", "hints", "wholefile"} {
 		t.Run(policy, func(t *testing.T) { warmupCluster(t, policy) })
 	}
 }

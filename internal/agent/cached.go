@@ -185,7 +185,7 @@ func (a *Agent) openCached(ctx context.Context, p string, flags uint32) (*file, 
 		return nil, wire.Attr{}, false
 	}
 	attr, ok := a.cachedAttr(p)
-	if !ok || attr.Mode&syscall.S_IFMT != syscall.S_IFREG || !a.wholeLocal(attr) {
+	if !ok || attr.Mode&syscall.S_IFMT != syscall.S_IFREG || !(a.wholeLocal(attr) || a.heldWhole(attr)) {
 		return nil, wire.Attr{}, false
 	}
 	keep := a.noteVersion(attr.Ino, attr.Version)

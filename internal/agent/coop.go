@@ -220,13 +220,19 @@ func (c *coop) startFetch(id block.ID, v uint64) func() {
 	c.pending[id] = p
 	c.pendMu.Unlock()
 	return func() {
-		c.pendMu.Lock()
-		if c.pending[id] == p {
-			delete(c.pending, id)
-		}
-		c.pendMu.Unlock()
+		deleteIfSame(&c.pendMu, c.pending, id, p)
 		close(p.done)
 	}
+}
+
+// deleteIfSame removes k from m, under mu, if it still maps to v: an entry
+// put under k since is left alone.
+func deleteIfSame[K, V comparable](mu *sync.Mutex, m map[K]V, k K, v V) {
+	mu.Lock()
+	if m[k] == v {
+		delete(m, k)
+	}
+	mu.Unlock()
 }
 
 // token registers a request that may be answered by a peer.

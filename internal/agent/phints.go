@@ -338,7 +338,7 @@ func (h *hintsClient) read(ctx context.Context, addr string, m *wire.HintsRead) 
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, h.timeout)
+	cctx, cancel := context.WithTimeout(ctx, peerTimeout(ctx, h.timeout))
 	defer cancel()
 	r, err := conn.Call(cctx, m)
 	if err != nil {

@@ -2,18 +2,13 @@ package agent
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/coord/wholefile"
-	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -26,20 +21,23 @@ import (
 //     asks the server for the file's commit counter and valid-cache map
 //     (WholeOpen), saying whether it holds the version the open saw whole
 //     (its counter matches: it reads locally, no data moves, and it is a
-//     holder from then on);
-//   - otherwise, when the map names holders, it fetches the whole file
-//     from them at once, split into equal segments, one per holder, in
-//     chunks (WholeRead); a holder that finishes takes half of the largest
-//     segment left (a slow holder's work moves to the fast ones), a holder
-//     that fails or sends a block that fails the server's SHA-256 gives its
-//     segment back to the others, and what no holder delivered is read
-//     from the server. Then it tells the server it holds the file
-//     (WholeHave);
-//   - with no holders it reads from the server as it goes (read-ahead
+//     holder from then on). An open for reading of a file held whole at a
+//     version a server callback covers sends nothing at all (cached.go);
+//   - otherwise it is one of the file's fetchers until it holds it, and
+//     when the map names holders it fetches the whole file from them at
+//     once, split into equal segments, one per holder, in chunks
+//     (WholeRead); when no client holds it whole yet but some are reading
+//     it (fetchers), it fetches from those in file order, each sending the
+//     part it has (pwholefile_fetch.go, pwholefile_serve.go). A holder that
+//     fails or sends a block that fails the server's SHA-256 gives its work
+//     back to the others, and what no holder delivered is read from the
+//     server. Then it tells the server it holds the file (WholeHave);
+//   - with neither it reads from the server as it goes (read-ahead
 //     included), and joins the map when it closes a file it then holds
-//     whole;
+//     whole (or leaves the fetchers, WholeDrop, when it does not);
 //   - on close after writes it commits (WholeCommit); the server decides
-//     whether its copy is the valid one (coord/wholefile);
+//     whether its copy is the valid one (coord/wholefile). A writer keeps
+//     its whole copy, on disk too, across its own writes (rewrite.go);
 //   - it serves holders' requests only at the version asked, from its
 //     tiers, and leaves a map (WholeDrop) when its tiers evict part of a
 //     file it holds.
@@ -52,41 +50,56 @@ type wholeClient struct {
 	*peerNet
 	timeout time.Duration
 
-	mu      sync.Mutex
-	holding map[uint64]uint64 // files this client told the server it holds whole → version
+	mu       sync.Mutex
+	holding  map[uint64]heldCopy      // files this client told the server it holds whole
+	reading  map[uint64]*readState    // files open for reading here whose copy is not whole yet
+	readers  map[any]uint64           // those opens, and the fetches running (→ their file)
+	fetching map[uint64]*bgFetch      // whole-file fetches running (pwholefile_fetch.go)
+	joins    map[uint64]*haveCall     // WholeHaves on their way
+	slots    map[string]chan struct{} // requests in flight to each holder (pwholefile_fetch.go)
 
+	ctx    context.Context // ends at close: the fetches stop
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the fetches running
+
+	wake  arrivals // requests waiting for blocks on their way here (pwholefile_serve.go)
 	stats wholeStats
+}
+
+// heldCopy is a file held whole: its version, and the connection
+// generation the server learnt it in (0: unknown), whose callbacks may
+// stand for its open.
+type heldCopy struct{ v, gen uint64 }
+
+// readState counts a file's opens for reading while its copy is arriving.
+type readState struct {
+	v     uint64
+	opens int
 }
 
 // wholeStats are the client's wholefile counters (exported by
 // wholeCollector).
 type wholeStats struct {
-	hits, fetches, peerSegments, serverSegments, resplits  atomic.Uint64
-	peerFailures, badBlocks, served, commits, validCommits atomic.Uint64
-	haves, drops                                           atomic.Uint64
+	hits, fetches, peerSegments, serverSegments, resplits   atomic.Uint64
+	peerFailures, badBlocks, served, commits, validCommits  atomic.Uint64
+	haves, drops, partialFetches, partialWaits, cachedOpens atomic.Uint64
 }
 
-// wholeMaxSources bounds the holders one fetch reads from at once.
-const wholeMaxSources = 8
-
-// wholeChunkBytes is the most one WholeRead asks for (at least a block).
-const wholeChunkBytes = 1 << 20
-
-// wholePipeline is the chunks asked of one holder at once: the next
-// request is on its way while a chunk crosses the link, which stays busy.
-const wholePipeline = 3
-
-// wholeServerReads bounds the parallel reads from the server of the
-// blocks no holder delivered.
-const wholeServerReads = 4
-
 func newWholeClient(a *Agent, ln net.Listener) *wholeClient {
-	w := &wholeClient{a: a, timeout: a.cfg.ForwardTimeout, holding: make(map[uint64]uint64)}
+	w := &wholeClient{a: a, timeout: a.cfg.ForwardTimeout, holding: make(map[uint64]heldCopy),
+		reading: make(map[uint64]*readState), readers: make(map[any]uint64), fetching: make(map[uint64]*bgFetch), joins: make(map[uint64]*haveCall),
+		slots: make(map[string]chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.peerNet = newPeerNet(a, ln, "wholefile", wire.HandlerFunc(w.servePeer), a.cfg.ForwardTimeout)
 	return w
 }
 
-func (w *wholeClient) close() { w.peerNet.close() }
+// close stops the fetches running and the peer side.
+func (w *wholeClient) close() {
+	w.cancel()
+	w.bg.Wait()
+	w.peerNet.close()
+}
 
 // blocks is the number of blocks of a file of size bytes.
 func (w *wholeClient) blocks(size uint64) uint64 {
@@ -111,7 +124,8 @@ func (w *wholeClient) whole(ino, v, size uint64) bool {
 }
 
 // opened revalidates a large file: a current copy is used as it is, a
-// stale or missing one is fetched from the holders of the current version.
+// stale or missing one is fetched from the holders of the current version
+// (or the clients reading it), else read from the server as it goes.
 func (w *wholeClient) opened(ctx context.Context, f *file) {
 	f.mu.Lock()
 	ino, v, size := f.attr.Ino, f.attr.Version, f.attr.Size
@@ -121,6 +135,10 @@ func (w *wholeClient) opened(ctx context.Context, f *file) {
 	}
 	reading := f.flags&syscall.O_ACCMODE != syscall.O_WRONLY
 	have := reading && w.whole(ino, v, size)
+	if !have && reading {
+		w.startReading(f, ino, v) // before the server names us a fetcher
+	}
+	gen := w.liveGen()
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
 		return &wire.WholeOpen{Handle: h, File: ino, Version: v, Have: have, NoData: !reading}
 	}, true)
@@ -135,43 +153,125 @@ func (w *wholeClient) opened(ctx context.Context, f *file) {
 	}
 	if have {
 		w.stats.hits.Add(1)
-		w.hold(ino, v)
+		w.hold(ino, v, gen)
 		return
 	}
-	if len(or.Holders) == 0 {
+	if len(or.Holders)+len(or.Fetchers) == 0 {
 		return // from the server as it goes; joins the map on close (closing)
 	}
-	key := "whole:" + strconv.FormatUint(ino, 10) + ":" + strconv.FormatUint(v, 10)
-	w.a.flights.Do(key, func() (any, error) {
-		if w.whole(ino, v, size) {
-			return nil, nil
-		}
-		w.stats.fetches.Add(1)
-		w.fetchWhole(ctx, f, ino, v, size, or)
-		if w.whole(ino, v, size) {
-			w.have(f, ino, v)
-		}
-		return nil, nil
-	})
+	w.startFetch(ctx, f, ino, v, size, or) // in the background: reads wait for the blocks they need
 }
 
-// hold records that this client is a holder of ino at v.
-func (w *wholeClient) hold(ino, v uint64) {
+// liveGen is the server connection's generation now (0: none).
+func (w *wholeClient) liveGen() uint64 {
+	_, gen, ok := w.a.sess.live()
+	if !ok {
+		return 0
+	}
+	return gen
+}
+
+// startReading records an open for reading (or a fetch, key) of ino at v
+// whose copy is not whole here: blocks of it are on their way (a peer
+// asking waits for them).
+func (w *wholeClient) startReading(key any, ino, v uint64) {
 	w.mu.Lock()
-	w.holding[ino] = v
+	defer w.mu.Unlock()
+	if _, dup := w.readers[key]; dup {
+		return
+	}
+	rs := w.reading[ino]
+	if rs == nil || rs.v != v {
+		rs = &readState{v: v}
+		w.reading[ino] = rs
+	}
+	rs.opens++
+	w.readers[key] = ino
+}
+
+// stopReading ends key's reading (an open's close, a fetch's end); last
+// says it was the last reading its file here.
+func (w *wholeClient) stopReading(key any) (was, last bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ino, ok := w.readers[key]
+	if !ok {
+		return false, false
+	}
+	delete(w.readers, key)
+	rs := w.reading[ino]
+	if rs == nil {
+		return true, true
+	}
+	if rs.opens--; rs.opens > 0 {
+		return true, false
+	}
+	delete(w.reading, ino)
+	return true, true
+}
+
+// arriving reports whether a copy of ino at v is on its way here: an open
+// reads it and it is not whole yet.
+func (w *wholeClient) arriving(ino, v uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rs := w.reading[ino]
+	return rs != nil && rs.v == v
+}
+
+// hold records that this client is a holder of ino at v, known to the
+// server in connection generation gen (0: not sure).
+func (w *wholeClient) hold(ino, v, gen uint64) {
+	if gen != w.liveGen() {
+		gen = 0 // reconnected meanwhile: the server may not know
+	}
+	w.mu.Lock()
+	w.holding[ino] = heldCopy{v: v, gen: gen}
+	if rs := w.reading[ino]; rs != nil && rs.v == v {
+		delete(w.reading, ino) // whole: nothing more on its way
+	}
 	w.mu.Unlock()
 }
 
 // have tells the server this client holds ino at v whole (f is its open
-// of the file, through which the server may hash it).
-func (w *wholeClient) have(f *file, ino, v uint64) {
-	w.hold(ino, v)
-	w.stats.haves.Add(1)
-	h, err := f.handle(context.Background())
-	if err != nil {
-		h = 0
+// of the file, through which the server may hash it), and waits for the
+// server to have it in the map: an opener after this client's close finds
+// it.
+func (w *wholeClient) have(ctx context.Context, f *file, ino, v uint64) {
+	w.mu.Lock()
+	if j := w.joins[ino]; j != nil && j.v == v {
+		w.mu.Unlock()
+		<-j.done // a fetch's end and a close race: one says so, both wait for it
+		return
 	}
-	w.send(&wire.WholeHave{Handle: h, File: ino, Version: v})
+	if held, ok := w.holding[ino]; ok && held.v == v {
+		w.mu.Unlock()
+		return // said so already
+	}
+	j := &haveCall{v: v, done: make(chan struct{})}
+	w.joins[ino] = j
+	w.holding[ino] = heldCopy{v: v} // whole here; the server's word follows
+	w.mu.Unlock()
+	defer func() {
+		deleteIfSame(&w.mu, w.joins, ino, j)
+		close(j.done)
+	}()
+	w.stats.haves.Add(1)
+	gen := w.liveGen()
+	_, err := f.call(context.WithoutCancel(ctx), func(h uint64) wire.Msg {
+		return &wire.WholeHave{Handle: h, File: ino, Version: v}
+	}, true)
+	if err != nil {
+		w.a.log.Debug("wholefile: the server did not take our copy", "file", ino, "err", err)
+		gen = 0
+	}
+	w.hold(ino, v, gen)
+}
+
+// haveCall is a WholeHave on its way to the server.
+type haveCall struct {
+	v    uint64
+	done chan struct{}
 }
 
 // send sends a one-way message to the server; lost, it costs cooperation
@@ -186,238 +286,81 @@ func (w *wholeClient) send(m wire.Msg) {
 	}
 }
 
-// fetchWhole reads the file from the holders in parallel segments (the
-// plan is coord/wholefile.Fetch), then what they did not deliver from the
-// server.
-func (w *wholeClient) fetchWhole(ctx context.Context, f *file, ino, v, size uint64, or *wire.WholeOpenReply) {
-	n := w.blocks(size)
-	sums := make([][]byte, n)
-	for _, d := range or.Digests {
-		if d.Index < n {
-			sums[d.Index] = d.Digest
-		}
-	}
-	for _, s := range sums {
-		if s == nil {
-			return // not every block can be checked: read from the server
-		}
-	}
-	holders := append([]wire.WholeHolder(nil), or.Holders...)
-	rand.Shuffle(len(holders), func(i, j int) { holders[i], holders[j] = holders[j], holders[i] })
-	holders = holders[:min(len(holders), wholeMaxSources)]
-	plan := wholefile.NewFetch(n, len(holders), w.chunk(n, len(holders)))
-	ft := &fetchRun{plan: plan}
-	ft.cond = sync.NewCond(&ft.mu)
-	var wg sync.WaitGroup
-	for i, h := range holders {
-		for range wholePipeline {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w.fetchFrom(ctx, ft, i, h, ino, v, size, sums)
-			}()
-		}
-	}
-	wg.Wait()
-	w.stats.resplits.Add(uint64(plan.Resplits()))
-	w.fromServer(ctx, f, plan.Remaining())
-}
-
-// fetchRun is one whole-file fetch in progress: its plan, under mu, and
-// the chunks in flight (a holder with no work left waits for them: one
-// that fails hands its work back).
-type fetchRun struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	plan     *wholefile.Fetch
-	inflight int
-}
-
-// chunk is the blocks one WholeRead asks for: at most wholeChunkBytes,
-// and small enough that each holder's segment takes several (a segment
-// left to a slow holder can then be split).
-func (w *wholeClient) chunk(blocks uint64, holders int) uint64 {
-	per := (blocks + uint64(holders) - 1) / uint64(max(1, holders))
-	return max(1, min(uint64(wholeChunkBytes/w.a.BlockSize()), (per+3)/4))
-}
-
-// fetchFrom is one of holder i's wholePipeline workers: chunk after chunk
-// of the plan until no work is left; a failure hands its chunk and the
-// holder's segment back and ends the holder's workers.
-func (w *wholeClient) fetchFrom(ctx context.Context, ft *fetchRun, i int, h wire.WholeHolder, ino, v, size uint64, sums [][]byte) {
-	for {
-		ft.mu.Lock()
-		r, ok := ft.plan.Next(i)
-		for !ok && ft.inflight > 0 && ctx.Err() == nil {
-			ft.cond.Wait() // another holder may fail and hand work back
-			r, ok = ft.plan.Next(i)
-		}
-		if !ok {
-			ft.mu.Unlock()
-			return
-		}
-		ft.inflight++
-		ft.mu.Unlock()
-		err := w.readChunk(ctx, h, ino, v, size, r, sums)
-		ft.mu.Lock()
-		ft.inflight--
-		if err != nil {
-			ft.plan.Failed(i, r)
-		}
-		ft.cond.Broadcast()
-		ft.mu.Unlock()
-		if err != nil {
-			w.stats.peerFailures.Add(1)
-			w.a.log.Info("a holder failed a whole-file segment; the others (or the server) take it over",
-				"holder", h.ID, "addr", h.Listen, "file", ino, "first", r.First, "count", r.Count, "err", err)
-			return
-		}
-		w.stats.peerSegments.Add(1)
-	}
-}
-
-// fromServer reads the ranges no holder delivered through the ordinary
-// read path (the server, into both tiers), a few blocks at a time.
-func (w *wholeClient) fromServer(ctx context.Context, f *file, rem []wholefile.Range) {
-	sem := make(chan struct{}, wholeServerReads)
-	var wg sync.WaitGroup
-	for _, r := range rem {
-		w.stats.serverSegments.Add(1)
-		for idx := r.First; idx < r.First+r.Count; idx++ {
-			if ctx.Err() != nil {
-				break
-			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				f.block(ctx, idx, false)
-			}()
-		}
-	}
-	wg.Wait()
-}
-
-// readChunk reads blocks r of ino at v from holder h, checks every one
-// against the server's digest, and stores them in both tiers. Any bad or
-// missing block fails the whole chunk (the holder is dropped from this
-// fetch).
-func (w *wholeClient) readChunk(ctx context.Context, h wire.WholeHolder, ino, v, size uint64, r wholefile.Range, sums [][]byte) error {
-	conn, err := w.peer(h.Listen)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	m, err := conn.Call(cctx, &wire.WholeRead{File: ino, Version: v, Index: r.First, Count: uint32(r.Count)})
-	if err != nil {
-		return err
-	}
-	wd, ok := m.(*wire.WholeData)
-	if !ok {
-		return fmt.Errorf("holder answered WholeRead with %v: %w", m.Type(), syscall.EPROTO)
-	}
-	if wd.Version != v || uint64(len(wd.Lens)) != r.Count {
-		return fmt.Errorf("holder sent %d blocks of version %d for %d of version %d", len(wd.Lens), wd.Version, r.Count, v)
-	}
-	bs := uint64(w.a.BlockSize())
-	off := 0
-	blocks := make([][]byte, r.Count)
-	for i, l := range wd.Lens {
-		idx := r.First + uint64(i)
-		want := min(bs, size-idx*bs)
-		if uint64(l) != want || off+int(l) > len(wd.Data) {
-			w.stats.badBlocks.Add(1)
-			return fmt.Errorf("block %d: %d bytes, want %d", idx, l, want)
-		}
-		data := wd.Data[off : off+int(l) : off+int(l)]
-		off += int(l)
-		if !wire.DigestMatches(data, sums[idx]) {
-			w.stats.badBlocks.Add(1)
-			return fmt.Errorf("block %d: its SHA-256 differs from the server's", idx)
-		}
-		blocks[i] = data
-	}
-	for i, data := range blocks {
-		id := block.ID{File: ino, Index: r.First + uint64(i)}
-		w.a.toDiskNow(id, block.Version(v), data)
-		w.a.cache.Put(id, block.Version(v), data)
-		w.a.metrics.CountRead(obs.LayerPeer, len(data))
-	}
-	return nil
-}
-
-// servePeer answers holders' requests: blocks at exactly the version
-// asked, from memory or disk; a block not here fails the request (the
-// requester moves the segment to another holder).
-func (w *wholeClient) servePeer(_ context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
-	switch m := m.(type) {
-	case *wire.WholeRead:
-		bs := w.a.BlockSize()
-		count := min(uint64(m.Count), uint64(max(1, int(wire.DefaultLimits.MaxData)/bs)))
-		out := &wire.WholeData{Version: m.Version, Lens: make([]uint32, 0, count)}
-		for i := uint64(0); i < count; i++ {
-			data, ok := w.a.forPeer(block.ID{File: m.File, Index: m.Index + i}, block.Version(m.Version))
-			if !ok {
-				return nil, fmt.Errorf("block %d of file %d at version %d is not here: %w", m.Index+i, m.File, m.Version, syscall.ENOENT)
-			}
-			out.Lens = append(out.Lens, uint32(len(data)))
-			out.Data = append(out.Data, data...)
-		}
-		w.stats.served.Add(count)
-		return out, nil
-	case *wire.Ping:
-		return &wire.OK{}, nil
-	}
-	return nil, fmt.Errorf("a wholefile peer does not serve %v: %w", m.Type(), syscall.ENOSYS)
-}
-
-// closing commits after writes, or, after reading a file through from the
-// server, joins its map.
+// closing commits after writes, or, after reading a file, joins its map
+// when it is whole here now, else leaves its fetchers.
 func (w *wholeClient) closing(ctx context.Context, f *file) {
 	opened := f.wholeOpened.Load()
 	f.mu.Lock()
 	ino, v, size := f.attr.Ino, f.attr.Version, f.attr.Size
 	f.mu.Unlock()
+	wasReader, last := w.stopReading(f)
 	if f.wrote.Swap(false) {
-		if opened == 0 {
-			return // opened small, or without a counter: the version change is enough
-		}
-		whole := w.whole(ino, v, size)
-		r, err := f.call(ctx, func(h uint64) wire.Msg {
-			return &wire.WholeCommit{Handle: h, File: ino, Opened: opened, Version: v, Whole: whole}
-		}, true)
-		cr, ok := r.(*wire.WholeCommitRep)
-		if err != nil || !ok {
-			w.a.log.Debug("commit not acknowledged", "file", ino, "err", err)
-			return
-		}
-		w.stats.commits.Add(1)
-		f.wholeOpened.Store(cr.Commit)
-		if cr.Valid {
-			w.stats.validCommits.Add(1)
-			w.hold(ino, v)
+		if opened != 0 { // else opened small, or without a counter: the version change is enough
+			w.commit(ctx, f, opened, ino, v, size)
 		}
 		return
 	}
 	if opened == 0 || f.flags&syscall.O_ACCMODE == syscall.O_WRONLY || size < uint64(w.a.cfg.WholeFileMinSize) {
 		return
 	}
-	w.mu.Lock()
-	held, ok := w.holding[ino]
-	w.mu.Unlock()
-	if ok && held == v {
-		return
+	w.settle(ctx, f, ino, v, size, wasReader && last)
+}
+
+// settle ends a reading of ino at v: the client joins the map if it holds
+// the file whole now, else, when it was the last reading, leaves the
+// fetchers.
+func (w *wholeClient) settle(ctx context.Context, f *file, ino, v, size uint64, last bool) {
+	if w.heldAt(ino, v) {
+		return // joined already (an open's close and a fetch's end race)
 	}
 	w.a.diskSettled(ctx, ino) // blocks read from the server are on their way to disk
-	if w.whole(ino, v, size) {
-		w.have(f, ino, v)
+	switch {
+	case w.whole(ino, v, size):
+		w.have(ctx, f, ino, v)
+	case last:
+		w.stats.drops.Add(1)
+		w.send(&wire.WholeDrop{File: ino}) // no longer a fetcher
 	}
 }
 
-// fetch reads a block the tiers miss from the server.
+// commit is a close after writes: the server's counter grows, and this
+// client's copy is the valid one if nobody committed since its open and it
+// holds the version its writes left whole.
+func (w *wholeClient) commit(ctx context.Context, f *file, opened, ino, v, size uint64) {
+	w.a.diskSettled(ctx, ino) // the blocks it wrote are on their way to disk
+	whole := w.whole(ino, v, size)
+	gen := w.liveGen()
+	r, err := f.call(ctx, func(h uint64) wire.Msg {
+		return &wire.WholeCommit{Handle: h, File: ino, Opened: opened, Version: v, Whole: whole}
+	}, true)
+	cr, ok := r.(*wire.WholeCommitRep)
+	if err != nil || !ok {
+		w.a.log.Debug("commit not acknowledged", "file", ino, "err", err)
+		return
+	}
+	w.stats.commits.Add(1)
+	f.wholeOpened.Store(cr.Commit)
+	if cr.Valid {
+		w.stats.validCommits.Add(1)
+		w.hold(ino, v, gen)
+	}
+}
+
+// fetch reads a block the tiers miss: from the whole-file fetch of its
+// file under way, when there is one (it waits for the block), else from
+// the server; peers waiting for it here hear of it.
 func (w *wholeClient) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire.BlockReply, error) {
-	return f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	if data, ok := w.fromFetch(ctx, id, v); ok {
+		f.mu.Lock()
+		size := f.attr.Size
+		f.mu.Unlock()
+		return &wire.BlockReply{Version: v, Size: size, Data: data}, nil
+	}
+	br, err := f.fromServer(ctx, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
+	if err == nil {
+		defer w.arrived()
+	}
+	return br, err
 }
 
 func (w *wholeClient) hit(block.ID, uint64)      {}
@@ -444,7 +387,35 @@ func (w *wholeClient) heldAt(ino, v uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	held, ok := w.holding[ino]
-	return ok && held == v
+	return ok && held.v == v
+}
+
+// holdsWhole reports whether ino is held whole at v with the server
+// knowing it on the live connection (gen): an open of it for reading needs
+// no message while a callback covers v (cached.go).
+func (w *wholeClient) holdsWhole(ino, v, gen uint64) bool {
+	w.mu.Lock()
+	held, ok := w.holding[ino]
+	w.mu.Unlock()
+	if !ok || held.v != v || held.gen == 0 || held.gen != gen {
+		return false
+	}
+	w.stats.hits.Add(1)
+	w.stats.cachedOpens.Add(1)
+	return true
+}
+
+// heldWhole reports whether the wholefile policy holds the file attr
+// describes whole at attr's version, with the server knowing it on the
+// live connection: the open of a large file needs no message (openCached),
+// as the seed's open with a matching counter moves no data.
+func (a *Agent) heldWhole(attr wire.Attr) bool {
+	w, ok := a.policy().(*wholeClient)
+	if !ok || attr.Size < uint64(a.cfg.WholeFileMinSize) {
+		return false
+	}
+	gen := a.liveGen()
+	return gen != 0 && w.holdsWhole(attr.Ino, attr.Version, gen)
 }
 
 // lost leaves the map of a held file.

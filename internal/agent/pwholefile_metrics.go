@@ -23,7 +23,10 @@ var wholeClientMetrics = []struct {
 	{"coopfs_wholefile_client_commits_total", "Closes after writes this client committed.", nil, func(s *wholeStats) *atomic.Uint64 { return &s.commits }},
 	{"coopfs_wholefile_client_valid_commits_total", "Commits after which this client's copy was the valid one.", nil, func(s *wholeStats) *atomic.Uint64 { return &s.validCommits }},
 	{"coopfs_wholefile_haves_sent_total", "Files this client told the server it holds whole (it joined their valid-cache map).", nil, func(s *wholeStats) *atomic.Uint64 { return &s.haves }},
-	{"coopfs_wholefile_drops_sent_total", "Held files this client left the map of (its tiers evicted part of them).", nil, func(s *wholeStats) *atomic.Uint64 { return &s.drops }},
+	{"coopfs_wholefile_drops_sent_total", "Files this client left the map or the fetchers of (its tiers evicted part of a held one, or it closed one it had not read whole).", nil, func(s *wholeStats) *atomic.Uint64 { return &s.drops }},
+	{"coopfs_wholefile_partial_fetches_total", "Whole-file fetches from clients whose copy was still arriving (no client held the file whole yet).", nil, func(s *wholeStats) *atomic.Uint64 { return &s.partialFetches }},
+	{"coopfs_wholefile_partial_waits_total", "Peer requests this client waited on for a block on its way here.", nil, func(s *wholeStats) *atomic.Uint64 { return &s.partialWaits }},
+	{"coopfs_wholefile_cached_opens_total", "Opens of a file held whole under a server callback: no message (counted in hits too).", nil, func(s *wholeStats) *atomic.Uint64 { return &s.cachedOpens }},
 }
 
 // wholeCollector exports a wholeClient's counters.

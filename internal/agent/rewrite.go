@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"syscall"
 
@@ -93,20 +94,27 @@ func (a *Agent) wrote(ino, base, prev uint64, attr *wire.Attr, off uint64, p []b
 	defer a.changedIno(ino) // callbacks: the server breaks others, not its maker
 	// Taken out: the blocks the write touched and a short last block
 	// that the write made longer (zeros or written bytes follow it now).
-	taken := a.cache.Relabel(ino, block.Version(base), block.Version(v), func(idx uint64, n int) bool {
+	take := func(idx uint64, n int) bool {
 		return (idx*bs < end && (idx+1)*bs > off) || n != newLen(idx)
-	})
-	a.mu.Unlock()
-	if a.disk.c != nil {
-		// The disk tier's copies stay at the old version (never hit again);
-		// the blocks written go there again below.
-		a.disk.c.RemoveFile(ino)
 	}
-	wo.relabelled(ino, base, v)
+	taken := a.cache.Relabel(ino, block.Version(base), block.Version(v), take)
+	a.mu.Unlock()
 	have := make(map[uint64][]byte, len(taken))
 	for _, t := range taken {
 		have[t.Index] = t.Data
 	}
+	if a.disk.c != nil {
+		// The disk tier's copy moves too (a whole file larger than the
+		// memory tier stays whole), once the blocks on their way there
+		// have landed.
+		a.diskSettled(context.Background(), ino)
+		for _, t := range a.disk.c.Relabel(ino, block.Version(base), block.Version(v), take) {
+			if _, ok := have[t.Index]; !ok {
+				have[t.Index] = t.Data
+			}
+		}
+	}
+	wo.relabelled(ino, base, v)
 	for idx := off / bs; idx*bs < end || have[idx] != nil; idx++ {
 		a.keepWritten(wo, block.ID{File: ino, Index: idx}, v, newLen(idx), have[idx], off, p)
 		delete(have, idx)
@@ -178,12 +186,13 @@ func (h *hintsClient) written(id block.ID, v uint64) {
 }
 
 // Under wholefile the writer's relabelled copy is still the whole file, at
-// the new version; its close commits it (wholeClient.closing).
+// the new version; its close commits it (wholeClient.closing), and until
+// the server takes it as valid no open of it goes without a message.
 func (w *wholeClient) relabelled(ino, from, to uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if held, ok := w.holding[ino]; ok && held == from {
-		w.holding[ino] = to
+	if held, ok := w.holding[ino]; ok && held.v == from {
+		w.holding[ino] = heldCopy{v: to}
 	}
 }
 

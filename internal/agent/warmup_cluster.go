@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/hints"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -134,6 +136,9 @@ func (a *Agent) runAssignment(ctx context.Context, m *wire.WarmupAssign) {
 	items := make([]WarmItem, len(m.Items))
 	for i, it := range m.Items {
 		items[i] = WarmItem{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
+		if i < len(m.From) {
+			items[i].From = m.From[i]
+		}
 	}
 	report := func(bytes int64, done bool, err error) {
 		r := &wire.WarmupReport{Job: m.Job, Seq: m.Seq, Bytes: uint64(bytes), Done: done}
@@ -171,4 +176,43 @@ func (a *Agent) runAssignment(ctx context.Context, m *wire.WarmupAssign) {
 	a.log.Info("cluster warm-up: assignment done", "job", m.Job, "phase", phaseName(m.Phase), "files", p.Files,
 		"bytes", p.Bytes, "took", time.Since(start).Round(time.Millisecond).String(), "err", err)
 	report(p.Bytes, true, err)
+}
+
+// warmSource is a policy that a cluster warm-up tells where the blocks it
+// reads in phase 2 are: the member that fetched them from the server in
+// phase 1. Under directory the server's cache directory knows, and under
+// wholefile the valid-cache map; under hints the hints handed out on open
+// are the last opener's, and in a warm-up the last opener is often a
+// member that opened the file a moment ago and holds none of it yet.
+type warmSource interface {
+	// warmFrom: blocks [first, end) of f are at the peer listening on
+	// listen.
+	warmFrom(f *file, listen string, first, end uint64)
+}
+
+var _ warmSource = (*hintsClient)(nil)
+
+// warmFrom makes the phase-1 fetcher the hinted holder of the blocks: its
+// copies are master copies (it read them from the server).
+func (h *hintsClient) warmFrom(f *file, listen string, first, end uint64) {
+	f.mu.Lock()
+	ino, v := f.attr.Ino, f.attr.Version
+	f.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hc == nil || end <= first {
+		return
+	}
+	for id, mb := range h.members {
+		if mb.Listen != listen {
+			continue
+		}
+		hint := hints.Hint{Holder: hints.ClientID(id), Boot: hints.BootID(mb.Boot), Since: now()}
+		hs := make([]hints.BlockHint, 0, end-first)
+		for idx := first; idx < end; idx++ {
+			hs = append(hs, hints.BlockHint{Index: idx, Hint: hint})
+		}
+		h.hc.ImportHints(ino, block.Version(v), hs)
+		return
+	}
 }

@@ -39,7 +39,7 @@ type wholeFilePolicy struct {
 
 	hashing chan struct{} // the background hasher's slot (hashAhead)
 
-	opens, handouts, haves, commits, validCommits, drops atomic.Uint64
+	opens, handouts, partialHandouts, haves, commits, validCommits, drops, digestRequests atomic.Uint64
 }
 
 func newWholeFilePolicy(s *Server) (policy, error) {
@@ -72,10 +72,14 @@ func (p *wholeFilePolicy) left(cl *client) {
 }
 
 // fileChanged: the file has a new version (or left the version table):
-// no client holds the current one.
+// the map and the fetchers of any other version empty. The version table
+// says which version is current now: the call comes after the change, and
+// a commit at the new version may have made its map in between (under a
+// load that delays this call past the writer's close), which stands.
 func (p *wholeFilePolicy) fileChanged(ino uint64) {
+	v := p.s.versions.current(ino)
 	p.mu.Lock()
-	p.ws.Changed(ino, 0)
+	p.ws.Changed(ino, v)
 	p.mu.Unlock()
 }
 
@@ -93,7 +97,12 @@ func (p *wholeFilePolicy) serve(_ context.Context, c *wire.Conn, cl *client, m w
 	case *wire.WholeCommit:
 		r, err := p.commit(c, cl, m)
 		return r, err, true
+	case *wire.WholeDigests:
+		r, err := p.digests(c, m)
+		return r, err, true
 	case *wire.WholeHave:
+		// Answered (OK) once the map has the client: an opener after the
+		// client's close finds it.
 		if cl != nil {
 			p.mu.Lock()
 			joined := p.ws.Have(wholefile.ClientID(cl.id), m.File, m.Version)
@@ -135,9 +144,10 @@ func (p *wholeFilePolicy) attrOfHandle(c *wire.Conn, h, file uint64) (*openFile,
 	return of, a, nil
 }
 
-// open hands an opener the counter and the holders of the current version
-// with the digests of its blocks; a client whose copy is current (Have, at
-// the version the server has) joins the holders.
+// open hands an opener the counter, the holders and the fetchers of the
+// current version with the digests of its first blocks; a client whose
+// copy is current (Have, at the version the server has) joins the
+// holders, and one that reads without a current copy joins the fetchers.
 func (p *wholeFilePolicy) open(c *wire.Conn, cl *client, m *wire.WholeOpen) (*wire.WholeOpenReply, error) {
 	of, a, err := p.attrOfHandle(c, m.Handle, m.File)
 	if err != nil || cl == nil {
@@ -146,38 +156,91 @@ func (p *wholeFilePolicy) open(c *wire.Conn, cl *client, m *wire.WholeOpen) (*wi
 	p.opens.Add(1)
 	p.mu.Lock()
 	_, peer := p.members[cl.id]
-	r := p.ws.Open(wholefile.ClientID(cl.id), a.Ino, a.Version, peer && m.Have && m.Version == a.Version)
+	have := peer && m.Have && m.Version == a.Version
+	id := wholefile.ClientID(cl.id)
+	r := p.ws.Open(id, a.Ino, a.Version, have)
+	if peer && !have && !m.NoData && m.Version == a.Version {
+		p.ws.Fetching(id, a.Ino, a.Version)
+	}
 	reply := &wire.WholeOpenReply{Version: a.Version, Commit: r.Commit}
 	if !m.NoData {
-		for _, h := range r.Holders {
-			if addr, ok := p.members[uint32(h)]; ok {
-				reply.Holders = append(reply.Holders, wire.WholeHolder{ID: uint32(h), Listen: addr})
-			}
-		}
+		reply.Holders = p.listeners(r.Holders)
+		reply.Fetchers = p.listeners(r.Fetchers)
 	}
 	p.mu.Unlock()
-	if len(reply.Holders) == 0 {
+	if len(reply.Holders)+len(reply.Fetchers) == 0 {
 		return reply, nil
 	}
-	bs := uint64(p.s.cfg.BlockSize)
-	n := (a.Size + bs - 1) / bs
-	if n > MaxWholeDigests {
-		reply.Holders = nil // too many to check in one reply: the server serves it
+	reply.Digests = p.digestRun(of, a, 0, WholeDigestPage)
+	if reply.Digests == nil {
+		// Changed while hashed: the holders hold an older version now.
+		reply.Holders, reply.Fetchers = nil, nil
 		return reply, nil
-	}
-	reply.Digests = make([]wire.BlockDigestMsg, 0, n)
-	for idx := uint64(0); idx < n; idx++ {
-		sum, err := p.s.digestFor(of.f, block.ID{File: a.Ino, Index: idx}, a.Version, a.Size)
-		if err != nil {
-			// Changed while hashed: the holders hold an older version now.
-			reply.Holders, reply.Digests = nil, nil
-			return reply, nil
-		}
-		reply.Digests = append(reply.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
 	}
 	p.handouts.Add(1)
+	if len(reply.Holders) == 0 {
+		p.partialHandouts.Add(1)
+	}
 	return reply, nil
 }
+
+// listeners names clients by their peer listeners (p.mu held).
+func (p *wholeFilePolicy) listeners(ids []wholefile.ClientID) []wire.WholeHolder {
+	var out []wire.WholeHolder
+	for _, h := range ids {
+		if addr, ok := p.members[uint32(h)]; ok {
+			out = append(out, wire.WholeHolder{ID: uint32(h), Listen: addr})
+		}
+	}
+	return out
+}
+
+// digestRun returns the digests of count blocks of the file open as of
+// (attributes a) from block first on, up to its end; nil when the file
+// changed while they were hashed (none at all when first is past the end:
+// an empty, non-nil run).
+func (p *wholeFilePolicy) digestRun(of *openFile, a wire.Attr, first, count uint64) []wire.BlockDigestMsg {
+	bs := uint64(p.s.cfg.BlockSize)
+	end := min((a.Size+bs-1)/bs, first+count)
+	out := make([]wire.BlockDigestMsg, 0, end-min(first, end))
+	for idx := first; idx < end; idx++ {
+		sum, err := p.s.digestFor(of.f, block.ID{File: a.Ino, Index: idx}, a.Version, a.Size)
+		if err != nil {
+			return nil
+		}
+		out = append(out, wire.BlockDigestMsg{Index: idx, Digest: sum})
+	}
+	return out
+}
+
+// digests answers a fetcher's WholeDigests: the digests of a run of blocks
+// of the version it fetches, or none when the file has another version
+// now (it then reads from the server).
+func (p *wholeFilePolicy) digests(c *wire.Conn, m *wire.WholeDigests) (*wire.WholeDigestsRep, error) {
+	of, a, err := p.attrOfHandle(c, m.Handle, m.File)
+	if err != nil {
+		return nil, err
+	}
+	p.digestRequests.Add(1)
+	r := &wire.WholeDigestsRep{Version: a.Version}
+	if a.Version != m.Version {
+		return r, nil
+	}
+	if r.Digests = p.digestRun(of, a, m.Index, uint64(max(1, min(m.Count, MaxWholeDigestRun)))); r.Digests == nil {
+		r.Version = 0 // changed while hashed
+	}
+	return r, nil
+}
+
+// WholeDigestPage is how many blocks' digests an open's reply carries (a
+// file of up to 64 blocks needs no more; hashing more would delay the
+// open's reply, and the fetch's start, by what it costs); a fetch asks for
+// the others (WholeDigests) as it goes. MaxWholeDigestRun bounds one
+// WholeDigests.
+const (
+	WholeDigestPage   = 64
+	MaxWholeDigestRun = 4096
+)
 
 // hashAhead hashes the blocks of a file a client just joined the map of,
 // through its handle, in the background, so that the next opener's reply
@@ -202,7 +265,7 @@ func (p *wholeFilePolicy) hashAhead(c *wire.Conn, m *wire.WholeHave) {
 		a := p.s.attrOf(fi)
 		bs := uint64(p.s.cfg.BlockSize)
 		n := (a.Size + bs - 1) / bs
-		if a.Ino != m.File || a.Version != m.Version || n > MaxWholeDigests {
+		if a.Ino != m.File || a.Version != m.Version {
 			return
 		}
 		for idx := uint64(0); idx < n; idx++ {
@@ -212,11 +275,6 @@ func (p *wholeFilePolicy) hashAhead(c *wire.Conn, m *wire.WholeHave) {
 		}
 	}()
 }
-
-// MaxWholeDigests bounds the blocks of a file fetched from holders (the
-// digests of all its blocks travel in one WholeOpenReply); a larger file
-// is read from the server.
-const MaxWholeDigests = 1 << 16
 
 // commit is a close after writes: the counter grows, and the closer is the
 // map if no one committed since its open and it holds the version the
@@ -239,11 +297,13 @@ func (p *wholeFilePolicy) commit(c *wire.Conn, cl *client, m *wire.WholeCommit) 
 
 var wholeFileServerMetrics = []struct{ name, help string }{
 	{"coopfs_wholefile_opens_total", "Opens that asked for a file's commit counter and valid-cache map."},
-	{"coopfs_wholefile_handouts_total", "Opens handed holders of the current version (with the digests of its blocks)."},
+	{"coopfs_wholefile_handouts_total", "Opens handed holders or fetchers of the current version (with the digests of its first blocks)."},
+	{"coopfs_wholefile_partial_handouts_total", "Opens handed only fetchers of the current version (clients whose copy is still arriving)."},
 	{"coopfs_wholefile_haves_total", "Clients that joined a valid-cache map after fetching a file whole."},
 	{"coopfs_wholefile_commits_total", "Closes after writes (the commit counter grew)."},
 	{"coopfs_wholefile_valid_commits_total", "Commits that left the closer as the only holder (no commit since its open)."},
-	{"coopfs_wholefile_drops_total", "Clients that left a valid-cache map (their copy is no longer whole)."},
+	{"coopfs_wholefile_drops_total", "Clients that left a valid-cache map or the fetchers (their copy is no longer whole, or they stopped reading)."},
+	{"coopfs_wholefile_digest_requests_total", "WholeDigests requests: digests of blocks past an open's first page."},
 }
 
 func (p *wholeFilePolicy) Describe(ch chan<- *prometheus.Desc) {
@@ -254,7 +314,8 @@ func (p *wholeFilePolicy) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (p *wholeFilePolicy) Collect(ch chan<- prometheus.Metric) {
-	vals := []uint64{p.opens.Load(), p.handouts.Load(), p.haves.Load(), p.commits.Load(), p.validCommits.Load(), p.drops.Load()}
+	vals := []uint64{p.opens.Load(), p.handouts.Load(), p.partialHandouts.Load(), p.haves.Load(), p.commits.Load(),
+		p.validCommits.Load(), p.drops.Load(), p.digestRequests.Load()}
 	for i, m := range wholeFileServerMetrics {
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(m.name, m.help, nil, nil), prometheus.CounterValue, float64(vals[i]))
 	}

@@ -180,6 +180,17 @@ func (v *versions) bump(st *syscall.Stat_t) uint64 {
 	return ver
 }
 
+// current is the version last given out for file ino (0: none known: the
+// file left the table, or was never seen).
+func (v *versions) current(ino uint64) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if f := v.files[ino]; f != nil {
+		return f.version
+	}
+	return 0
+}
+
 // forget drops a file that no longer exists.
 func (v *versions) forget(ino uint64) {
 	v.mu.Lock()

@@ -49,6 +49,7 @@ type warmRun struct {
 	job      *warmup.Job // guarded by warmJobs.mu
 	conns    map[warmup.Member]*wire.Conn
 	names    map[warmup.Member]string
+	listens  map[warmup.Member]string // peer listeners ("" none)
 	uid, gid uint32
 	ended    chan struct{} // closed when the job is over
 	endOnce  sync.Once
@@ -75,9 +76,10 @@ func (s *Server) serveWarmup(c *wire.Conn, cl *client, m wire.Msg) (wire.Msg, er
 }
 
 // warmMembers picks the connected clients named in names (all when empty).
-func (s *Server) warmMembers(names []string) ([]warmup.Member, map[warmup.Member]*wire.Conn, map[warmup.Member]string, error) {
+func (s *Server) warmMembers(names []string) ([]warmup.Member, map[warmup.Member]*wire.Conn, map[warmup.Member]string, map[warmup.Member]string, error) {
 	conns := make(map[warmup.Member]*wire.Conn)
 	byID := make(map[warmup.Member]string)
+	listens := make(map[warmup.Member]string)
 	var ids []warmup.Member
 	var all []string
 	found := make(map[string]bool)
@@ -93,25 +95,25 @@ func (s *Server) warmMembers(names []string) ([]warmup.Member, map[warmup.Member
 		}
 		found[cl.name] = true
 		id := warmup.Member(cl.id)
-		ids, conns[id], byID[id] = append(ids, id), c, cl.name
+		ids, conns[id], byID[id], listens[id] = append(ids, id), c, cl.name, cl.listen
 	}
 	s.mu.Unlock()
 	for _, n := range names {
 		if !found[n] {
 			slices.Sort(all)
-			return nil, nil, nil, fmt.Errorf("no connected client is named %q (connected: %s): give --clients the --name of running mounts: %w",
+			return nil, nil, nil, nil, fmt.Errorf("no connected client is named %q (connected: %s): give --clients the --name of running mounts: %w",
 				n, strings.Join(slices.Compact(all), ", "), syscall.ENOENT)
 		}
 	}
 	slices.Sort(ids)
-	return ids, conns, byID, nil
+	return ids, conns, byID, listens, nil
 }
 
 func (s *Server) startWarmup(m *wire.WarmupStart) (wire.Msg, error) {
 	if s.cfg.Policy == "none" {
 		return nil, fmt.Errorf("the server runs policy none, under which clients never fetch from their peers: a --cluster warm-up would take every byte from the server once per client; serve with --policy directory or hints, or run `coopfs warmup` on each client: %w", syscall.EOPNOTSUPP)
 	}
-	ids, conns, names, err := s.warmMembers(m.Clients)
+	ids, conns, names, listens, err := s.warmMembers(m.Clients)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +134,7 @@ func (s *Server) startWarmup(m *wire.WarmupStart) (wire.Msg, error) {
 		s.warm.jobs = make(map[uint64]*warmRun)
 	}
 	s.warm.next++
-	run := &warmRun{id: s.warm.next, job: job, conns: conns, names: names, uid: m.UID, gid: m.GID, ended: make(chan struct{})}
+	run := &warmRun{id: s.warm.next, job: job, conns: conns, names: names, listens: listens, uid: m.UID, gid: m.GID, ended: make(chan struct{})}
 	s.warm.jobs[run.id] = run
 	s.warm.active.Add(1)
 	s.warm.mu.Unlock()
@@ -167,6 +169,9 @@ func (s *Server) pushWarm(run *warmRun, acts []warmup.Assign) {
 		msg := &wire.WarmupAssign{Job: run.id, Phase: a.Phase, Seq: a.Seq, UID: run.uid, GID: run.gid, Items: make([]wire.WarmupItem, len(a.Items))}
 		for i, it := range a.Items {
 			msg.Items[i] = wire.WarmupItem{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
+		}
+		for _, from := range a.From {
+			msg.From = append(msg.From, run.listens[from])
 		}
 		c := run.conns[a.To]
 		go func(to warmup.Member) {

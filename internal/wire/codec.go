@@ -123,6 +123,28 @@ func (d *decoder) count(minSize int) int {
 	return int(n)
 }
 
+// encodeList writes a list: its length, then each element by one.
+func encodeList[T any](e *encoder, xs []T, one func(*encoder, T)) {
+	e.u64(uint64(len(xs)))
+	for _, x := range xs {
+		one(e, x)
+	}
+}
+
+// decodeList reads a list written by encodeList (nil when empty); each
+// element takes at least minSize bytes (decoder.count).
+func decodeList[T any](d *decoder, minSize int, one func(*decoder) T) []T {
+	n := d.count(minSize)
+	if n == 0 {
+		return nil
+	}
+	xs := make([]T, n)
+	for i := range xs {
+		xs[i] = one(d)
+	}
+	return xs
+}
+
 func (d *decoder) done() error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("trailing bytes")

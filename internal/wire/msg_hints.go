@@ -371,21 +371,14 @@ func (m *HintsDigestRep) decode(d *decoder) {
 }
 
 func encodeDigests(e *encoder, ds []BlockDigestMsg) {
-	e.u64(uint64(len(ds)))
-	for _, g := range ds {
+	encodeList(e, ds, func(e *encoder, g BlockDigestMsg) {
 		e.u64(g.Index)
 		e.bytes(g.Digest)
-	}
+	})
 }
 
 func decodeDigests(d *decoder) []BlockDigestMsg {
-	n := d.count(2)
-	if n == 0 {
-		return nil
-	}
-	ds := make([]BlockDigestMsg, n)
-	for i := range ds {
-		ds[i] = BlockDigestMsg{Index: d.u64(), Digest: d.raw(DigestSize)}
-	}
-	return ds
+	return decodeList(d, 2, func(d *decoder) BlockDigestMsg {
+		return BlockDigestMsg{Index: d.u64(), Digest: d.raw(DigestSize)}
+	})
 }

@@ -48,13 +48,16 @@ type WarmupStarted struct {
 
 // WarmupAssign asks a client to fetch Items into its caches as UID/GID,
 // in phase Phase of job Job. The client answers with OK at once and
-// reports with WarmupReport.
+// reports with WarmupReport. In phase 2, From[i] is the peer listener of
+// the member that fetched Items[i] in phase 1 ("" when unknown): where to
+// read it from.
 type WarmupAssign struct {
 	Job      uint64
 	Phase    uint8
 	Seq      uint32 // the assignment's number within the job, echoed by its reports
 	UID, GID uint32
 	Items    []WarmupItem
+	From     []string
 }
 
 // WarmupReport tells the server how far a client got with assignment Seq
@@ -104,25 +107,18 @@ func newWarmupMsg(t Type) Msg {
 }
 
 func encodeWarmupItems(e *encoder, items []WarmupItem) {
-	e.u64(uint64(len(items)))
-	for _, it := range items {
+	encodeList(e, items, func(e *encoder, it WarmupItem) {
 		e.str(it.Path)
 		e.u64(it.Off)
 		e.u64(it.Len)
 		e.u64(it.Size)
-	}
+	})
 }
 
 func decodeWarmupItems(d *decoder) []WarmupItem {
-	n := d.count(4)
-	if n == 0 {
-		return nil
-	}
-	items := make([]WarmupItem, n)
-	for i := range items {
-		items[i] = WarmupItem{Path: d.str(), Off: d.u64(), Len: d.u64(), Size: d.u64()}
-	}
-	return items
+	return decodeList(d, 4, func(d *decoder) WarmupItem {
+		return WarmupItem{Path: d.str(), Off: d.u64(), Len: d.u64(), Size: d.u64()}
+	})
 }
 
 func encodeStrs(e *encoder, ss []string) {
@@ -175,6 +171,7 @@ func (m *WarmupAssign) encode(e *encoder) {
 	e.u32(m.UID)
 	e.u32(m.GID)
 	encodeWarmupItems(e, m.Items)
+	encodeStrs(e, m.From)
 }
 func (m *WarmupAssign) decode(d *decoder) {
 	m.Job = d.u64()
@@ -182,6 +179,7 @@ func (m *WarmupAssign) decode(d *decoder) {
 	m.Seq = d.u32()
 	m.UID, m.GID = d.u32(), d.u32()
 	m.Items = decodeWarmupItems(d)
+	m.From = decodeStrs(d)
 }
 
 func (*WarmupReport) Type() Type { return TWarmupReport }

@@ -3,14 +3,16 @@ package wire
 // Message types 170–179: the `wholefile` policy (issue 12, seed 001). See
 // docs/protocol.md, "The wholefile policy".
 const (
-	TWholeOpen      Type = 170 // client → server: an open's commit counter and valid-cache map; answered by WholeOpenReply
-	TWholeOpenReply Type = 171 // the counter, the holders of the current version and the digests to check them
-	TWholeHave      Type = 172 // client → server, one-way: I now hold this version of the file whole
-	TWholeCommit    Type = 173 // client → server: close after writes; answered by WholeCommitReply
-	TWholeCommitRep Type = 174 // the new counter, and whether the closer's copy is the valid one
-	TWholeDrop      Type = 175 // client → server, one-way: I no longer hold the file whole
-	TWholeRead      Type = 176 // requester → holder: a run of blocks of the file at a version; answered by WholeData
-	TWholeData      Type = 177 // the blocks, back to back
+	TWholeOpen       Type = 170 // client → server: an open's commit counter and valid-cache map; answered by WholeOpenReply
+	TWholeOpenReply  Type = 171 // the counter, the holders and fetchers of the current version and the first digests to check them
+	TWholeHave       Type = 172 // client → server: I now hold this version of the file whole; answered by OK once the map has it
+	TWholeCommit     Type = 173 // client → server: close after writes; answered by WholeCommitReply
+	TWholeCommitRep  Type = 174 // the new counter, and whether the closer's copy is the valid one
+	TWholeDrop       Type = 175 // client → server, one-way: I no longer hold (or fetch) the file whole
+	TWholeRead       Type = 176 // requester → holder: a run of blocks of the file at a version; answered by WholeData
+	TWholeData       Type = 177 // the blocks, back to back
+	TWholeDigests    Type = 178 // client → server: the digests of a run of blocks of the version it fetches; answered by WholeDigestsRep
+	TWholeDigestsRep Type = 179 // the digests
 )
 
 // WholeOpen follows an open of a large file under the wholefile policy
@@ -32,22 +34,36 @@ type WholeHolder struct {
 
 // WholeOpenReply answers WholeOpen: the file's commit counter (handed back
 // on commit), the data version the map is for, the holders of that version
-// (the opener excluded) and, when there are holders, the SHA-256 of every
-// block of that version (what the holders must send).
+// (the opener excluded), the fetchers (clients reading that version whose
+// copy is still arriving, in file order) and, when there are holders or
+// fetchers, the SHA-256 of the first blocks of that version (what the
+// holders must send; WholeDigests asks for the others).
 type WholeOpenReply struct {
-	Version uint64
-	Commit  uint64
-	Holders []WholeHolder
-	Digests []BlockDigestMsg
+	Version  uint64
+	Commit   uint64
+	Holders  []WholeHolder
+	Digests  []BlockDigestMsg
+	Fetchers []WholeHolder
 }
 
 // WholeHave tells the server the client now holds Version of File whole:
 // it joins the map if Version is still current. Handle is the client's
 // open of the file, if it still has one (0: none): the server hashes the
-// file's blocks through it ahead of the next opener.
+// file's blocks through it ahead of the next opener. The server answers
+// once the map has the client (OK), so that an opener after it finds it.
 type WholeHave struct {
 	Handle, File, Version uint64
 }
+
+// WholeDigests asks for the SHA-256 of Count blocks of File from Index, at
+// Version, through the client's open Handle of the file (a fetch's digests
+// past those of WholeOpenReply).
+type WholeDigests HintsDigest
+
+// WholeDigestsRep answers WholeDigests: the file's data version now (a
+// version other than the one asked carries no digests: the file changed)
+// and the digests, in block order.
+type WholeDigestsRep HintsDigestRep
 
 // WholeCommit is sent on close after writes: Opened is the counter the
 // client's open was handed, Version the data version its last write left,
@@ -70,14 +86,17 @@ type WholeDrop struct {
 }
 
 // WholeRead asks a holder for Count blocks of File from Index, at
-// Version (a holder serves only that version).
+// Version (a holder serves only that version). Wait is how long, in
+// milliseconds, a holder whose copy is still arriving may wait for the
+// first block to arrive (0: answer at once).
 type WholeRead struct {
 	File, Version, Index uint64
-	Count                uint32
+	Count, Wait          uint32
 }
 
 // WholeData answers WholeRead: the blocks back to back in Data, Lens
-// giving each one's length.
+// giving each one's length. A holder whose copy is still arriving sends
+// the blocks it has from Index on, which may be fewer than asked.
 type WholeData struct {
 	Version uint64
 	Lens    []uint32
@@ -102,6 +121,10 @@ func newWholeFileMsg(t Type) Msg {
 		return &WholeRead{}
 	case TWholeData:
 		return &WholeData{}
+	case TWholeDigests:
+		return &WholeDigests{}
+	case TWholeDigestsRep:
+		return &WholeDigestsRep{}
 	}
 	return nil
 }
@@ -126,24 +149,24 @@ func (*WholeOpenReply) Type() Type { return TWholeOpenReply }
 func (m *WholeOpenReply) encode(e *encoder) {
 	e.u64(m.Version)
 	e.u64(m.Commit)
-	e.u64(uint64(len(m.Holders)))
-	for _, h := range m.Holders {
-		e.u32(h.ID)
-		e.str(h.Listen)
-	}
+	encodeList(e, m.Holders, putHolder)
 	encodeDigests(e, m.Digests)
+	encodeList(e, m.Fetchers, putHolder)
 }
 func (m *WholeOpenReply) decode(d *decoder) {
 	m.Version = d.u64()
 	m.Commit = d.u64()
-	if n := d.count(2); n > 0 {
-		m.Holders = make([]WholeHolder, n)
-		for i := range m.Holders {
-			m.Holders[i] = WholeHolder{ID: d.u32(), Listen: d.str()}
-		}
-	}
+	m.Holders = decodeList(d, 2, getHolder)
 	m.Digests = decodeDigests(d)
+	m.Fetchers = decodeList(d, 2, getHolder)
 }
+
+func putHolder(e *encoder, h WholeHolder) {
+	e.u32(h.ID)
+	e.str(h.Listen)
+}
+
+func getHolder(d *decoder) WholeHolder { return WholeHolder{ID: d.u32(), Listen: d.str()} }
 
 func (*WholeHave) Type() Type { return TWholeHave }
 func (m *WholeHave) encode(e *encoder) {
@@ -193,13 +216,23 @@ func (m *WholeRead) encode(e *encoder) {
 	e.u64(m.Version)
 	e.u64(m.Index)
 	e.u32(m.Count)
+	e.u32(m.Wait)
 }
 func (m *WholeRead) decode(d *decoder) {
 	m.File = d.u64()
 	m.Version = d.u64()
 	m.Index = d.u64()
 	m.Count = d.u32()
+	m.Wait = d.u32()
 }
+
+func (*WholeDigests) Type() Type          { return TWholeDigests }
+func (m *WholeDigests) encode(e *encoder) { (*HintsDigest)(m).encode(e) }
+func (m *WholeDigests) decode(d *decoder) { (*HintsDigest)(m).decode(d) }
+
+func (*WholeDigestsRep) Type() Type          { return TWholeDigestsRep }
+func (m *WholeDigestsRep) encode(e *encoder) { (*HintsDigestRep)(m).encode(e) }
+func (m *WholeDigestsRep) decode(d *decoder) { (*HintsDigestRep)(m).decode(d) }
 
 func (*WholeData) Type() Type { return TWholeData }
 func (m *WholeData) encode(e *encoder) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,12 +69,13 @@ func (b *bench) export(name string) (string, error) {
 	return d, os.MkdirAll(d, 0o755)
 }
 
-// start runs a cluster of n clients on export under policy; errSkip when
-// the server does not know the policy.
-func (b *bench) start(ctx context.Context, policy string, n int, export string) (*nscluster.Cluster, error) {
+// start runs a cluster of n clients on export under policy, each mount
+// with the extra flags mount (before Config.MountArgs); errSkip when the
+// server does not know the policy.
+func (b *bench) start(ctx context.Context, policy string, n int, export string, mount ...string) (*nscluster.Cluster, error) {
 	cl, err := nscluster.Start(ctx, nscluster.Config{Binary: b.cfg.Binary, Clients: n, ServerLink: b.cfg.ServerLink,
-		ClientLink: b.cfg.ClientLink, Export: export, Keep: b.cfg.Keep, ServerArgs: append([]string{"--policy", policy}, b.cfg.ServeArgs...), MountArgs: b.cfg.MountArgs,
-		Logger: b.cfg.Logger})
+		ClientLink: b.cfg.ClientLink, Export: export, Keep: b.cfg.Keep, ServerArgs: append([]string{"--policy", policy}, b.cfg.ServeArgs...),
+		MountArgs: append(slices.Clone(mount), b.cfg.MountArgs...), Logger: b.cfg.Logger})
 	if errors.Is(err, nscluster.ErrServerStart) && strings.Contains(err.Error(), "policy") {
 		b.rep.skip(policy, err)
 		return nil, errSkip
@@ -81,15 +83,21 @@ func (b *bench) start(ctx context.Context, policy string, n int, export string) 
 	return cl, err
 }
 
+// cacheFor is the memory cache (a --cache-size value) of a mount that must
+// hold bytes of data: the default 512 MiB, or the data and a quarter more.
+func cacheFor(bytes int64) string {
+	return fmt.Sprintf("%dMiB", max(512, (bytes+bytes/4+(1<<20)-1)>>20))
+}
+
 // each runs f on a fresh cluster for every policy, skipping the ones the
-// server does not know.
-func (b *bench) each(ctx context.Context, exp string, n int, export string, f func(ctx context.Context, policy string, cl *nscluster.Cluster) error) error {
+// server does not know; mount are extra flags of every mount.
+func (b *bench) each(ctx context.Context, exp string, n int, export string, mount []string, f func(ctx context.Context, policy string, cl *nscluster.Cluster) error) error {
 	for _, p := range b.cfg.Policies {
 		if b.rep.skipped(p) {
 			continue
 		}
 		b.progress("%s: policy %s, %d clients", exp, p, n)
-		cl, err := b.start(ctx, p, n, export)
+		cl, err := b.start(ctx, p, n, export, mount...)
 		if errors.Is(err, errSkip) {
 			b.progress("%s: policy %s skipped: the server does not know it", exp, p)
 			continue

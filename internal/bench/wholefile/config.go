@@ -24,7 +24,8 @@ type Config struct {
 	WebReads   int   // reads per client
 	WebClients int
 
-	OverloadSize int64 // each of the two files of the overloaded server
+	OverloadSize  int64   // each of the two files of the overloaded server
+	OverloadStart float64 // the share of the first pair's bytes that crosses the server's link before the second pair starts
 
 	OverheadSizes []int64 // files read cold by one client
 	OverheadReps  int
@@ -42,8 +43,7 @@ type Config struct {
 	Logger                 *slog.Logger
 }
 
-// Defaults: the sizes where the machine runs them in minutes, the
-// rest scaled down (docs/benchmarks-wholefile.md says which).
+// Defaults: the sizes (docs/benchmarks-wholefile.md).
 func (c *Config) setDefaults() {
 	def := func(p *int64, v int64) {
 		if *p == 0 {
@@ -67,12 +67,15 @@ func (c *Config) setDefaults() {
 	def(&c.WebMean, 100<<10)
 	defi(&c.WebReads, 2000)
 	defi(&c.WebClients, 4)
-	def(&c.OverloadSize, 256<<20)
+	def(&c.OverloadSize, 1<<30)
+	if c.OverloadStart == 0 {
+		c.OverloadStart = 0.5
+	}
 	if len(c.OverheadSizes) == 0 {
 		c.OverheadSizes = []int64{1 << 20, 10 << 20, 100 << 20}
 	}
 	defi(&c.OverheadReps, 3)
-	def(&c.WarmSize, 256<<20)
+	def(&c.WarmSize, 1<<30)
 	defi(&c.WarmFiles, 64)
 	defi(&c.WarmClients, 8)
 	if c.ServerLink == "" {
@@ -101,6 +104,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.StaggerSize < 1 || c.WebMean < 1 || c.OverloadSize < 1 || c.WarmSize < 1:
 		return errors.New("every size must be positive")
+	case c.OverloadStart < 0 || c.OverloadStart > 1:
+		return fmt.Errorf("--overload-start %g: want a share of the first pair's bytes, between 0 and 1", c.OverloadStart)
 	case c.StaggerClients < 1 || c.WebClients < 1 || c.WarmClients < 1:
 		return errors.New("every client count must be at least 1")
 	case c.WebFiles < 1 || c.WebReads < 1 || c.WarmFiles < 1 || c.OverheadReps < 1:

@@ -2,6 +2,7 @@ package wholefile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -24,7 +25,7 @@ func (b *bench) stagger(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(exp)
-	return b.each(ctx, "stagger", b.cfg.StaggerClients, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+	return b.each(ctx, "stagger", b.cfg.StaggerClients, exp, nil, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
 		row := PerClient{Policy: p}
 		for _, m := range cl.Mounts {
 			before, err := serverBytes(ctx, cl)
@@ -103,7 +104,7 @@ func (b *bench) web(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(exp, "log"), 0o777); err != nil {
 		return err
 	}
-	return b.each(ctx, "web", b.cfg.WebClients, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+	return b.each(ctx, "web", b.cfg.WebClients, exp, nil, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
 		row := PerClient{Policy: p}
 		for i, m := range cl.Mounts {
 			// Every client plays the same request stream (the seed's web
@@ -158,8 +159,10 @@ func webClient(ctx context.Context, dir string, client int, z *zipf, reads int) 
 	return nil
 }
 
-// overload: clients 1 and 2 read file a; once a quarter of it crossed the
-// server's link, clients 3 and 4 read file b.
+// overload is seed 001's overloaded server: clients 1 and 2 (the first
+// pair) read files a and b at once, sharing the server's link; once
+// OverloadStart of their bytes crossed it, clients 3 and 4 (the second
+// pair) read a and b too. Every mount's memory cache holds a file.
 func (b *bench) overload(ctx context.Context) error {
 	exp, err := b.export("overload")
 	if err != nil {
@@ -171,59 +174,70 @@ func (b *bench) overload(ctx context.Context) error {
 			return err
 		}
 	}
-	return b.each(ctx, "overload", 4, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
-		pair := func(file string, ms []*nscluster.Mount) (chan float64, chan error) {
-			done, errs := make(chan float64, 1), make(chan error, 2)
-			start := time.Now()
-			var wg sync.WaitGroup
-			for _, m := range ms {
-				wg.Go(func() {
-					if _, err := readFile(filepath.Join(m.Dir, file)); err != nil {
-						errs <- err
-					}
-				})
-			}
-			go func() { wg.Wait(); done <- time.Since(start).Seconds() }()
-			return done, errs
-		}
-		first, errs1 := pair("a", cl.Mounts[:2])
-		var t1 float64
-	wait:
-		for {
-			select {
-			case t1 = <-first:
-				break wait
-			case err := <-errs1:
-				return err
-			case <-time.After(100 * time.Millisecond):
-				if sb, err := serverBytes(ctx, cl); err == nil && sb >= float64(b.cfg.OverloadSize)/4 {
-					break wait
-				}
-			}
-		}
-		second, errs2 := pair("b", cl.Mounts[2:])
-		var t2 float64
-		for t1 == 0 || t2 == 0 {
-			select {
-			case t := <-first:
-				t1 = t
-			case t := <-second:
-				t2 = t
-			case err := <-errs1:
-				return err
-			case err := <-errs2:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		sb, err := serverBytes(ctx, cl)
+	mount := []string{"--cache-size", cacheFor(b.cfg.OverloadSize)}
+	return b.each(ctx, "overload", 4, exp, mount, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+		row, err := b.overloadRun(ctx, p, cl)
 		if err != nil {
 			return err
 		}
-		b.rep.Overload = append(b.rep.Overload, OverloadRow{Policy: p, FirstPair: t1, SecondPair: t2, ServerBytes: sb})
+		b.progress("overload: %s: first pair %.1f s, second pair %.1f s (started at %.1f s)", p, row.FirstPair, row.SecondPair, row.Start)
+		b.rep.Overload = append(b.rep.Overload, row)
 		return nil
 	})
+}
+
+// timedRead is one client's read of a file, timed from its start.
+type timedRead struct {
+	secs float64
+	err  error
+}
+
+func startRead(path string) <-chan timedRead {
+	ch := make(chan timedRead, 1)
+	go func() {
+		secs, err := timed(func() error { _, err := readFile(path); return err })
+		ch <- timedRead{secs, err}
+	}()
+	return ch
+}
+
+// overloadRun is one policy's run of overload.
+func (b *bench) overloadRun(ctx context.Context, p string, cl *nscluster.Cluster) (OverloadRow, error) {
+	row := OverloadRow{Policy: p}
+	t0 := time.Now()
+	reads := []<-chan timedRead{startRead(filepath.Join(cl.Mounts[0].Dir, "a")), startRead(filepath.Join(cl.Mounts[1].Dir, "b"))}
+	threshold := b.cfg.OverloadStart * 2 * float64(b.cfg.OverloadSize)
+	for {
+		sb, err := serverBytes(ctx, cl)
+		if err != nil {
+			return row, err
+		}
+		if sb >= threshold {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return row, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	row.Start = time.Since(t0).Seconds()
+	reads = append(reads, startRead(filepath.Join(cl.Mounts[2].Dir, "a")), startRead(filepath.Join(cl.Mounts[3].Dir, "b")))
+	for _, ch := range reads {
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return row, r.err
+			}
+			row.Clients = append(row.Clients, r.secs)
+		case <-ctx.Done():
+			return row, ctx.Err()
+		}
+	}
+	row.FirstPair, row.SecondPair = max(row.Clients[0], row.Clients[1]), max(row.Clients[2], row.Clients[3])
+	sb, err := serverBytes(ctx, cl)
+	row.ServerBytes = sb
+	return row, err
 }
 
 // overhead: one client reads files of each size cold, OverheadReps times.
@@ -241,7 +255,7 @@ func (b *bench) overhead(ctx context.Context) error {
 			}
 		}
 	}
-	return b.each(ctx, "overhead", 1, exp, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
+	return b.each(ctx, "overhead", 1, exp, nil, func(ctx context.Context, p string, cl *nscluster.Cluster) error {
 		for _, s := range b.cfg.OverheadSizes {
 			row := OverheadRow{Policy: p, Size: s}
 			for r := range b.cfg.OverheadReps {
@@ -258,8 +272,8 @@ func (b *bench) overhead(ctx context.Context) error {
 	})
 }
 
-// warmup: n independent `coopfs warmup`s under none, then `coopfs warmup
-// --cluster` under every other policy.
+// warmup: n independent `coopfs warmup`s under none (when it is one of
+// the policies), then `coopfs warmup --cluster` under every other policy.
 func (b *bench) warmup(ctx context.Context) error {
 	exp, err := b.export("warmup")
 	if err != nil {
@@ -276,7 +290,7 @@ func (b *bench) warmup(ctx context.Context) error {
 	b.rep.WarmTree = tree
 	run := func(policy, mode string, f func(ctx context.Context, cl *nscluster.Cluster) error) error {
 		b.progress("warmup: %s under %s, %d clients", mode, policy, b.cfg.WarmClients)
-		cl, err := b.start(ctx, policy, b.cfg.WarmClients, exp)
+		cl, err := b.start(ctx, policy, b.cfg.WarmClients, exp, "--cache-size", cacheFor(tree)) // every mount holds the tree
 		if err == errSkip {
 			return nil
 		}
@@ -295,22 +309,19 @@ func (b *bench) warmup(ctx context.Context) error {
 		b.rep.Warm = append(b.rep.Warm, WarmRow{Mode: mode, Policy: policy, Seconds: secs, ServerBytes: sb, Ratio: sb / float64(tree)})
 		return cl.Close()
 	}
-	err = run("none", "independent", func(ctx context.Context, cl *nscluster.Cluster) error {
-		var wg sync.WaitGroup
-		errs := make([]error, len(cl.Mounts))
-		for i, m := range cl.Mounts {
-			wg.Go(func() { errs[i] = b.warmCmd(ctx, filepath.Join(m.Dir, "tree")) })
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
+	if slices.Contains(b.cfg.Policies, "none") { // the baseline: what JuiceFS's and Alluxio's warm-ups do
+		err = run("none", "independent", func(ctx context.Context, cl *nscluster.Cluster) error {
+			var wg sync.WaitGroup
+			errs := make([]error, len(cl.Mounts))
+			for i, m := range cl.Mounts {
+				wg.Go(func() { errs[i] = b.warmCmd(ctx, filepath.Join(m.Dir, "tree")) })
 			}
+			wg.Wait()
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	for _, p := range b.cfg.Policies {
 		if p == "none" || b.rep.skipped(p) {

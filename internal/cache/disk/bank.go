@@ -34,6 +34,9 @@ type bank struct {
 	// bank's last fdatasync: overwritten in place by the next lazy write
 	// of their block (their data was never acknowledged).
 	unsynced map[int]struct{}
+	// untagged are the frames whose tag Relabel changed in memory only:
+	// Sync and Close write them (saveTags).
+	untagged map[int]struct{}
 }
 
 func (b *bank) lookup(id block.ID) (int, bool) {
@@ -52,6 +55,7 @@ func (b *bank) setTag(fr int, t tag) error {
 		return fmt.Errorf("disk cache: write tag of bank %d frame %d: %w", b.num, fr, err)
 	}
 	b.setMem(fr, t)
+	delete(b.untagged, fr)
 	return nil
 }
 

@@ -218,12 +218,16 @@ func (c *Cache) PutDirtyLazy(id block.ID, v block.Version, data []byte) error {
 }
 
 // Sync makes every dirty block stored so far durable (fdatasync of the
-// banks that PutDirtyLazy wrote to since their last sync).
+// banks that PutDirtyLazy wrote to since their last sync), and writes the
+// tags Relabel changed.
 func (c *Cache) Sync() error {
 	var errs []error
 	for i := range c.banks {
 		lb := &c.banks[i]
 		lb.mu.Lock()
+		if len(lb.b.untagged) > 0 {
+			errs = append(errs, lb.b.saveTags())
+		}
 		if len(lb.b.unsynced) > 0 {
 			errs = append(errs, lb.b.sync())
 		}

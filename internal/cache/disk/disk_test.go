@@ -491,3 +491,51 @@ func TestPutDirtyLazy(t *testing.T) {
 		t.Fatalf("Dirty() after reopening = %v; want one block", d)
 	}
 }
+
+// TestRelabel: a writer's own write moves the file's clean frames to the
+// new version, taking out the ones it changed; the new tags persist over a
+// Close, and a crash before (no Close, no Sync) leaves the old version,
+// which misses.
+func TestRelabel(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		dir := t.TempDir()
+		c := open(t, dir)
+		id := func(i uint64) block.ID { return block.ID{File: 5, Index: i} }
+		for i := uint64(0); i < 6; i++ {
+			c.Put(id(i), 3, data(id(i), 3))
+		}
+		c.Put(id(6), 2, data(id(6), 2)) // another version: left alone
+		if err := c.PutDirty(block.ID{File: 5, Index: 7}, 3, data(id(7), 3)); err != nil {
+			t.Fatal(err)
+		}
+		taken := c.Relabel(5, 3, 4, func(idx uint64, n int) bool { return idx == 2 || idx == 4 })
+		if len(taken) != 2 || taken[0].Index != 2 || taken[1].Index != 4 || !bytes.Equal(taken[1].Data, data(id(4), 3)) {
+			t.Fatalf("taken %v", taken)
+		}
+		for i, want := range map[uint64]bool{0: true, 1: true, 2: false, 3: true, 4: false, 5: true} {
+			if _, ok := c.Get(id(i), 4); ok != want {
+				t.Fatalf("block %d at the new version: %v, want %v", i, ok, want)
+			}
+		}
+		if v, _ := c.Peek(id(6)); v != 2 {
+			t.Fatalf("another version moved: %d", v)
+		}
+		if v, _ := c.Peek(id(7)); v != 3 {
+			t.Fatalf("a dirty frame moved: %d", v)
+		}
+		if crash {
+			if err := c.closeFiles(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c = open(t, dir)
+		got, ok := c.Get(id(0), 4)
+		old, okOld := c.Get(id(0), 3)
+		if crash && (ok || !okOld || !bytes.Equal(old, data(id(0), 3))) || !crash && (!ok || !bytes.Equal(got, data(id(0), 3))) {
+			t.Fatalf("crash %v: new version %v, old version %v", crash, ok, okOld)
+		}
+		c.Close()
+	}
+}

@@ -207,7 +207,7 @@ func (c *Cache) openBank(i int, rng *rand.Rand) (*bank, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
-	b := &bank{num: i, f: f, g: c.g, tags: make([]tag, c.g.framesPerBank()), files: map[uint64]map[uint64]int32{}, acct: &c.acct, rng: rng, unsynced: map[int]struct{}{}}
+	b := &bank{num: i, f: f, g: c.g, tags: make([]tag, c.g.framesPerBank()), files: map[uint64]map[uint64]int32{}, acct: &c.acct, rng: rng, unsynced: map[int]struct{}{}, untagged: map[int]struct{}{}}
 	if fi, err := f.Stat(); err != nil {
 		return b, fmt.Errorf("disk cache: %w", err)
 	} else if fi.Size() < c.g.bankSize() {
@@ -265,7 +265,7 @@ func (c *Cache) Close() error {
 		lb := &c.banks[i]
 		lb.mu.Lock()
 		if lb.b != nil && lb.b.f != nil {
-			errs = append(errs, lb.b.sync())
+			errs = append(errs, lb.b.saveTags(), lb.b.sync())
 		}
 		lb.mu.Unlock()
 	}

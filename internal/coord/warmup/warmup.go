@@ -3,6 +3,7 @@ package warmup
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -31,12 +32,15 @@ const (
 	Done   uint8 = 3
 )
 
-// Assign is an action: push assignment Seq (Items, in Phase) to To.
+// Assign is an action: push assignment Seq (Items, in Phase) to To. In
+// phase 2, From[i] is the member that fetched Items[i] in phase 1 (To
+// itself when that member is gone): the peer to read it from.
 type Assign struct {
 	To    Member
 	Seq   uint32
 	Phase uint8
 	Items []Item
+	From  []Member
 }
 
 // State is a job's progress.
@@ -105,8 +109,15 @@ func New(items []Item, members []Member, blockSize uint64) (*Job, []Assign, erro
 // items of segs (phase 2) to m and returns its action.
 func (j *Job) assign(m Member, phase uint8, segs []int) Assign {
 	a := &assignment{to: m, phase: phase}
+	var from []Member
 	for _, s := range segs {
 		a.items = append(a.items, j.segs[s]...)
+		if phase == Peers {
+			o := j.owner(s, m)
+			for range j.segs[s] {
+				from = append(from, o)
+			}
+		}
 	}
 	if phase == Shares {
 		a.segs = segs
@@ -115,7 +126,20 @@ func (j *Job) assign(m Member, phase uint8, segs []int) Assign {
 		}
 	}
 	j.assigns = append(j.assigns, a)
-	return Assign{To: m, Seq: uint32(len(j.assigns)), Phase: phase, Items: a.items}
+	return Assign{To: m, Seq: uint32(len(j.assigns)), Phase: phase, Items: a.items, From: from}
+}
+
+// owner is a live member that fetched segment s in phase 1 (the one
+// assigned it last: a share handed over from a member that left goes to
+// its new owner); def when none is left.
+func (j *Job) owner(s int, def Member) Member {
+	for i := len(j.assigns) - 1; i >= 0; i-- {
+		a := j.assigns[i]
+		if a.phase == Shares && j.members[a.to].alive && slices.Contains(a.segs, s) {
+			return a.to
+		}
+	}
+	return def
 }
 
 // Split cuts items, in order, into n contiguous segments of about equal

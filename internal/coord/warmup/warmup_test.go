@@ -111,9 +111,10 @@ func TestPhases(t *testing.T) {
 	if j.State().Phase != Peers || len(next) != 3 {
 		t.Fatalf("after the shares: phase %d, %d assignments; want phase 2 and 3", j.State().Phase, len(next))
 	}
-	// Member 1 (position 0) starts with segment 1 (member 2's).
-	if next[0].To != 1 || next[0].Items[0].Path != "b" {
-		t.Fatalf("member 1's rest starts with %+v; want b", next[0].Items[0])
+	// Member 1 (position 0) starts with segment 1 (member 2's), read
+	// from member 2.
+	if next[0].To != 1 || next[0].Items[0].Path != "b" || len(next[0].From) != len(next[0].Items) || next[0].From[0] != 2 {
+		t.Fatalf("member 1's rest starts with %+v from %v; want b from 2", next[0].Items[0], next[0].From)
 	}
 	note(next)
 	for m, files := range got {
@@ -151,6 +152,11 @@ func TestLeftInPhaseOne(t *testing.T) {
 		want := map[Member]int{1: 1, 3: 2}[a.To] // member 1 fetched a and b itself
 		if len(a.Items) != want {
 			t.Fatalf("member %d's rest %+v: want %d files", a.To, a.Items, want)
+		}
+		for i, it := range a.Items { // b from its new owner, member 1
+			if from := map[string]Member{"a": 1, "b": 1, "c": 3}[it.Path]; a.From[i] != from {
+				t.Fatalf("member %d reads %s from %d, want %d", a.To, it.Path, a.From[i], from)
+			}
 		}
 	}
 	for _, a := range rest {

@@ -1,5 +1,10 @@
 package wholefile
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Range is a run of blocks [First, First+Count).
 type Range struct {
 	First, Count uint64
@@ -9,14 +14,18 @@ func (r Range) end() uint64 { return r.First + r.Count }
 
 // Fetch plans one whole-file fetch of blocks [0, blocks) from holders
 // 0..n-1: equal segments, one per holder, taken in chunks of at most chunk
-// blocks. It is not safe for concurrent use (the live agent locks it).
+// blocks (NewFetch); or, from holders whose copies are still arriving in
+// file order, one queue in file order that every holder takes the next
+// chunk of (NewSequentialFetch). It is not safe for concurrent use (the
+// live agent locks it).
 //
 // INVARIANT: every block is in exactly one of: a live holder's segment
-// (not yet handed out), the orphans, a chunk in flight, or done.
+// (not yet handed out), the orphans, a chunk in flight, or done; the
+// orphans are in file order and do not overlap.
 type Fetch struct {
 	chunk   uint64
 	segs    []segment
-	orphans []Range // work of failed holders, taken first by any live one
+	orphans []Range // work of failed holders (or the queue), taken first by any live one, in file order
 	resplit int
 }
 
@@ -45,6 +54,18 @@ func NewFetch(blocks uint64, n int, chunk uint64) *Fetch {
 		}
 		f.segs[i] = segment{next: at, end: at + size}
 		at += size
+	}
+	return f
+}
+
+// NewSequentialFetch plans blocks for n holders whose copies are partial
+// and grow from the file's start (they are reading it): no segments, one
+// queue in file order, each holder taking the lowest chunk left, so that
+// every request asks for what its holder most likely has already.
+func NewSequentialFetch(blocks uint64, n int, chunk uint64) *Fetch {
+	f := &Fetch{chunk: max(1, chunk), segs: make([]segment, max(0, n))}
+	if blocks > 0 {
+		f.orphans = []Range{{0, blocks}}
 	}
 	return f
 }
@@ -108,17 +129,29 @@ func (f *Fetch) steal(h int) bool {
 // Failed: holder h did not deliver r (the chunk it was fetching): r and
 // the rest of h's segment go to the orphans, and h gets no more work.
 func (f *Fetch) Failed(h int, r Range) {
-	if r.Count > 0 {
-		f.orphans = append(f.orphans, r)
-	}
+	f.orphan(r)
 	if h < 0 || h >= len(f.segs) {
 		return
 	}
 	s := &f.segs[h]
 	if s.end > s.next {
-		f.orphans = append(f.orphans, Range{s.next, s.end - s.next})
+		f.orphan(Range{s.next, s.end - s.next})
 	}
 	s.next, s.end, s.failed = 0, 0, true
+}
+
+// Returned: holder h delivered only part of a chunk (a holder whose copy is
+// still arriving sends what it has): r, the rest, goes back to the queue,
+// first in line, and h stays live.
+func (f *Fetch) Returned(r Range) { f.orphan(r) }
+
+// orphan puts r among the orphans, keeping them in file order.
+func (f *Fetch) orphan(r Range) {
+	if r.Count == 0 {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(f.orphans, r.First, func(o Range, first uint64) int { return cmp.Compare(o.First, first) })
+	f.orphans = slices.Insert(f.orphans, i, r)
 }
 
 // Remaining is the work no live holder can take (every holder failed or

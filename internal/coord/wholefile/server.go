@@ -36,24 +36,26 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Server is the server's side of the policy: commit counters and
-// valid-cache maps. It is not safe for concurrent use (the live server
-// wraps it in a lock).
+// Server is the server's side of the policy: commit counters, valid-cache
+// maps, and the clients whose copy of the current version is on its way
+// (fetchers). It is not safe for concurrent use (the live server wraps it
+// in a lock).
 //
-// INVARIANT: a client is in files[f].valid iff f is in byClient[client];
-// no valid map holds a client twice.
+// INVARIANT: a client is in files[f].valid or files[f].fetching iff f is
+// in byClient[client]; no client is in both, nor twice in one.
 type Server struct {
 	cfg      Config
 	files    map[uint64]*fileState
 	byClient map[ClientID]map[uint64]struct{}
 }
 
-// fileState is one file's commit counter and valid-cache map. The map
-// refers to data version version (0: none known yet).
+// fileState is one file's commit counter, valid-cache map and fetchers.
+// Both sets refer to data version version (0: none known yet).
 type fileState struct {
-	commit  uint64
-	version uint64
-	valid   []ClientID
+	commit   uint64
+	version  uint64
+	valid    []ClientID
+	fetching []ClientID // reading version whole, not there yet (a partial copy grows)
 }
 
 // NewServer returns an empty Server.
@@ -65,11 +67,13 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 // OpenResult is what an opener learns: the file's commit counter (it hands
-// it back when it commits) and the clients holding the current version
-// whole, the opener excluded.
+// it back when it commits), the clients holding the current version whole
+// and the clients fetching it (their copy is partial and growing), the
+// opener excluded.
 type OpenResult struct {
-	Commit  uint64
-	Holders []ClientID
+	Commit   uint64
+	Holders  []ClientID
+	Fetchers []ClientID
 }
 
 // Open: client c opened file at data version v; have says it holds that
@@ -83,15 +87,38 @@ func (s *Server) Open(c ClientID, file, v uint64, have bool) OpenResult {
 			r.Holders = append(r.Holders, h)
 		}
 	}
+	for _, h := range st.fetching {
+		if h != c {
+			r.Fetchers = append(r.Fetchers, h)
+		}
+	}
 	if have {
 		s.add(c, file, st)
 	}
 	return r
 }
 
+// Fetching: client c is reading file at data version v whole and has not
+// got all of it yet (it opened the file with no current copy): until it
+// holds it (Have) or gives up (Dropped), later openers may fetch the part
+// it has from it. A client already in the map stays there. The result says
+// whether c is a fetcher now.
+func (s *Server) Fetching(c ClientID, file, v uint64) bool {
+	st := s.files[file]
+	if st == nil || v == 0 || st.version != v || slices.Contains(st.valid, c) {
+		return false
+	}
+	if !slices.Contains(st.fetching, c) {
+		st.fetching = append(st.fetching, c)
+		s.index(c, file)
+	}
+	return true
+}
+
 // Have: client c now holds file whole at data version v (it fetched it
-// from holders or read it through from the server). It joins the map if v
-// is still the version the map is for; the result says whether it did.
+// from holders or read it through from the server). It joins the map
+// (leaving the fetchers) if v is still the version the map is for; the
+// result says whether it did.
 func (s *Server) Have(c ClientID, file, v uint64) bool {
 	st := s.files[file]
 	if st == nil || v == 0 || st.version != v {
@@ -136,7 +163,7 @@ func (s *Server) Changed(file, v uint64) {
 }
 
 // Dropped: client c no longer holds file whole (its tiers evicted part of
-// it).
+// it), or stopped fetching it.
 func (s *Server) Dropped(c ClientID, file uint64) {
 	if st := s.files[file]; st != nil {
 		s.remove(c, file, st)
@@ -148,7 +175,8 @@ func (s *Server) Dropped(c ClientID, file uint64) {
 func (s *Server) Left(c ClientID) {
 	for file := range s.byClient[c] {
 		if st := s.files[file]; st != nil {
-			st.valid = slices.DeleteFunc(st.valid, func(x ClientID) bool { return x == c })
+			st.valid = without(st.valid, c)
+			st.fetching = without(st.fetching, c)
 		}
 	}
 	delete(s.byClient, c)
@@ -158,6 +186,14 @@ func (s *Server) Left(c ClientID) {
 func (s *Server) Holders(file uint64) []ClientID {
 	if st := s.files[file]; st != nil {
 		return slices.Clone(st.valid)
+	}
+	return nil
+}
+
+// Fetchers returns the clients fetching file (for tests and metrics).
+func (s *Server) Fetchers(file uint64) []ClientID {
+	if st := s.files[file]; st != nil {
+		return slices.Clone(st.fetching)
 	}
 	return nil
 }
@@ -201,11 +237,17 @@ func (s *Server) bound() {
 	}
 }
 
+// add puts c in file's map (out of its fetchers).
 func (s *Server) add(c ClientID, file uint64, st *fileState) {
-	if slices.Contains(st.valid, c) {
-		return
+	st.fetching = without(st.fetching, c)
+	if !slices.Contains(st.valid, c) {
+		st.valid = append(st.valid, c)
 	}
-	st.valid = append(st.valid, c)
+	s.index(c, file)
+}
+
+// index records that c is in one of file's sets.
+func (s *Server) index(c ClientID, file uint64) {
 	fs := s.byClient[c]
 	if fs == nil {
 		fs = make(map[uint64]struct{})
@@ -214,8 +256,8 @@ func (s *Server) add(c ClientID, file uint64, st *fileState) {
 	fs[file] = struct{}{}
 }
 
-func (s *Server) remove(c ClientID, file uint64, st *fileState) {
-	st.valid = slices.DeleteFunc(st.valid, func(x ClientID) bool { return x == c })
+// unindex forgets that c is in one of file's sets.
+func (s *Server) unindex(c ClientID, file uint64) {
 	if fs := s.byClient[c]; fs != nil {
 		delete(fs, file)
 		if len(fs) == 0 {
@@ -224,14 +266,23 @@ func (s *Server) remove(c ClientID, file uint64, st *fileState) {
 	}
 }
 
+func (s *Server) remove(c ClientID, file uint64, st *fileState) {
+	st.valid = without(st.valid, c)
+	st.fetching = without(st.fetching, c)
+	s.unindex(c, file)
+}
+
+// clear empties file's map and its fetchers.
 func (s *Server) clear(file uint64, st *fileState) {
 	for _, c := range st.valid {
-		if fs := s.byClient[c]; fs != nil {
-			delete(fs, file)
-			if len(fs) == 0 {
-				delete(s.byClient, c)
-			}
-		}
+		s.unindex(c, file)
 	}
-	st.valid = st.valid[:0]
+	for _, c := range st.fetching {
+		s.unindex(c, file)
+	}
+	st.valid, st.fetching = st.valid[:0], st.fetching[:0]
+}
+
+func without(cs []ClientID, c ClientID) []ClientID {
+	return slices.DeleteFunc(cs, func(x ClientID) bool { return x == c })
 }

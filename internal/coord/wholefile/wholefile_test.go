@@ -101,6 +101,51 @@ func TestReadersJoin(t *testing.T) {
 	checkIndex(t, s)
 }
 
+// TestFetchers: a reader without a current copy is a fetcher until it
+// holds the file (Have) or gives up (Dropped); later openers learn of it
+// beside the holders; a change, a commit or a leave ends it, and a copy of
+// another version never makes one.
+func TestFetchers(t *testing.T) {
+	s := newServer(t)
+	s.Open(1, 4, 30, false)
+	if !s.Fetching(1, 4, 30) || s.Fetching(2, 4, 29) {
+		t.Fatal("fetchers: the current version's reader not taken, or an older one taken")
+	}
+	o := s.Open(2, 4, 30, false)
+	if len(o.Holders) != 0 || !slices.Equal(o.Fetchers, []ClientID{1}) {
+		t.Fatalf("second opener: %+v", o)
+	}
+	s.Fetching(2, 4, 30)
+	if !s.Have(1, 4, 30) || !slices.Equal(s.Fetchers(4), []ClientID{2}) || !slices.Equal(s.Holders(4), []ClientID{1}) {
+		t.Fatalf("after a fetcher got the file: fetchers %v, holders %v", s.Fetchers(4), s.Holders(4))
+	}
+	if s.Fetching(1, 4, 30) {
+		t.Fatal("a holder became a fetcher")
+	}
+	o = s.Open(3, 4, 30, false)
+	if !slices.Equal(o.Holders, []ClientID{1}) || !slices.Equal(o.Fetchers, []ClientID{2}) {
+		t.Fatalf("third opener: %+v", o)
+	}
+	s.Fetching(3, 4, 30)
+	s.Dropped(2, 4)
+	s.Left(3)
+	if len(s.Fetchers(4)) != 0 {
+		t.Fatalf("fetchers after a drop and a leave: %v", s.Fetchers(4))
+	}
+	s.Fetching(5, 4, 30)
+	s.Changed(4, 31)
+	if len(s.Fetchers(4))+len(s.Holders(4)) != 0 {
+		t.Fatal("a change left fetchers or holders")
+	}
+	o5 := s.Open(5, 4, 31, false)
+	s.Fetching(5, 4, 31)
+	s.Fetching(6, 4, 31)
+	if r := s.Commit(5, 4, o5.Commit, 32, true); !r.Valid || len(s.Fetchers(4)) != 0 {
+		t.Fatalf("a commit: %+v, fetchers %v", r, s.Fetchers(4))
+	}
+	checkIndex(t, s)
+}
+
 // TestRestartEpoch: a restarted server (a later epoch) never matches a
 // counter handed out before.
 func TestRestartEpoch(t *testing.T) {
@@ -129,13 +174,13 @@ func checkIndex(t *testing.T, s *Server) {
 	n := 0
 	for file, st := range s.files {
 		seen := map[ClientID]bool{}
-		for _, c := range st.valid {
+		for _, c := range append(slices.Clone(st.valid), st.fetching...) {
 			if seen[c] {
-				t.Fatalf("client %d twice in file %d's map", c, file)
+				t.Fatalf("client %d twice in file %d's sets", c, file)
 			}
 			seen[c] = true
 			if _, ok := s.byClient[c][file]; !ok {
-				t.Fatalf("client %d in file %d's map but not indexed", c, file)
+				t.Fatalf("client %d in file %d's sets but not indexed", c, file)
 			}
 			n++
 		}
@@ -199,6 +244,33 @@ func TestFetchFailure(t *testing.T) {
 	}
 }
 
+// TestFetchSequential: holders whose copies are still arriving take the
+// lowest chunk left, whatever holder asks; what one sent only part of goes
+// back first in line.
+func TestFetchSequential(t *testing.T) {
+	f := NewSequentialFetch(10, 2, 3)
+	a, _ := f.Next(1)
+	b, _ := f.Next(0)
+	if a != (Range{0, 3}) || b != (Range{3, 3}) {
+		t.Fatalf("first chunks %v %v", a, b)
+	}
+	f.Returned(Range{1, 2}) // holder 1 had block 0 only
+	if r, _ := f.Next(0); r != (Range{1, 2}) {
+		t.Fatalf("after a short answer: %v, want the rest first", r)
+	}
+	if r, _ := f.Next(1); r != (Range{6, 3}) {
+		t.Fatalf("next: %v", r)
+	}
+	f.Failed(1, Range{6, 3})
+	var got []Range
+	for r, ok := f.Next(0); ok; r, ok = f.Next(0) {
+		got = append(got, r)
+	}
+	if !slices.Equal(got, []Range{{6, 3}, {9, 1}}) || len(f.Remaining()) != 0 {
+		t.Fatalf("survivor took %v, remaining %v", got, f.Remaining())
+	}
+}
+
 // TestFetchProperty: under any schedule of chunk completions and failures,
 // every block is fetched exactly once, by a live holder or (Remaining)
 // the server.
@@ -208,6 +280,9 @@ func TestFetchProperty(t *testing.T) {
 		blocks := uint64(rng.IntN(50))
 		n := rng.IntN(5)
 		f := NewFetch(blocks, n, uint64(1+rng.IntN(4)))
+		if trial%2 == 1 {
+			f = NewSequentialFetch(blocks, n, uint64(1+rng.IntN(4)))
+		}
 		count := make([]int, blocks)
 		alive := make([]bool, n)
 		for i := range alive {
@@ -232,6 +307,11 @@ func TestFetchProperty(t *testing.T) {
 				f.Failed(h, r)
 				alive[h] = false
 				continue
+			}
+			if rng.IntN(5) == 0 && r.Count > 1 { // a partial holder sent part of it
+				got := uint64(rng.IntN(int(r.Count)))
+				f.Returned(Range{r.First + got, r.Count - got})
+				r.Count = got
 			}
 			for b := r.First; b < r.end(); b++ {
 				count[b]++
