@@ -2,7 +2,12 @@ package study
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coopfs/coopfs/internal/sim"
 )
@@ -37,5 +42,85 @@ func BenchmarkRegistered(b *testing.B) {
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "accesses/s")
 		})
+	}
+}
+
+// BenchmarkZipfAlgorithm measures the algorithm alone (the trace generated,
+// numbered and prescanned before the timer starts) on a Zipf workload like
+// the bench traces': one client with 100 000 blocks and no server memory,
+// and 42 clients with seed 002's table 5.2. It reports ns per access.
+// Run one with -bench 'ZipfAlgorithm/hints/42'; ZIPF_ACCESSES sets the
+// trace length (default 2 000 000).
+func BenchmarkZipfAlgorithm(b *testing.B) {
+	accesses := 2000000
+	if v, err := strconv.Atoi(os.Getenv("ZIPF_ACCESSES")); err == nil && v > 0 {
+		accesses = v // shorter runs under valgrind
+	}
+	for _, clients := range []int{1, 42} {
+		w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenZipf, Clients: clients, Accesses: accesses, Files: 100000, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		acc, err := sim.Collect(w)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := sim.DefaultParams()
+		p.WarmUp, p.Clients = 0, clients
+		if clients == 1 {
+			p.ClientCacheBlocks, p.ServerCacheBlocks = 100000, 0
+		}
+		for _, name := range []string{"baseline", "globallru", "nchance", "gms", "directory", "optimal", "hints"} {
+			b.Run(fmt.Sprintf("%s/%d", name, clients), func(b *testing.B) {
+				work := make([]sim.Access, len(acc))
+				var n int64
+				var cpu time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					copy(work, acc)
+					alg, pp, err := Build(name, p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if nb, ok := alg.(sim.Numberer); ok {
+						nb.IDs().Number(work)
+					}
+					if ps, ok := alg.(sim.Prescanner); ok {
+						src, _ := (&sim.Slice{Accesses: work}).Open()
+						if err := ps.Prescan(src); err != nil {
+							b.Fatal(err)
+						}
+					}
+					rec := sim.NewRecorder(pp)
+					c0 := cpuTime()
+					b.StartTimer()
+					replay(alg, rec, work)
+					b.StopTimer()
+					cpu += cpuTime() - c0
+					b.StartTimer()
+					n += int64(len(work))
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/access")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/access")
+			})
+		}
+	}
+}
+
+// cpuTime returns the process's user + system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// replay runs the accesses through alg (a function of its own so that
+// callgrind can count it alone: --toggle-collect='*study.replay').
+func replay(alg sim.Algorithm, rec *sim.Recorder, work []sim.Access) {
+	for _, a := range work {
+		rec.Begin(a)
+		rec.Record(a, alg.Access(a, rec.Counters()))
 	}
 }
