@@ -134,6 +134,10 @@ type Server struct {
 	files   lru.Table[fkey, int32]
 	fstates []fileState
 	ffree   []int32
+	// last and lastAt remember the last file looked up (lastAt 0: none):
+	// the calls of one access (open, token, version, fetch) name one file.
+	last   uint64
+	lastAt int32
 	boots   idMap[BootID]
 	down    idMap[bool]
 	mem     *ageCache // disk cache or discard cache
@@ -182,16 +186,28 @@ func (s *Server) MemoryLen() int {
 // lookup returns file f's state, nil if the server has none (valid until
 // the next file call).
 func (s *Server) lookup(f uint64) *fileState {
-	if i, ok := s.files.Get(fkey(f)); ok {
+	if i := s.find(f); i != 0 {
 		return &s.fstates[i]
 	}
 	return nil
 }
 
+// find returns file f's slab index, 0 if the server has no state for it.
+func (s *Server) find(f uint64) int32 {
+	if s.lastAt != 0 && s.last == f {
+		return s.lastAt
+	}
+	i, _ := s.files.Get(fkey(f))
+	if i != 0 {
+		s.last, s.lastAt = f, i
+	}
+	return i
+}
+
 // file returns file f's state, made if need be (valid until the next
 // file call).
 func (s *Server) file(f uint64) *fileState {
-	if i, ok := s.files.Get(fkey(f)); ok {
+	if i := s.find(f); i != 0 {
 		return &s.fstates[i]
 	}
 	var i int32
@@ -207,6 +223,7 @@ func (s *Server) file(f uint64) *fileState {
 	fs := &s.fstates[i]
 	*fs = fileState{last: NoClient, writer: NoClient, holders: fs.holders[:0], version: 1}
 	s.files.Put(fkey(f), i)
+	s.last, s.lastAt = f, i
 	return fs
 }
 
@@ -355,6 +372,9 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // hands out no hints (those of a changed file name stale copies anyway).
 func (s *Server) Forget(file uint64) {
 	if i, ok := s.files.Delete(fkey(file)); ok {
+		if s.lastAt == i {
+			s.lastAt = 0
+		}
 		s.fstates[i] = fileState{holders: s.fstates[i].holders[:0]}
 		s.ffree = append(s.ffree, i)
 	}

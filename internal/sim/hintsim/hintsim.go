@@ -338,13 +338,16 @@ func (a *Algorithm) watcher(i int) func(block.ID, bool) {
 	bit := uint64(1) << uint(i)
 	return func(b block.ID, in bool) {
 		k := sim.Key{File: b.File, Block: b.Index}
-		m, _ := a.holders.Get(k)
-		if in {
-			a.holders.Put(k, m|bit)
-		} else if m &^= bit; m == 0 {
+		m := a.holders.Ref(k)
+		switch {
+		case in && m == nil:
+			a.holders.Put(k, bit)
+		case in:
+			*m |= bit
+		case *m&^bit == 0:
 			a.holders.Delete(k)
-		} else {
-			a.holders.Put(k, m)
+		default:
+			*m &^= bit
 		}
 	}
 }

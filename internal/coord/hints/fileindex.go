@@ -1,0 +1,216 @@
+package hints
+
+import (
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
+)
+
+// fkey is a file id hashable by lru.Table.
+type fkey uint64
+
+func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+// fileIndex is a participant's index of the blocks it knows, file by file:
+// each file it caches blocks of or holds hints for has a record with one
+// slot per block index, holding the block's cache entry and its hint
+// (either may be absent). A client's age cache and its hints share one.
+//
+// Everything the policy does per file — hand out its hints on open, drop
+// them and its blocks on a revocation, revalidate a writer's copies — walks
+// one record's slots, with no per-block list to keep up; a block is found
+// through its file's record (the last record used is remembered, so a
+// client streaming through a file finds it at once) and then its index,
+// and a file's blocks sit side by side in memory. Slots are kept in pages
+// of pageSlots; the first page of a file grows with the highest index seen,
+// so a file of a few blocks costs a few slots. Records are recycled with
+// their memory: after warm-up nothing is allocated. Nothing holds a
+// pointer but the page slices.
+//
+// INVARIANT: a record is indexed iff used > 0; used counts its slots that
+// hold an entry or a hint.
+type fileIndex struct {
+	files   lru.Table[fkey, int32]
+	recs    []fileRec // recs[0] is unused: record 0 is none
+	free    []int32
+	last    uint64 // the file of lastRec
+	lastRec int32  // the last record found, 0 if none
+	hints   int    // slots holding a hint
+}
+
+// pageSlots is the number of slots in a page.
+const pageSlots = 64
+
+type fileRec struct {
+	id    uint64
+	first []slot   // indexes 0..pageSlots-1 (grown as needed)
+	rest  [][]slot // page p holds indexes (p+1)*pageSlots...
+	used  int32
+}
+
+// slot is what a participant knows of one block: its cache entry (0 if not
+// cached) and its hint (holder+1 in hp1, 0 if none).
+type slot struct {
+	ent   int32
+	hp1   uint32
+	boot  BootID
+	since Time
+}
+
+func (s *slot) empty() bool { return s.ent == 0 && s.hp1 == 0 }
+
+func (s *slot) hint() (Hint, bool) {
+	if s.hp1 == 0 {
+		return Hint{}, false
+	}
+	return Hint{Holder: ClientID(s.hp1 - 1), Boot: s.boot, Since: s.since}, true
+}
+
+// find returns file's record, 0 if it has none.
+func (x *fileIndex) find(file uint64) int32 {
+	if x.lastRec != 0 && x.last == file {
+		return x.lastRec
+	}
+	r, _ := x.files.Get(fkey(file))
+	if r != 0 {
+		x.last, x.lastRec = file, r
+	}
+	return r
+}
+
+// ensure returns file's record, made if need be.
+func (x *fileIndex) ensure(file uint64) int32 {
+	if r := x.find(file); r != 0 {
+		return r
+	}
+	var r int32
+	if n := len(x.free); n > 0 {
+		r, x.free = x.free[n-1], x.free[:n-1]
+	} else {
+		if len(x.recs) == 0 {
+			x.recs = append(x.recs, fileRec{})
+		}
+		r = int32(len(x.recs))
+		x.recs = append(x.recs, fileRec{})
+	}
+	x.recs[r].id = file
+	x.files.Put(fkey(file), r)
+	x.last, x.lastRec = file, r
+	return r
+}
+
+// at returns the slot of index idx in record r, nil if it has none.
+func (x *fileIndex) at(r int32, idx uint64) *slot {
+	f := &x.recs[r]
+	if idx < pageSlots {
+		if idx < uint64(len(f.first)) {
+			return &f.first[idx]
+		}
+		return nil
+	}
+	p := idx/pageSlots - 1
+	if p >= uint64(len(f.rest)) {
+		return nil
+	}
+	if pg := f.rest[p]; idx%pageSlots < uint64(len(pg)) {
+		return &pg[idx%pageSlots]
+	}
+	return nil
+}
+
+// make returns the slot of index idx in record r, made if need be (valid
+// until the next make in r).
+func (x *fileIndex) make(r int32, idx uint64) *slot {
+	if s := x.at(r, idx); s != nil {
+		return s
+	}
+	f := &x.recs[r]
+	if idx < pageSlots {
+		f.first = growSlots(f.first, int(idx)+1)
+		return &f.first[idx]
+	}
+	p := int(idx/pageSlots) - 1
+	for len(f.rest) <= p {
+		if len(f.rest) < cap(f.rest) {
+			f.rest = f.rest[:len(f.rest)+1] // a page kept from the record's last file
+		} else {
+			f.rest = append(f.rest, nil)
+		}
+	}
+	f.rest[p] = growSlots(f.rest[p], int(idx%pageSlots)+1)
+	return &f.rest[p][idx%pageSlots]
+}
+
+// growSlots returns s with at least n slots (at most pageSlots of capacity
+// beyond what is needed: pages never grow past pageSlots).
+func growSlots(s []slot, n int) []slot {
+	if n <= len(s) {
+		return s
+	}
+	if n <= cap(s) {
+		old := len(s)
+		s = s[:n]
+		clear(s[old:])
+		return s
+	}
+	c := min(max(2*cap(s), n, 4), pageSlots)
+	ns := make([]slot, n, c)
+	copy(ns, s)
+	return ns
+}
+
+// lookup returns the slot of block b, nil if none.
+func (x *fileIndex) lookup(b block.ID) *slot {
+	r := x.find(b.File)
+	if r == 0 {
+		return nil
+	}
+	return x.at(r, b.Index)
+}
+
+// filled records that a slot of r went from empty to used.
+func (x *fileIndex) filled(r int32) { x.recs[r].used++ }
+
+// emptied records that a slot of r went from used to empty, and drops the
+// record when it was its last.
+func (x *fileIndex) emptied(r int32) {
+	f := &x.recs[r]
+	if f.used--; f.used > 0 {
+		return
+	}
+	x.files.Delete(fkey(f.id))
+	if x.lastRec == r {
+		x.lastRec = 0
+	}
+	// Keep the pages' memory for the record's next file, cleared.
+	clear(f.first)
+	f.first = f.first[:0]
+	for i := range f.rest {
+		clear(f.rest[i])
+		f.rest[i] = f.rest[i][:0]
+	}
+	f.rest = f.rest[:0]
+	x.free = append(x.free, r)
+}
+
+// each calls f for every slot of record r that is in use, in index order,
+// until f returns false. f may change the slot but not the index.
+func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
+	rec := &x.recs[r]
+	for i := range rec.first {
+		if s := &rec.first[i]; !s.empty() && !f(uint64(i), s) {
+			return
+		}
+	}
+	for p, pg := range rec.rest {
+		for i := range pg {
+			if s := &pg[i]; !s.empty() && !f(uint64(p+1)*pageSlots+uint64(i), s) {
+				return
+			}
+		}
+	}
+}
+
+// files calls f for every record in use until f returns false.
+func (x *fileIndex) eachFile(f func(r int32) bool) {
+	x.files.Range(func(_ fkey, r int32) bool { return f(r) })
+}
