@@ -138,11 +138,11 @@ type Server struct {
 	// the calls of one access (open, token, version, fetch) name one file.
 	last   uint64
 	lastAt int32
-	boots   idMap[BootID]
-	down    idMap[bool]
-	mem     *ageCache // disk cache or discard cache
-	coop    *Client   // MemoryCoop participant
-	revok   []ClientID
+	boots  idMap[BootID]
+	down   idMap[bool]
+	mem    *ageCache // disk cache or discard cache
+	coop   *Client   // MemoryCoop participant
+	revok  []ClientID
 }
 
 // NewServer returns a server with empty memory and no file state.
