@@ -12,12 +12,53 @@ import (
 // the unique blocks. It is safe for concurrent use: Run numbers the trace
 // on the reading goroutine (Number, in chunks) while the algorithm looks
 // blocks up (a delete names blocks by file and index).
+//
+// With NumberFiles it also numbers files 1, 2, 3, ... (Access.FileID) for
+// every access that names one, for algorithms that index their per-file
+// state by number.
 type IDs struct {
 	mu     sync.Mutex
 	t      lru.Table[Key, uint32]
 	keys   []Key // keys[id]; keys[0] is unused
 	hashes [numberChunk]uint64
 	sink   uint64
+	files  bool                       // NumberFiles was called
+	ft     lru.Table[fileKey, uint32] // file → its number
+	nfiles uint32
+	last   uint64 // the file numbered last, and its number (0: none)
+	lastNo uint32
+}
+
+// fileKey is a file id hashable by lru.Table.
+type fileKey uint64
+
+func (k fileKey) Hash() uint64 { return Mix(uint64(k)) }
+
+// NumberFiles makes Number set Access.FileID too.
+func (d *IDs) NumberFiles() {
+	d.mu.Lock()
+	d.files = true
+	d.mu.Unlock()
+}
+
+// FileID returns file's number, numbering it if it has none (NumberFiles
+// need not be set).
+func (d *IDs) FileID(file uint64) uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fileID(file)
+}
+
+func (d *IDs) fileID(file uint64) uint32 {
+	if d.lastNo != 0 && d.last == file {
+		return d.lastNo
+	}
+	no, found := d.ft.Intern(fileKey(file), d.nfiles+1)
+	if !found {
+		d.nfiles++
+	}
+	d.last, d.lastNo = file, no
+	return no
 }
 
 // ID returns k's number, numbering k if it has none.
@@ -65,6 +106,9 @@ func (d *IDs) Number(batch []Access) {
 				a.ID = d.idHashed(Key{a.File, a.Block}, d.hashes[i])
 			} else {
 				a.ID = 0
+			}
+			if d.files {
+				a.FileID = d.fileID(a.File)
 			}
 		}
 		d.mu.Unlock()

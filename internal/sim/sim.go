@@ -54,7 +54,8 @@ func ParseOp(s string) (Op, error) {
 // File is the object id, Block 0), else 0; readers turn sizes into blocks
 // or drop them before the algorithms see them (ReadOptions.Sizes). ID is
 // the block's dense number (IDs) for a read or write, set by Run for
-// algorithms that number blocks (Numberer), else 0.
+// algorithms that number blocks (Numberer), else 0; FileID likewise the
+// file's, for those that also number files (IDs.NumberFiles).
 type Access struct {
 	Time   time.Duration
 	Client int
@@ -63,6 +64,7 @@ type Access struct {
 	Op     Op
 	Size   uint32
 	ID     uint32
+	FileID uint32
 }
 
 // Key is the block an access names, usable as a map key.

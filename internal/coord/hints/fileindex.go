@@ -1,14 +1,6 @@
 package hints
 
-import (
-	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/lru"
-)
-
-// fkey is a file id hashable by lru.Table.
-type fkey uint64
-
-func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
+import "github.com/coopfs/coopfs/internal/block"
 
 // fileIndex is a participant's index of the blocks it knows, file by file:
 // each file it caches blocks of or holds hints for has a record with one
@@ -29,7 +21,7 @@ func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
 // INVARIANT: a record is indexed iff used > 0; used counts its slots that
 // hold an entry or a hint.
 type fileIndex struct {
-	files   lru.Table[fkey, int32]
+	files   fileMap   // file id → record
 	recs    []fileRec // recs[0] is unused: record 0 is none
 	free    []int32
 	last    uint64 // the file of lastRec
@@ -70,7 +62,7 @@ func (x *fileIndex) find(file uint64) int32 {
 	if x.lastRec != 0 && x.last == file {
 		return x.lastRec
 	}
-	r, _ := x.files.Get(fkey(file))
+	r := x.files.get(file)
 	if r != 0 {
 		x.last, x.lastRec = file, r
 	}
@@ -93,7 +85,7 @@ func (x *fileIndex) ensure(file uint64) int32 {
 		x.recs = append(x.recs, fileRec{})
 	}
 	x.recs[r].id = file
-	x.files.Put(fkey(file), r)
+	x.files.put(file, r)
 	x.last, x.lastRec = file, r
 	return r
 }
@@ -177,7 +169,7 @@ func (x *fileIndex) emptied(r int32) {
 	if f.used--; f.used > 0 {
 		return
 	}
-	x.files.Delete(fkey(f.id))
+	x.files.del(f.id)
 	if x.lastRec == r {
 		x.lastRec = 0
 	}
@@ -212,5 +204,5 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 
 // files calls f for every record in use until f returns false.
 func (x *fileIndex) eachFile(f func(r int32) bool) {
-	x.files.Range(func(_ fkey, r int32) bool { return f(r) })
+	x.files.each(func(_ uint64, r int32) bool { return f(r) })
 }

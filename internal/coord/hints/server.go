@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/lru"
 )
 
 // MemoryUse is how the server uses its memory (seed 002 section 4.5.1).
@@ -131,7 +130,7 @@ type Server struct {
 	cfg ServerConfig
 	// files indexes the file states, kept in a slab (fstates[0] unused)
 	// with a free list.
-	files   lru.Table[fkey, int32]
+	files   fileMap
 	fstates []fileState
 	ffree   []int32
 	// last and lastAt remember the last file looked up (lastAt 0: none):
@@ -197,7 +196,7 @@ func (s *Server) find(f uint64) int32 {
 	if s.lastAt != 0 && s.last == f {
 		return s.lastAt
 	}
-	i, _ := s.files.Get(fkey(f))
+	i := s.files.get(f)
 	if i != 0 {
 		s.last, s.lastAt = f, i
 	}
@@ -222,7 +221,7 @@ func (s *Server) file(f uint64) *fileState {
 	}
 	fs := &s.fstates[i]
 	*fs = fileState{last: NoClient, writer: NoClient, holders: fs.holders[:0], version: 1}
-	s.files.Put(fkey(f), i)
+	s.files.put(f, i)
 	s.last, s.lastAt = f, i
 	return fs
 }
@@ -371,7 +370,8 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
 func (s *Server) Forget(file uint64) {
-	if i, ok := s.files.Delete(fkey(file)); ok {
+	if i := s.find(file); i != 0 {
+		s.files.del(file)
 		if s.lastAt == i {
 			s.lastAt = 0
 		}
@@ -381,7 +381,7 @@ func (s *Server) Forget(file uint64) {
 }
 
 // Files returns how many files the manager has state for.
-func (s *Server) Files() int { return s.files.Len() }
+func (s *Server) Files() int { return max(len(s.fstates)-1, 0) - len(s.ffree) }
 
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its

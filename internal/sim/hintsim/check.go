@@ -5,7 +5,6 @@ import (
 	mbits "math/bits"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/sim"
 )
 
 // Check verifies the invariants: every client's and the server's state
@@ -53,28 +52,24 @@ func (a *Algorithm) Check() error {
 // checkHolders verifies the holder index: each bit names a client that
 // caches the block, and there are as many bits as cached blocks.
 func (a *Algorithm) checkHolders() error {
-	if a.holders == nil {
+	if !a.holders.on {
 		return nil
 	}
 	total, bits := 0, 0
 	for _, cl := range a.clients {
 		total += cl.Len()
 	}
-	var bad error
-	a.holders.Range(func(k sim.Key, m uint64) bool {
-		b := block.ID{File: k.File, Index: k.Block}
-		for ; m != 0; m &= m - 1 {
-			i := mbits.TrailingZeros64(m)
-			if ok, _ := a.clients[i].Has(b); !ok {
-				bad = fmt.Errorf("holder index: client %d does not cache %v", i, b)
-				return false
+	for file, f := range a.holders.files {
+		for idx, m := range f {
+			b := block.ID{File: uint64(file), Index: uint64(idx)}
+			for ; m != 0; m &= m - 1 {
+				i := mbits.TrailingZeros64(m)
+				if ok, _ := a.clients[i].Has(b); !ok {
+					return fmt.Errorf("holder index: client %d does not cache %v", i, b)
+				}
+				bits++
 			}
-			bits++
 		}
-		return true
-	})
-	if bad != nil {
-		return bad
 	}
 	if bits != total {
 		return fmt.Errorf("holder index has %d entries, the clients cache %d blocks", bits, total)

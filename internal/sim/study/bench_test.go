@@ -2,7 +2,6 @@ package study
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -47,8 +46,10 @@ func BenchmarkRegistered(b *testing.B) {
 
 // BenchmarkZipfAlgorithm measures the algorithm alone (the trace generated,
 // numbered and prescanned before the timer starts) on a Zipf workload like
-// the bench traces': one client with 100 000 blocks and no server memory,
-// and 42 clients with seed 002's table 5.2. It reports ns per access.
+// the bench traces': one client with 100 000 blocks and no server memory
+// ("1": files of blocks; "obj": the same reads as objects, each block a
+// file of one block, as the trace converted to oracleGeneral reads), and
+// 42 clients with seed 002's table 5.2. It reports ns per access.
 // Run one with -bench 'ZipfAlgorithm/hints/42'; ZIPF_ACCESSES sets the
 // trace length (default 2 000 000).
 func BenchmarkZipfAlgorithm(b *testing.B) {
@@ -56,7 +57,11 @@ func BenchmarkZipfAlgorithm(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("ZIPF_ACCESSES")); err == nil && v > 0 {
 		accesses = v // shorter runs under valgrind
 	}
-	for _, clients := range []int{1, 42} {
+	for _, shape := range []string{"1", "obj", "42"} {
+		clients := 1
+		if shape == "42" {
+			clients = 42
+		}
 		w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenZipf, Clients: clients, Accesses: accesses, Files: 100000, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
@@ -65,13 +70,23 @@ func BenchmarkZipfAlgorithm(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if shape == "obj" {
+			objs := acc[:0]
+			for _, a := range acc {
+				if a.Op == sim.OpRead {
+					a.File, a.Block = a.File<<24|a.Block, 0
+					objs = append(objs, a)
+				}
+			}
+			acc = objs
+		}
 		p := sim.DefaultParams()
 		p.WarmUp, p.Clients = 0, clients
 		if clients == 1 {
 			p.ClientCacheBlocks, p.ServerCacheBlocks = 100000, 0
 		}
 		for _, name := range []string{"baseline", "globallru", "nchance", "gms", "directory", "optimal", "hints"} {
-			b.Run(fmt.Sprintf("%s/%d", name, clients), func(b *testing.B) {
+			b.Run(name+"/"+shape, func(b *testing.B) {
 				work := make([]sim.Access, len(acc))
 				var n int64
 				var cpu time.Duration

@@ -1,0 +1,85 @@
+package hints
+
+import "github.com/coopfs/coopfs/internal/lru"
+
+// fkey is a file id hashable by lru.Table.
+type fkey uint64
+
+func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+// fileMap maps file ids to nonzero int32 numbers (a record, a slab index;
+// 0: absent): a slice indexed by id for small ids, an lru.Table for the
+// others. The simulator numbers files densely (sim.IDs.NumberFiles) and a
+// live server's inode numbers are mostly small, so a lookup is an index,
+// not a hash; the slice grows to cover an id only while it stays below
+// about twice the ids ever stored (plus a few thousand), so sparse ids
+// cost no more memory than the table.
+type fileMap struct {
+	direct []int32
+	t      lru.Table[fkey, int32]
+	stored int // ids ever stored
+}
+
+// directSlack is how far past twice the ids stored the slice may reach.
+const directSlack = 4096
+
+func (m *fileMap) get(f uint64) int32 {
+	if f < uint64(len(m.direct)) {
+		return m.direct[f]
+	}
+	if m.t.Len() == 0 {
+		return 0
+	}
+	v, _ := m.t.Get(fkey(f))
+	return v
+}
+
+// put maps f to v (not 0).
+func (m *fileMap) put(f uint64, v int32) {
+	m.stored++
+	if f >= uint64(len(m.direct)) && f < uint64(2*m.stored+directSlack) {
+		m.grow(f)
+	}
+	if f < uint64(len(m.direct)) {
+		m.direct[f] = v
+		return
+	}
+	m.t.Put(fkey(f), v)
+}
+
+func (m *fileMap) del(f uint64) {
+	if f < uint64(len(m.direct)) {
+		m.direct[f] = 0
+		return
+	}
+	m.t.Delete(fkey(f))
+}
+
+// grow extends the slice past f and moves the table's ids it now covers.
+func (m *fileMap) grow(f uint64) {
+	n := min(max(int(f)+1, 2*len(m.direct)), 2*m.stored+directSlack)
+	d := make([]int32, n)
+	copy(d, m.direct)
+	m.direct = d
+	var moved []uint64
+	m.t.Range(func(k fkey, v int32) bool {
+		if uint64(k) < uint64(n) {
+			d[k] = v
+			moved = append(moved, uint64(k))
+		}
+		return true
+	})
+	for _, k := range moved {
+		m.t.Delete(fkey(k))
+	}
+}
+
+// each calls f for every id and number until f returns false.
+func (m *fileMap) each(f func(id uint64, v int32) bool) {
+	for id, v := range m.direct {
+		if v != 0 && !f(uint64(id), v) {
+			return
+		}
+	}
+	m.t.Range(func(k fkey, v int32) bool { return f(uint64(k), v) })
+}
