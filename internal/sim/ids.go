@@ -24,6 +24,7 @@ type IDs struct {
 	sink   uint64
 	files  bool                       // NumberFiles was called
 	ft     lru.Table[fileKey, uint32] // file → its number
+	bfile  []uint32                   // with files: block number → its file's number
 	nfiles uint32
 	last   uint64 // the file numbered last, and its number (0: none)
 	lastNo uint32
@@ -37,8 +38,15 @@ func (k fileKey) Hash() uint64 { return Mix(uint64(k)) }
 // NumberFiles makes Number set Access.FileID too.
 func (d *IDs) NumberFiles() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.files {
+		return
+	}
 	d.files = true
-	d.mu.Unlock()
+	d.bfile = append(d.bfile[:0], 0)
+	for _, k := range d.keys[min(1, len(d.keys)):] { // blocks numbered before
+		d.bfile = append(d.bfile, d.fileID(k.File))
+	}
 }
 
 // FileID returns file's number, numbering it if it has none (NumberFiles
@@ -74,10 +82,16 @@ func (d *IDs) id(k Key) uint32 { return d.idHashed(k, k.Hash()) }
 func (d *IDs) idHashed(k Key, h uint64) uint32 {
 	if len(d.keys) == 0 {
 		d.keys = append(d.keys, Key{})
+		if d.files {
+			d.bfile = append(d.bfile[:0], 0)
+		}
 	}
 	id, found := d.t.InternHashed(k, h, uint32(len(d.keys)))
 	if !found {
 		d.keys = append(d.keys, k)
+		if d.files { // a block's file is numbered once, when the block is
+			d.bfile = append(d.bfile, d.fileID(k.File))
+		}
 	}
 	return id
 }
@@ -104,11 +118,14 @@ func (d *IDs) Number(batch []Access) {
 			a := &batch[i]
 			if a.Op == OpRead || a.Op == OpWrite {
 				a.ID = d.idHashed(Key{a.File, a.Block}, d.hashes[i])
+				if d.files {
+					a.FileID = d.bfile[a.ID]
+				}
 			} else {
 				a.ID = 0
-			}
-			if d.files {
-				a.FileID = d.fileID(a.File)
+				if d.files {
+					a.FileID = d.fileID(a.File)
+				}
 			}
 		}
 		d.mu.Unlock()

@@ -12,9 +12,11 @@ import "github.com/coopfs/coopfs/internal/block"
 // one record's slots, with no per-block list to keep up; a block is found
 // through its file's record (the last record used is remembered, so a
 // client streaming through a file finds it at once) and then its index,
-// and a file's blocks sit side by side in memory. Slots are kept in pages
-// of pageSlots; the first page of a file grows with the highest index seen,
-// so a file of a few blocks costs a few slots. Records are recycled with
+// and a file's blocks sit side by side in memory. Block 0's slot is in the
+// record itself (the object traces of the field make every object a file
+// of one block); the others are kept in pages of pageSlots, the first of
+// which grows with the highest index seen, so a file of a few blocks costs
+// a few slots. Records are recycled with
 // their memory: after warm-up nothing is allocated. Nothing holds a
 // pointer but the page slices.
 //
@@ -34,8 +36,9 @@ const pageSlots = 64
 
 type fileRec struct {
 	id    uint64
-	first []slot   // indexes 0..pageSlots-1 (grown as needed)
-	rest  [][]slot // page p holds indexes (p+1)*pageSlots...
+	s0    slot     // index 0
+	first []slot   // indexes 1..pageSlots (grown as needed)
+	rest  [][]slot // page p holds indexes (p+1)*pageSlots+1...
 	used  int32
 }
 
@@ -93,18 +96,22 @@ func (x *fileIndex) ensure(file uint64) int32 {
 // at returns the slot of index idx in record r, nil if it has none.
 func (x *fileIndex) at(r int32, idx uint64) *slot {
 	f := &x.recs[r]
-	if idx < pageSlots {
-		if idx < uint64(len(f.first)) {
-			return &f.first[idx]
+	if idx == 0 {
+		return &f.s0
+	}
+	j := idx - 1
+	if j < pageSlots {
+		if j < uint64(len(f.first)) {
+			return &f.first[j]
 		}
 		return nil
 	}
-	p := idx/pageSlots - 1
+	p := j/pageSlots - 1
 	if p >= uint64(len(f.rest)) {
 		return nil
 	}
-	if pg := f.rest[p]; idx%pageSlots < uint64(len(pg)) {
-		return &pg[idx%pageSlots]
+	if pg := f.rest[p]; j%pageSlots < uint64(len(pg)) {
+		return &pg[j%pageSlots]
 	}
 	return nil
 }
@@ -116,11 +123,12 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 		return s
 	}
 	f := &x.recs[r]
-	if idx < pageSlots {
-		f.first = growSlots(f.first, int(idx)+1)
-		return &f.first[idx]
+	j := idx - 1 // idx > 0: slot 0 is always there
+	if j < pageSlots {
+		f.first = growSlots(f.first, int(j)+1)
+		return &f.first[j]
 	}
-	p := int(idx/pageSlots) - 1
+	p := int(j/pageSlots) - 1
 	for len(f.rest) <= p {
 		if len(f.rest) < cap(f.rest) {
 			f.rest = f.rest[:len(f.rest)+1] // a page kept from the record's last file
@@ -128,8 +136,8 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 			f.rest = append(f.rest, nil)
 		}
 	}
-	f.rest[p] = growSlots(f.rest[p], int(idx%pageSlots)+1)
-	return &f.rest[p][idx%pageSlots]
+	f.rest[p] = growSlots(f.rest[p], int(j%pageSlots)+1)
+	return &f.rest[p][j%pageSlots]
 }
 
 // growSlots returns s with at least n slots (at most pageSlots of capacity
@@ -144,7 +152,7 @@ func growSlots(s []slot, n int) []slot {
 		clear(s[old:])
 		return s
 	}
-	c := min(max(2*cap(s), n, 4), pageSlots)
+	c := min(max(2*cap(s), n), pageSlots)
 	ns := make([]slot, n, c)
 	copy(ns, s)
 	return ns
@@ -174,6 +182,7 @@ func (x *fileIndex) emptied(r int32) {
 		x.lastRec = 0
 	}
 	// Keep the pages' memory for the record's next file, cleared.
+	f.s0 = slot{}
 	clear(f.first)
 	f.first = f.first[:0]
 	for i := range f.rest {
@@ -188,14 +197,17 @@ func (x *fileIndex) emptied(r int32) {
 // until f returns false. f may change the slot but not the index.
 func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	rec := &x.recs[r]
+	if s := &rec.s0; !s.empty() && !f(0, s) {
+		return
+	}
 	for i := range rec.first {
-		if s := &rec.first[i]; !s.empty() && !f(uint64(i), s) {
+		if s := &rec.first[i]; !s.empty() && !f(uint64(i)+1, s) {
 			return
 		}
 	}
 	for p, pg := range rec.rest {
 		for i := range pg {
-			if s := &pg[i]; !s.empty() && !f(uint64(p+1)*pageSlots+uint64(i), s) {
+			if s := &pg[i]; !s.empty() && !f(uint64(p+1)*pageSlots+uint64(i)+1, s) {
 				return
 			}
 		}

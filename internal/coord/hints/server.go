@@ -88,7 +88,7 @@ func (c *ServerConfig) validate() error {
 type fileState struct {
 	last     ClientID // last client that opened the file (NoClient: none)
 	lastBoot BootID
-	holders  []ClientID    // clients holding a token (may cache blocks), unordered
+	holders  holderSet     // clients holding a token (may cache blocks)
 	writer   ClientID      // holder of the write token (NoClient: none)
 	version  block.Version // grows with every new writer
 }
@@ -220,21 +220,66 @@ func (s *Server) file(f uint64) *fileState {
 		s.fstates = append(s.fstates, fileState{})
 	}
 	fs := &s.fstates[i]
-	*fs = fileState{last: NoClient, writer: NoClient, holders: fs.holders[:0], version: 1}
+	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
 	s.files.put(f, i)
 	s.last, s.lastAt = f, i
 	return fs
 }
 
 // holds reports whether c is among fs's token holders.
-func (fs *fileState) holds(c ClientID) bool {
-	for _, h := range fs.holders {
-		if h == c {
+func (fs *fileState) holds(c ClientID) bool { return fs.holders.has(c) }
+
+// holderSet is a file's token holders, unordered: the first inline (most
+// files have one or two: no allocation, no pointer to follow), the others
+// in a slice.
+type holderSet struct {
+	n     int32
+	first ClientID
+	rest  []ClientID
+}
+
+func (h *holderSet) has(c ClientID) bool {
+	if h.n == 0 {
+		return false
+	}
+	if h.first == c {
+		return true
+	}
+	for _, x := range h.rest {
+		if x == c {
 			return true
 		}
 	}
 	return false
 }
+
+// add puts c, which is not in the set, in it.
+func (h *holderSet) add(c ClientID) {
+	if h.n == 0 {
+		h.first = c
+	} else {
+		h.rest = append(h.rest, c)
+	}
+	h.n++
+}
+
+// appendExcept appends the holders other than c to out.
+func (h *holderSet) appendExcept(out []ClientID, c ClientID) []ClientID {
+	if h.n == 0 {
+		return out
+	}
+	if h.first != c {
+		out = append(out, h.first)
+	}
+	for _, x := range h.rest {
+		if x != c {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (h *holderSet) reset() { h.n, h.rest = 0, h.rest[:0] }
 
 // Holds reports whether client c holds a token for file that allows the
 // access (any token to read; the write token to write). A client that does
@@ -276,15 +321,12 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	s.revok = s.revok[:0]
 	if write {
 		if fs.writer != c {
-			kept := fs.holders[:0]
-			for _, h := range fs.holders {
-				if h != c {
-					s.revok = append(s.revok, h)
-				} else {
-					kept = append(kept, h)
-				}
+			had := fs.holds(c)
+			s.revok = fs.holders.appendExcept(s.revok, c)
+			fs.holders.reset()
+			if had {
+				fs.holders.add(c)
 			}
-			fs.holders = kept
 			sortIDs(s.revok)
 			fs.writer = c
 			fs.version++
@@ -295,7 +337,7 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 		fs.writer = NoClient
 	}
 	if !fs.holds(c) {
-		fs.holders = append(fs.holders, c)
+		fs.holders.add(c)
 	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
@@ -306,12 +348,12 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 func (s *Server) Delete(file uint64) []ClientID {
 	s.revok = s.revok[:0]
 	if fs := s.lookup(file); fs != nil {
-		s.revok = append(s.revok, fs.holders...)
+		s.revok = fs.holders.appendExcept(s.revok, NoClient)
 		sortIDs(s.revok)
 		// Keep the file's state with a new version: copies cached outside
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
-		fs.holders = fs.holders[:0]
+		fs.holders.reset()
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}
@@ -375,7 +417,7 @@ func (s *Server) Forget(file uint64) {
 		if s.lastAt == i {
 			s.lastAt = 0
 		}
-		s.fstates[i] = fileState{holders: s.fstates[i].holders[:0]}
+		s.fstates[i] = fileState{holders: holderSet{rest: s.fstates[i].holders.rest[:0]}}
 		s.ffree = append(s.ffree, i)
 	}
 }
