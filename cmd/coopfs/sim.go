@@ -35,7 +35,7 @@ Subcommands:
          coopfs sim study sarkar|nfscc|nasd [--quick] [--out DIR]
   gen    write a generated workload in the coopfs trace format
          coopfs sim gen PATTERN [--clients N --accesses N --seed S ...] > file
-  convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, csv)
+  convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS, csv)
          coopfs sim convert --trace IN --format FMT --to FMT --out OUT[.gz|.zst]
   bench  accesses/s and peak memory per algorithm on one trace (and libCacheSim's)
          coopfs sim bench --trace F --format FMT [--algo A,B] [--clients 1,42]
@@ -457,7 +457,7 @@ func addTraceFlags(fs *flag.FlagSet) *traceFlags {
 		format: fs.String("format", "coopfs", "trace format: "+strings.Join(names, ", ")),
 		csvSpec: fs.String("csv-spec", "", "csv columns, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,client-col=5,\n"+
 			"delimiter=comma,has-header=true,obj-id-is-num=true,time-scale=1 (default: the layout 'sim convert' writes)"),
-		sizes: fs.String("sizes", "blocks", "object sizes (oracleGeneral, csv): blocks (an object of S bytes is ceil(S/block-size) blocks)\n"+
+		sizes: fs.String("sizes", "blocks", "object sizes (oracleGeneral, oracleGeneralOpNS, csv): blocks (an object of S bytes is ceil(S/block-size) blocks)\n"+
 			"or ignore (one block per object, libCacheSim's --ignore-obj-size)"),
 	}
 }
@@ -488,7 +488,7 @@ func (t *traceFlags) options(blockSize int64) (sim.ReadOptions, error) {
 func simConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("sim convert", "--trace IN --format FMT --to FMT --out OUT[.gz|.zst]", stderr)
 	trace := fs.String("trace", "", "input trace (gzip and zstd are detected)")
-	to := fs.String("to", "", "output format: coopfs, lirs, txt, oracleGeneral, csv")
+	to := fs.String("to", "", "output format: coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS (with the client as namespace), csv")
 	out := fs.String("out", "", "output file ('-': stdout); a .gz or .zst name compresses it")
 	bs := block.Size(8 << 10)
 	fs.Var(&bs, "block-size", "size written for accesses without one (block traces)")
@@ -772,8 +772,8 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 	}
 	args := []string{trace}
 	switch f {
-	case sim.FormatOracle:
-		args = append(args, "oracleGeneral")
+	case sim.FormatOracle, sim.FormatOracleNS:
+		args = append(args, string(f))
 	case sim.FormatCSV:
 		args = append(args, "csv")
 	case sim.FormatTxt, sim.FormatLIRS:
@@ -782,7 +782,7 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 		return benchRow{}, fmt.Errorf("libCacheSim cannot read the %s format: convert the trace (coopfs sim convert --to oracleGeneral)", f)
 	}
 	size := fmt.Sprint(blocks)
-	hasSizes := f == sim.FormatOracle || f == sim.FormatCSV
+	hasSizes := f.Sized()
 	if hasSizes && sizes != string(sim.SizesIgnore) {
 		size = fmt.Sprint(int64(blocks) * 8 << 10)
 	}

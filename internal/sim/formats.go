@@ -13,64 +13,127 @@ import (
 	"time"
 )
 
-// OracleRecordSize is the size of one oracleGeneral record.
-const OracleRecordSize = 24
+// OracleRecordSize is the size of one oracleGeneral record;
+// OracleNSRecordSize of one oracleGeneralOpNS record.
+const (
+	OracleRecordSize   = 24
+	OracleNSRecordSize = 27
+)
 
-// oracleReader reads libCacheSim's oracleGeneral records. The next-access
-// field is checked (>= -1) and otherwise not used: Optimal builds its own
-// index over the accesses coopfs simulates.
+// oracleReader reads libCacheSim's oracleGeneral records, or with ns its
+// oracleGeneralOpNS records (an operation and a namespace, the client,
+// before the next access). The next-access field is checked (>= -1) and
+// otherwise not used: Optimal builds its own index over the accesses
+// coopfs simulates.
 type oracleReader struct {
-	r   *bufio.Reader
-	rec [OracleRecordSize]byte
-	n   int64
+	r    *bufio.Reader
+	ns   bool
+	size int // record size
+	n    int64
+}
+
+func newOracleReader(r *bufio.Reader, ns bool) *oracleReader {
+	o := &oracleReader{r: r, ns: ns, size: OracleRecordSize}
+	if ns {
+		o.size = OracleNSRecordSize
+	}
+	return o
 }
 
 func (o *oracleReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, o.fast, o.Next) }
 
 // fast decodes the whole records already in the read buffer and returns
-// how many it filled; it stops before a bad next-access field, which Next
-// reports.
+// how many it filled; it stops before a bad record, which Next reports.
 func (o *oracleReader) fast(dst []Access) int {
-	k := min(o.r.Buffered()/OracleRecordSize, len(dst))
+	k := min(o.r.Buffered()/o.size, len(dst))
 	if k == 0 {
 		return 0
 	}
-	b, _ := o.r.Peek(k * OracleRecordSize)
+	b, _ := o.r.Peek(k * o.size)
 	n := 0
 	for ; n < k; n++ {
-		r := b[n*OracleRecordSize : (n+1)*OracleRecordSize]
-		if int64(binary.LittleEndian.Uint64(r[16:])) < -1 {
+		a, ok := o.decode(b[n*o.size : (n+1)*o.size])
+		if !ok {
 			break
 		}
-		dst[n] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
-			File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
+		dst[n] = a
 	}
-	o.r.Discard(n * OracleRecordSize)
+	o.r.Discard(n * o.size)
 	o.n += int64(n)
 	return n
 }
 
+// decode reads one record; ok is false if its next access or operation
+// is out of range.
+func (o *oracleReader) decode(r []byte) (a Access, ok bool) {
+	a = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
+		File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
+	next := r[16:]
+	if o.ns {
+		if a.Op, ok = lcsOp(r[16]); !ok {
+			return a, false
+		}
+		a.Client = int(binary.LittleEndian.Uint16(r[17:]))
+		next = r[19:]
+	}
+	return a, int64(binary.LittleEndian.Uint64(next)) >= -1
+}
+
+// lcsOp maps libCacheSim's operation codes (req_op_e): nop, get, gets and
+// read are reads (libCacheSim's simulator treats a nop as a request too);
+// set, add, cas, replace, append, prepend, incr, decr, write and update
+// are writes; delete deletes.
+func lcsOp(c byte) (Op, bool) {
+	switch c {
+	case 0, 1, 2, 12:
+		return OpRead, true
+	case 3, 4, 5, 6, 7, 8, 10, 11, 13, 14:
+		return OpWrite, true
+	case 9:
+		return OpDelete, true
+	}
+	return 0, false
+}
+
+// lcsOpCode is the libCacheSim operation code a converter writes for op:
+// get, set or delete.
+func lcsOpCode(op Op) byte {
+	switch op {
+	case OpWrite:
+		return 3
+	case OpDelete:
+		return 9
+	}
+	return 1
+}
+
 func (o *oracleReader) Next() (Access, error) {
-	b, err := o.r.Peek(OracleRecordSize)
-	if len(b) < OracleRecordSize {
+	b, err := o.r.Peek(o.size)
+	name := "oracleGeneral"
+	if o.ns {
+		name = "oracleGeneralOpNS"
+	}
+	if len(b) < o.size {
 		if len(b) == 0 && (err == io.EOF || err == nil) {
 			return Access{}, io.EOF
 		}
 		if err != nil && err != io.EOF {
 			return Access{}, err
 		}
-		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an oracleGeneral trace?", o.n+1, len(b), OracleRecordSize)
+		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an %s trace?", o.n+1, len(b), o.size, name)
 	}
-	t := binary.LittleEndian.Uint32(b[0:])
-	id := binary.LittleEndian.Uint64(b[4:])
-	size := binary.LittleEndian.Uint32(b[12:])
-	next := int64(binary.LittleEndian.Uint64(b[16:]))
-	o.r.Discard(OracleRecordSize)
+	a, ok := o.decode(b)
+	o.r.Discard(o.size)
 	o.n++
-	if next < -1 {
-		return Access{}, fmt.Errorf("record %d: next access %d: not an oracleGeneral trace?", o.n, next)
+	if !ok {
+		if o.ns {
+			if _, known := lcsOp(b[16]); !known {
+				return Access{}, fmt.Errorf("record %d: operation %d unknown: not an %s trace?", o.n, b[16], name)
+			}
+		}
+		return Access{}, fmt.Errorf("record %d: next access %d: not an %s trace?", o.n, int64(binary.LittleEndian.Uint64(b[o.size-8:])), name)
 	}
-	return Access{Time: time.Duration(t) * time.Second, File: id, Op: OpRead, Size: size}, nil
+	return a, nil
 }
 
 // CSVSpec names the columns of a csv trace, numbered from 1 (0: absent),
@@ -517,21 +580,29 @@ func parseObjectOp(b []byte) (Op, error) {
 	return 0, fmt.Errorf("unknown operation %q: want read/get, write/set/add/replace/cas/append/prepend/incr/decr or delete", b)
 }
 
-// sizeDropper forgets object sizes: one block per object.
+// sizeDropper forgets object sizes: one block per object (a delete names
+// that one block).
 type sizeDropper struct{ Source }
 
 func (s *sizeDropper) Next() (Access, error) {
 	a, err := s.Source.Next()
-	a.Size = 0
+	dropSize(&a)
 	return a, err
 }
 
 func (s *sizeDropper) NextBatch(dst []Access) (int, error) {
 	n, err := FillBatch(s.Source, dst)
 	for i := range dst[:n] {
-		dst[i].Size = 0
+		dropSize(&dst[i])
 	}
 	return n, err
+}
+
+func dropSize(a *Access) {
+	if a.Op == OpDelete && a.Size > 0 {
+		a.Block = 1
+	}
+	a.Size = 0
 }
 
 // blockExpander turns an access to an object of Size bytes into accesses
