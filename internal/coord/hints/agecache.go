@@ -59,7 +59,7 @@ type ageCache struct {
 // newAgeCache returns an empty cache indexed in idx (a new one if nil).
 func newAgeCache(capacity int, idx *fileIndex, watch func(block.ID, bool)) *ageCache {
 	if idx == nil {
-		idx = new(fileIndex)
+		idx = newFileIndex(false)
 	}
 	return &ageCache{capacity: capacity, idx: idx, watch: watch}
 }

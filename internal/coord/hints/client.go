@@ -41,6 +41,12 @@ type ClientConfig struct {
 	// (!in) the cache, after the change. Simulators use it to index
 	// which clients cache a block; it must not call back into the client.
 	Watch func(b block.ID, in bool)
+	// DenseFiles says file ids are small dense numbers (the simulator
+	// numbers them): per-file state is then kept in slices indexed by id
+	// however many ids there are. Otherwise slices cover only the ids
+	// below a bound that follows the number of files known, and a table
+	// the rest.
+	DenseFiles bool
 }
 
 // DefaultMaxHops is the default bound on the clients a request visits.
@@ -98,7 +104,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	idx := new(fileIndex)
+	idx := newFileIndex(cfg.DenseFiles)
 	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, idx, cfg.Watch), idx: idx}
 	for _, id := range cfg.Peers {
 		if id == cfg.ID || id < 0 {

@@ -35,11 +35,16 @@ type fileIndex struct {
 const pageSlots = 64
 
 type fileRec struct {
-	id    uint64
-	s0    slot     // index 0
+	id   uint64
+	s0   slot       // index 0
+	more *filePages // the other indexes (nil until one is used)
+	used int32
+}
+
+// filePages holds a file's slots past index 0.
+type filePages struct {
 	first []slot   // indexes 1..pageSlots (grown as needed)
 	rest  [][]slot // page p holds indexes (p+1)*pageSlots+1...
-	used  int32
 }
 
 // slot is what a participant knows of one block: its cache entry (0 if not
@@ -58,6 +63,14 @@ func (s *slot) hint() (Hint, bool) {
 		return Hint{}, false
 	}
 	return Hint{Holder: ClientID(s.hp1 - 1), Boot: s.boot, Since: s.since}, true
+}
+
+// newFileIndex returns an empty index; dense says file ids are small dense
+// numbers (fileMap).
+func newFileIndex(dense bool) *fileIndex {
+	x := new(fileIndex)
+	x.files.dense = dense
+	return x
 }
 
 // find returns file's record, 0 if it has none.
@@ -99,7 +112,14 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 	if idx == 0 {
 		return &f.s0
 	}
-	j := idx - 1
+	if f.more == nil {
+		return nil
+	}
+	return f.more.at(idx - 1)
+}
+
+// at returns the slot of index j+1, nil if none.
+func (f *filePages) at(j uint64) *slot {
 	if j < pageSlots {
 		if j < uint64(len(f.first)) {
 			return &f.first[j]
@@ -122,7 +142,11 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 	if s := x.at(r, idx); s != nil {
 		return s
 	}
-	f := &x.recs[r]
+	f := x.recs[r].more
+	if f == nil {
+		f = new(filePages)
+		x.recs[r].more = f
+	}
 	j := idx - 1 // idx > 0: slot 0 is always there
 	if j < pageSlots {
 		f.first = growSlots(f.first, int(j)+1)
@@ -183,13 +207,15 @@ func (x *fileIndex) emptied(r int32) {
 	}
 	// Keep the pages' memory for the record's next file, cleared.
 	f.s0 = slot{}
-	clear(f.first)
-	f.first = f.first[:0]
-	for i := range f.rest {
-		clear(f.rest[i])
-		f.rest[i] = f.rest[i][:0]
+	if p := f.more; p != nil {
+		clear(p.first)
+		p.first = p.first[:0]
+		for i := range p.rest {
+			clear(p.rest[i])
+			p.rest[i] = p.rest[i][:0]
+		}
+		p.rest = p.rest[:0]
 	}
-	f.rest = f.rest[:0]
 	x.free = append(x.free, r)
 }
 
@@ -200,12 +226,16 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}
-	for i := range rec.first {
-		if s := &rec.first[i]; !s.empty() && !f(uint64(i)+1, s) {
+	more := rec.more
+	if more == nil {
+		return
+	}
+	for i := range more.first {
+		if s := &more.first[i]; !s.empty() && !f(uint64(i)+1, s) {
 			return
 		}
 	}
-	for p, pg := range rec.rest {
+	for p, pg := range more.rest {
 		for i := range pg {
 			if s := &pg[i]; !s.empty() && !f(uint64(p+1)*pageSlots+uint64(i)+1, s) {
 				return

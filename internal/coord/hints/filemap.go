@@ -11,16 +11,20 @@ func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
 // 0: absent): a slice indexed by id for small ids, an lru.Table for the
 // others. The simulator numbers files densely (sim.IDs.NumberFiles) and a
 // live server's inode numbers are mostly small, so a lookup is an index,
-// not a hash; the slice grows to cover an id only while it stays below
-// about twice the ids ever stored (plus a few thousand), so sparse ids
-// cost no more memory than the table.
+// not a hash; the slice grows (by doubling) to cover an id only while it
+// stays below four times the most ids ever held at once (plus a few
+// thousand), so sparse ids cost little more memory than the table —
+// unless dense is set (the ids are known to be dense: the simulator's),
+// then it covers every id.
 type fileMap struct {
 	direct []int32
 	t      lru.Table[fkey, int32]
-	stored int // ids ever stored
+	n      int // ids held
+	peak   int // the most ids held at once
+	dense  bool
 }
 
-// directSlack is how far past twice the ids stored the slice may reach.
+// directSlack is how far past four times the peak the slice may reach.
 const directSlack = 4096
 
 func (m *fileMap) get(f uint64) int32 {
@@ -34,11 +38,16 @@ func (m *fileMap) get(f uint64) int32 {
 	return v
 }
 
-// put maps f to v (not 0).
+// put maps f, which is absent, to v (not 0).
 func (m *fileMap) put(f uint64, v int32) {
-	m.stored++
-	if f >= uint64(len(m.direct)) && f < uint64(2*m.stored+directSlack) {
-		m.grow(f)
+	m.n++
+	m.peak = max(m.peak, m.n)
+	if f >= uint64(len(m.direct)) {
+		// Grow by doubling (or to f), as long as the slice stays within
+		// its bound: a table's worth of moves per doubling.
+		if n := max(f+1, uint64(2*len(m.direct)), directSlack); m.dense || n <= uint64(4*m.peak+directSlack) {
+			m.grow(int(n))
+		}
 	}
 	if f < uint64(len(m.direct)) {
 		m.direct[f] = v
@@ -47,7 +56,9 @@ func (m *fileMap) put(f uint64, v int32) {
 	m.t.Put(fkey(f), v)
 }
 
+// del removes f, which is present.
 func (m *fileMap) del(f uint64) {
+	m.n--
 	if f < uint64(len(m.direct)) {
 		m.direct[f] = 0
 		return
@@ -55,9 +66,8 @@ func (m *fileMap) del(f uint64) {
 	m.t.Delete(fkey(f))
 }
 
-// grow extends the slice past f and moves the table's ids it now covers.
-func (m *fileMap) grow(f uint64) {
-	n := min(max(int(f)+1, 2*len(m.direct)), 2*m.stored+directSlack)
+// grow extends the slice to n ids and moves the table's ids it now covers.
+func (m *fileMap) grow(n int) {
 	d := make([]int32, n)
 	copy(d, m.direct)
 	m.direct = d

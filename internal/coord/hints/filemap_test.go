@@ -17,11 +17,12 @@ func TestFileMapAgainstMap(t *testing.T) {
 		if rng.IntN(10) == 0 {
 			f = rng.Uint64() // sparse ids
 		}
+		_, had := ref[f]
 		switch v := int32(step + 1); {
-		case rng.IntN(3) > 0:
+		case rng.IntN(3) > 0 && !had:
 			m.put(f, v)
 			ref[f] = v
-		default:
+		case had:
 			m.del(f)
 			delete(ref, f)
 		}
@@ -40,7 +41,7 @@ func TestFileMapAgainstMap(t *testing.T) {
 	if n != len(ref) {
 		t.Fatalf("each saw %d ids, want %d", n, len(ref))
 	}
-	if len(m.direct) == 0 || len(m.direct) > 2*m.stored+directSlack {
-		t.Fatalf("slice of %d for %d ids stored", len(m.direct), m.stored)
+	if len(m.direct) == 0 || len(m.direct) > 4*m.peak+directSlack || m.n != len(ref) {
+		t.Fatalf("slice of %d for a peak of %d ids, %d held (want %d)", len(m.direct), m.peak, m.n, len(ref))
 	}
 }

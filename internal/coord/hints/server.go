@@ -62,6 +62,8 @@ type ServerConfig struct {
 	// keeps the blocks' bytes beside this state machine and frees them on
 	// !in. It must not call back into the server.
 	Watch func(b block.ID, in bool)
+	// DenseFiles says file ids are small dense numbers (ClientConfig).
+	DenseFiles bool
 }
 
 func (c *ServerConfig) validate() error {
@@ -150,16 +152,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg}
+	s.files.dense = cfg.DenseFiles
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
-			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true})
+			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true, DenseFiles: cfg.DenseFiles})
 		if err != nil {
 			return nil, err
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, nil, cfg.Watch)
+		s.mem = newAgeCache(cfg.MemoryBlocks, newFileIndex(cfg.DenseFiles), cfg.Watch)
 	}
 	return s, nil
 }

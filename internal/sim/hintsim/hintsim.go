@@ -123,14 +123,14 @@ func New(p sim.Params) (*Algorithm, error) {
 	a.ids.NumberFiles()
 	for i := range ids {
 		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
-			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i)})
+			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i), DenseFiles: true})
 		if err != nil {
 			return nil, err
 		}
 		a.clients = append(a.clients, c)
 	}
 	a.srv, err = hints.NewServer(hints.ServerConfig{MemoryBlocks: p.ServerCacheBlocks, Memory: mem,
-		CoopID: a.coopID, Clients: ids})
+		CoopID: a.coopID, Clients: ids, DenseFiles: true})
 	if err != nil {
 		return nil, err
 	}
