@@ -275,9 +275,11 @@ type csvReader struct {
 	n      int64
 	f      [64][]byte
 	// roles[col] is what column col (from 1) holds, for parseFast; last
-	// is the last column it needs.
-	roles [65]csvRole
-	last  int
+	// is the last column it needs. fastOK: the delimiter cannot be part
+	// of a number (parseFast reads numbers up to the first other byte).
+	roles  [65]csvRole
+	last   int
+	fastOK bool
 }
 
 // csvRole is what a csv column holds.
@@ -293,7 +295,8 @@ const (
 )
 
 func newCSVReader(lr *lineReader, spec CSVSpec) *csvReader {
-	c := &csvReader{lr: lr, spec: spec, header: spec.Header}
+	c := &csvReader{lr: lr, spec: spec, header: spec.Header,
+		fastOK: !(spec.Delim >= '0' && spec.Delim <= '9' || spec.Delim == '.')}
 	for _, col := range []struct {
 		n    int
 		role csvRole
@@ -314,7 +317,7 @@ func (c *csvReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst,
 // which Next handles.
 func (c *csvReader) fast(dst []Access) int {
 	br := c.lr.br
-	if c.header || br.Buffered() == 0 {
+	if c.header || br.Buffered() == 0 || !c.fastOK {
 		return 0
 	}
 	buf, _ := br.Peek(br.Buffered())
@@ -350,45 +353,106 @@ func (c *csvReader) fast(dst []Access) int {
 }
 
 // parseFast parses the plain line at the start of buf in one pass over
-// its bytes, the columns it needs only, without splitting it, and returns
-// where the line's '\n' is. It gives up (ok false) on anything else —
-// quotes, blanks around a field, '\r', a missing column, a value that does
-// not parse, a line not wholly in buf — which the line parser handles
-// (with the same result, or the error).
+// its bytes, the columns it needs only, without splitting it — numbers are
+// accumulated as their digits go by — and returns where the line's '\n'
+// is. It gives up (ok false) on anything else — quotes, blanks around a
+// field, '\r', a missing column, a value that does not parse, a line not
+// wholly in buf — which the line parser handles (with the same result, or
+// the error).
 func (c *csvReader) parseFast(buf []byte) (a Access, end int, ok bool) {
+	if len(buf) == 0 || buf[0] == '#' { // a comment: the line parser skips it
+		return a, 0, false
+	}
 	a = Access{Op: OpRead, Time: time.Duration(c.n) * LIRSInterval}
 	d := c.spec.Delim
-	col, i := 1, 0
-	for {
-		j := i
-		for j < len(buf) && buf[j] != d && buf[j] != '\n' {
-			j++
-		}
-		if j == len(buf) {
-			return a, 0, false // not wholly buffered
-		}
-		if r := c.roles[col]; r != csvNone {
-			if !c.fastField(&a, r, buf[i:j]) {
+	i := 0
+	for col := 1; ; col++ {
+		switch r := c.roles[col]; {
+		case r == csvTime:
+			var m uint64
+			digits, frac, dot := 0, 0, false
+			for ; i < len(buf); i++ {
+				if x := buf[i] - '0'; x <= 9 {
+					m = m*10 + uint64(x)
+					digits++
+					if dot {
+						frac++
+					}
+				} else if buf[i] == '.' && !dot {
+					dot = true
+				} else {
+					break
+				}
+			}
+			if digits == 0 || digits > 15 {
+				return a, 0, false
+			}
+			sec := float64(m) / pow10[frac] // as parseSeconds
+			if c.spec.TimeScale > 0 {
+				sec *= c.spec.TimeScale
+			}
+			if sec < 0 || sec > 1e9 {
+				return a, 0, false
+			}
+			a.Time = secondsToDuration(sec)
+		case r == csvSize || r == csvClient || r == csvID && !c.spec.HashIDs:
+			var v uint64
+			j := i
+			for ; i < len(buf); i++ {
+				x := buf[i] - '0'
+				if x > 9 {
+					break
+				}
+				v = v*10 + uint64(x)
+			}
+			switch n := i - j; {
+			case n == 0 || n > 19: // 20 digits may overflow: the line parser checks
+				return a, 0, false
+			case r == csvSize:
+				if v >= 1<<32 {
+					return a, 0, false
+				}
+				a.Size = uint32(v)
+			case r == csvClient:
+				if v >= 1<<31 {
+					return a, 0, false
+				}
+				a.Client = int(v)
+			default:
+				a.File = v
+			}
+		default:
+			j := i
+			for i < len(buf) && buf[i] != d && buf[i] != '\n' {
+				i++
+			}
+			if r != csvNone && i < len(buf) && !c.fastField(&a, r, buf[j:i]) {
 				return a, 0, false
 			}
 		}
+		if i >= len(buf) {
+			return a, 0, false // not wholly buffered
+		}
 		if col == c.last {
-			if buf[j] != '\n' {
-				k := bytes.IndexByte(buf[j:], '\n')
+			if buf[i] != '\n' {
+				if buf[i] != d {
+					return a, 0, false
+				}
+				k := bytes.IndexByte(buf[i:], '\n')
 				if k < 0 {
 					return a, 0, false
 				}
-				j += k
+				i += k
 			}
-			if j > maxLine || (j > 0 && buf[j-1] == '\r') {
+			if i > maxLine || (i > 0 && buf[i-1] == '\r') {
 				return a, 0, false
 			}
-			return a, j, true
+			return a, i, true
 		}
-		if buf[j] == '\n' {
-			return a, 0, false // a column is missing
+		if buf[i] != d {
+			return a, 0, false // a column is missing, or a value does not parse
 		}
-		col, i = col+1, j+1
+		i++
 	}
 }
 

@@ -349,11 +349,33 @@ func FuzzCSVReader(f *testing.F) {
 		for range 10000 {
 			a, err := src.Next()
 			if err != nil {
-				return
+				break
 			}
 			if a.Client < 0 || a.Op > OpDelete || a.Time < 0 {
 				t.Fatalf("bad access %+v", a)
 			}
+		}
+		// The batch fast path reads exactly what the line parser reads.
+		read := func(batch bool) ([]Access, string) {
+			src, _ := NewReaderOptions(bytes.NewReader(data), ReadOptions{Format: FormatCSV, CSV: c})
+			if !batch {
+				src = nextOnly{src}
+			}
+			var out []Access
+			buf := make([]Access, 64)
+			for len(out) < 10000 {
+				n, err := FillBatch(src, buf)
+				out = append(out, buf[:n]...)
+				if err != nil {
+					return out, err.Error()
+				}
+			}
+			return out, ""
+		}
+		want, werr := read(false)
+		got, gerr := read(true)
+		if werr != gerr || !slices.Equal(got, want) {
+			t.Fatalf("batch read %d accesses (%s), line by line %d (%s)", len(got), gerr, len(want), werr)
 		}
 	})
 }
@@ -458,13 +480,23 @@ func TestBatchFastPaths(t *testing.T) {
 	}
 	oracle.Write(oracleRec(1, 2, 3, -5))
 	oracle.Write(oracleRec(1, 2, 3, 4)[:10])
+	// Other layouts: columns reordered, hashed ids, a delimiter that
+	// could be read as part of a number.
+	var tsv, dot bytes.Buffer
+	for i := range 40000 {
+		fmt.Fprintf(&tsv, "%d\t%d\tk%d\t%d.%d\n", rng.IntN(42), rng.IntN(9000), rng.Uint64N(5000), i, rng.IntN(100))
+		fmt.Fprintf(&dot, "%d.%d.%d\n", i, rng.Uint64N(5000), rng.IntN(42))
+	}
+	tsvSpec, _ := ParseCSVSpec("client-col=1,obj-size-col=2,obj-id-col=3,obj-id-is-num=false,time-col=4,delimiter=tab,time-scale=1e-3")
+	dotSpec, _ := ParseCSVSpec("time-col=1,obj-id-col=2,client-col=3,delimiter=.")
 	for _, tc := range []struct {
 		f    Format
 		data []byte
-	}{{FormatCoopfs, coopfs.Bytes()}, {FormatTxt, txt.Bytes()}, {FormatLIRS, append(txt.Bytes(), "12x\n"...)},
-		{FormatOracle, oracle.Bytes()}, {FormatCSV, csv.Bytes()}} {
+		spec CSVSpec
+	}{{FormatCoopfs, coopfs.Bytes(), CSVSpec{}}, {FormatTxt, txt.Bytes(), CSVSpec{}}, {FormatLIRS, append(txt.Bytes(), "12x\n"...), CSVSpec{}},
+		{FormatOracle, oracle.Bytes(), CSVSpec{}}, {FormatCSV, csv.Bytes(), CSVSpec{}}, {FormatCSV, tsv.Bytes(), tsvSpec}, {FormatCSV, dot.Bytes(), dotSpec}} {
 		read := func(batch bool) ([]Access, error) {
-			src, err := NewReader(bytes.NewReader(tc.data), tc.f)
+			src, err := NewReaderOptions(bytes.NewReader(tc.data), ReadOptions{Format: tc.f, CSV: tc.spec})
 			if err != nil {
 				t.Fatal(err)
 			}
