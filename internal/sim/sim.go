@@ -156,6 +156,13 @@ type Prescanner interface {
 	Prescan(src Source) error
 }
 
+// PrescanNumberer is implemented by Prescanners that number blocks in
+// their prescan: Run numbers the prescan's reads and writes with these IDs
+// on the reading goroutine, so Prescan gets them numbered (Access.ID).
+type PrescanNumberer interface {
+	PrescanIDs() *IDs
+}
+
 // Numberer is implemented by algorithms that keep their per-block state in
 // slices indexed by dense block numbers: Run numbers the reads and writes
 // with their IDs (Access.ID) as it reads the trace, ahead of the

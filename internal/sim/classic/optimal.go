@@ -75,7 +75,9 @@ func (o *Optimal) Prescan(src sim.Source) error {
 	buf := make([]sim.Access, 4096)
 	for {
 		n, e := sim.FillBatch(src, buf)
-		o.ids.Number(buf[:n])
+		if !numbered(buf[:n]) { // Run numbers them on the reading goroutine (PrescanIDs)
+			o.ids.Number(buf[:n])
+		}
 		for _, a := range buf[:n] {
 			i := len(o.next)
 			if i >= math.MaxInt32-1 {
@@ -102,6 +104,19 @@ func (o *Optimal) Prescan(src sim.Source) error {
 			return e
 		}
 	}
+}
+
+// PrescanIDs implements sim.PrescanNumberer.
+func (o *Optimal) PrescanIDs() *sim.IDs { return &o.ids }
+
+// numbered reports whether every read and write of batch has its number.
+func numbered(batch []sim.Access) bool {
+	for i := range batch {
+		if a := &batch[i]; a.ID == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
+			return false
+		}
+	}
+	return true
 }
 
 func (o *Optimal) updateFree(n int) {
