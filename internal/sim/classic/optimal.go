@@ -45,7 +45,8 @@ type Optimal struct {
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
-	one    bool // one client: its heap would be the global heap, so it is not kept
+	one    bool    // one client: its heap would be the global heap, so it is not kept
+	bel    *beladySet // one client and no deletes in the trace: the set of next uses
 	free   []int
 	freeAt []int
 }
@@ -72,6 +73,7 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last []int32 // block number → its last access so far, -1 if none
 	o.next, o.bid = o.next[:0], o.bid[:0]
+	deletes := false
 	buf := make([]sim.Access, 4096)
 	for {
 		n, e := sim.FillBatch(src, buf)
@@ -79,6 +81,7 @@ func (o *Optimal) Prescan(src sim.Source) error {
 			o.ids.Number(buf[:n])
 		}
 		for _, a := range buf[:n] {
+			deletes = deletes || a.Op == sim.OpDelete
 			i := len(o.next)
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
@@ -97,7 +100,10 @@ func (o *Optimal) Prescan(src sim.Source) error {
 			o.bid = append(o.bid, id)
 		}
 		if e != nil {
-			o.pos = 0
+			o.pos, o.bel = 0, nil
+			if o.one && !deletes {
+				o.bel = &beladySet{set: newFarthest(len(o.next))}
+			}
 			if errors.Is(e, io.EOF) {
 				return nil
 			}
@@ -140,6 +146,9 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	}
 	nu, k := o.next[o.pos], o.bid[o.pos]
 	o.pos++
+	if o.bel != nil {
+		return o.accessOne(a, int32(o.pos-1), nu, k)
+	}
 	switch a.Op {
 	case sim.OpDelete:
 		for b := range a.Block {
@@ -192,6 +201,28 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 				o.cl[n].push(k, nu)
 			}
 			o.updateFree(int(n))
+		}
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}
+	}
+	return sim.Outcome{Layer: layer}
+}
+
+// accessOne is Access with one client and no deletes (beladySet).
+func (o *Optimal) accessOne(a sim.Access, i, nu int32, k uint32) sim.Outcome {
+	if a.Op != sim.OpRead && a.Op != sim.OpWrite {
+		return sim.Outcome{}
+	}
+	if a.Op == sim.OpWrite {
+		o.server.put(k)
+	}
+	layer := sim.LayerLocal
+	if !o.bel.access(i, nu, o.k) {
+		layer = sim.LayerServer
+		if a.Op == sim.OpRead && !o.server.get(k) {
+			layer = sim.LayerDisk
+			o.server.put(k)
 		}
 	}
 	if a.Op != sim.OpRead {
@@ -280,6 +311,9 @@ func (o *Optimal) size(n int) int {
 
 // Check implements sim.Checker.
 func (o *Optimal) Check() error {
+	if o.bel != nil {
+		return o.bel.check(o.k)
+	}
 	if o.one {
 		for i, sl := range o.glob.a {
 			if id := sl.id; o.node[id] != 0 || int(o.gpos[id]) != i || sl.next != o.nu[id] {
