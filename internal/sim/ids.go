@@ -18,7 +18,7 @@ import (
 // state by number.
 type IDs struct {
 	mu     sync.Mutex
-	t      lru.Table[Key, uint32]
+	t      keyIndex
 	keys   []Key // keys[id]; keys[0] is unused
 	hashes [numberChunk]uint64
 	sink   uint64
@@ -86,7 +86,7 @@ func (d *IDs) idHashed(k Key, h uint64) uint32 {
 			d.bfile = append(d.bfile[:0], 0)
 		}
 	}
-	id, found := d.t.InternHashed(k, h, uint32(len(d.keys)))
+	id, found := d.t.intern(k, h, uint32(len(d.keys)), d.keys)
 	if !found {
 		d.keys = append(d.keys, k)
 		if d.files { // a block's file is numbered once, when the block is
@@ -111,7 +111,7 @@ func (d *IDs) Number(batch []Access) {
 		for i := range batch[:n] {
 			h := Key{batch[i].File, batch[i].Block}.Hash()
 			d.hashes[i] = h
-			sink += d.t.Touch(h)
+			sink += uint64(d.t.touch(h))
 		}
 		d.sink += sink
 		for i := range batch[:n] {
@@ -136,7 +136,7 @@ func (d *IDs) Number(batch []Access) {
 // Lookup returns k's number, 0 if k has none.
 func (d *IDs) Lookup(k Key) uint32 {
 	d.mu.Lock()
-	id, _ := d.t.Get(k)
+	id := d.t.get(k, k.Hash(), d.keys)
 	d.mu.Unlock()
 	return id
 }

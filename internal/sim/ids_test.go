@@ -78,3 +78,29 @@ func TestFileIDs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNumber numbers a Zipf trace's blocks as the reading goroutine
+// does (Number, in Run's batches): the per-access cost of dense numbers.
+func BenchmarkNumber(b *testing.B) {
+	w, _ := Generate(GenConfig{Pattern: GenZipf, Clients: 1, Accesses: 2000000, Files: 100000, Seed: 1})
+	acc, _ := Collect(w)
+	for _, files := range []bool{false, true} {
+		b.Run(map[bool]string{false: "blocks", true: "files"}[files], func(b *testing.B) {
+			work := make([]Access, len(acc))
+			n := 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				copy(work, acc)
+				var d IDs
+				if files {
+					d.NumberFiles()
+				}
+				for i := 0; i < len(work); i += prefetchBatch {
+					d.Number(work[i:min(i+prefetchBatch, len(work))])
+				}
+				n += len(work)
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/access")
+		})
+	}
+}

@@ -45,7 +45,7 @@ type Optimal struct {
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
-	one    bool    // one client: its heap would be the global heap, so it is not kept
+	one    bool       // one client: its heap would be the global heap, so it is not kept
 	bel    *beladySet // one client and no deletes in the trace: the set of next uses
 	free   []int
 	freeAt []int
