@@ -1,6 +1,9 @@
 package hints
 
-import "github.com/coopfs/coopfs/internal/block"
+import (
+	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/lru"
+)
 
 // fileIndex is a participant's index of the blocks it knows, file by file:
 // each file it caches blocks of or holds hints for has a record with one
@@ -14,9 +17,9 @@ import "github.com/coopfs/coopfs/internal/block"
 // client streaming through a file finds it at once) and then its index,
 // and a file's blocks sit side by side in memory. Block 0's slot is in the
 // record itself (the object traces of the field make every object a file
-// of one block); the others are kept in pages of pageSlots, the first of
-// which grows with the highest index seen, so a file of a few blocks costs
-// a few slots. Records are recycled with
+// of one block); the others are kept in the pages of an lru.Sparse, which
+// grow with the highest index used, so a file of a few blocks costs a few
+// slots. Records are recycled with
 // their memory: after warm-up nothing is allocated. Nothing holds a
 // pointer but the page slices.
 //
@@ -31,9 +34,6 @@ type fileIndex struct {
 	hints   int    // slots holding a hint
 }
 
-// pageSlots is the number of slots in a page.
-const pageSlots = 64
-
 type fileRec struct {
 	id   uint64
 	s0   slot       // index 0
@@ -41,11 +41,11 @@ type fileRec struct {
 	used int32
 }
 
-// filePages holds a file's slots past index 0.
-type filePages struct {
-	first []slot   // indexes 1..pageSlots (grown as needed)
-	rest  [][]slot // page p holds indexes (p+1)*pageSlots+1...
-}
+// filePages holds a file's slots past index 0 (slot i+1 is element i of
+// s), in pages that exist only where slots are used: a file's block
+// indexes may be object ids in the billions (a txt or LIRS trace is one
+// file).
+type filePages struct{ s lru.Sparse[slot] }
 
 // slot is what a participant knows of one block: its cache entry (0 if not
 // cached) and its hint (holder+1 in hp1, 0 if none).
@@ -115,71 +115,20 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 	if f.more == nil {
 		return nil
 	}
-	return f.more.at(idx - 1)
-}
-
-// at returns the slot of index j+1, nil if none.
-func (f *filePages) at(j uint64) *slot {
-	if j < pageSlots {
-		if j < uint64(len(f.first)) {
-			return &f.first[j]
-		}
-		return nil
-	}
-	p := j/pageSlots - 1
-	if p >= uint64(len(f.rest)) {
-		return nil
-	}
-	if pg := f.rest[p]; j%pageSlots < uint64(len(pg)) {
-		return &pg[j%pageSlots]
-	}
-	return nil
+	return f.more.s.At(idx - 1)
 }
 
 // make returns the slot of index idx in record r, made if need be (valid
 // until the next make in r).
 func (x *fileIndex) make(r int32, idx uint64) *slot {
-	if s := x.at(r, idx); s != nil {
-		return s
+	f := &x.recs[r]
+	if idx == 0 {
+		return &f.s0
 	}
-	f := x.recs[r].more
-	if f == nil {
-		f = new(filePages)
-		x.recs[r].more = f
+	if f.more == nil {
+		f.more = new(filePages)
 	}
-	j := idx - 1 // idx > 0: slot 0 is always there
-	if j < pageSlots {
-		f.first = growSlots(f.first, int(j)+1)
-		return &f.first[j]
-	}
-	p := int(j/pageSlots) - 1
-	for len(f.rest) <= p {
-		if len(f.rest) < cap(f.rest) {
-			f.rest = f.rest[:len(f.rest)+1] // a page kept from the record's last file
-		} else {
-			f.rest = append(f.rest, nil)
-		}
-	}
-	f.rest[p] = growSlots(f.rest[p], int(j%pageSlots)+1)
-	return &f.rest[p][j%pageSlots]
-}
-
-// growSlots returns s with at least n slots (at most pageSlots of capacity
-// beyond what is needed: pages never grow past pageSlots).
-func growSlots(s []slot, n int) []slot {
-	if n <= len(s) {
-		return s
-	}
-	if n <= cap(s) {
-		old := len(s)
-		s = s[:n]
-		clear(s[old:])
-		return s
-	}
-	c := min(max(2*cap(s), n), pageSlots)
-	ns := make([]slot, n, c)
-	copy(ns, s)
-	return ns
+	return f.more.s.Make(idx - 1)
 }
 
 // lookup returns the slot of block b, nil if none.
@@ -207,41 +156,24 @@ func (x *fileIndex) emptied(r int32) {
 	}
 	// Keep the pages' memory for the record's next file, cleared.
 	f.s0 = slot{}
-	if p := f.more; p != nil {
-		clear(p.first)
-		p.first = p.first[:0]
-		for i := range p.rest {
-			clear(p.rest[i])
-			p.rest[i] = p.rest[i][:0]
-		}
-		p.rest = p.rest[:0]
+	if f.more != nil {
+		f.more.s.Reset()
 	}
 	x.free = append(x.free, r)
 }
 
-// each calls f for every slot of record r that is in use, in index order,
-// until f returns false. f may change the slot but not the index.
+// each calls f for every slot of record r that is in use (in index order
+// below lru.SparseNear pages), until f returns false. f may change the
+// slot but not the index.
 func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	rec := &x.recs[r]
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}
-	more := rec.more
-	if more == nil {
+	if rec.more == nil {
 		return
 	}
-	for i := range more.first {
-		if s := &more.first[i]; !s.empty() && !f(uint64(i)+1, s) {
-			return
-		}
-	}
-	for p, pg := range more.rest {
-		for i := range pg {
-			if s := &pg[i]; !s.empty() && !f(uint64(p+1)*pageSlots+uint64(i)+1, s) {
-				return
-			}
-		}
-	}
+	rec.more.s.Each(func(i uint64, s *slot) bool { return s.empty() || f(i+1, s) })
 }
 
 // files calls f for every record in use until f returns false.

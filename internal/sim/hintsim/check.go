@@ -59,17 +59,18 @@ func (a *Algorithm) checkHolders() error {
 	for _, cl := range a.clients {
 		total += cl.Len()
 	}
-	for file, f := range a.holders.files {
-		for idx, m := range f {
-			b := block.ID{File: uint64(file), Index: uint64(idx)}
-			for ; m != 0; m &= m - 1 {
-				i := mbits.TrailingZeros64(m)
-				if ok, _ := a.clients[i].Has(b); !ok {
-					return fmt.Errorf("holder index: client %d does not cache %v", i, b)
-				}
-				bits++
+	var bad error
+	a.holders.each(func(b block.ID, m uint64) {
+		for ; m != 0; m &= m - 1 {
+			i := mbits.TrailingZeros64(m)
+			if ok, _ := a.clients[i].Has(b); !ok && bad == nil {
+				bad = fmt.Errorf("holder index: client %d does not cache %v", i, b)
 			}
+			bits++
 		}
+	})
+	if bad != nil {
+		return bad
 	}
 	if bits != total {
 		return fmt.Errorf("holder index has %d entries, the clients cache %d blocks", bits, total)

@@ -430,13 +430,23 @@ func (a *Algorithm) settlePending(file uint64, v block.Version, c *sim.Counters)
 
 // holderIndex is the oracle's index: per block, a bit per client whose
 // cache holds it, kept through the clients' Watch hooks. Files are
-// numbered densely, so it is a slice of files, each a slice of blocks.
+// numbered densely, so it is a slice of files, each a slice of blocks;
+// blocks past farIndex (a txt or LIRS trace is one file whose block
+// numbers are object ids) are in a table.
 type holderIndex struct {
 	on    bool // kept (2 to 64 clients)
 	files [][]uint64
+	far   sim.Table[sim.Key, uint64]
 }
 
+// farIndex is the first block index kept in holderIndex.far.
+const farIndex = 1 << 16
+
 func (x *holderIndex) get(b block.ID) uint64 {
+	if b.Index >= farIndex {
+		m, _ := x.far.Get(sim.Key{File: b.File, Block: b.Index})
+		return m
+	}
 	if b.File < uint64(len(x.files)) {
 		if f := x.files[b.File]; b.Index < uint64(len(f)) {
 			return f[b.Index]
@@ -447,6 +457,14 @@ func (x *holderIndex) get(b block.ID) uint64 {
 
 // ref returns b's bits, made if need be.
 func (x *holderIndex) ref(b block.ID) *uint64 {
+	if b.Index >= farIndex {
+		k := sim.Key{File: b.File, Block: b.Index}
+		if m := x.far.Ref(k); m != nil {
+			return m
+		}
+		x.far.Put(k, 0)
+		return x.far.Ref(k)
+	}
 	for b.File >= uint64(len(x.files)) {
 		x.files = append(x.files, nil)
 	}
@@ -456,4 +474,21 @@ func (x *holderIndex) ref(b block.ID) *uint64 {
 		x.files[b.File] = f
 	}
 	return &f[b.Index]
+}
+
+// each calls f for every block with bits.
+func (x *holderIndex) each(f func(b block.ID, m uint64)) {
+	for file, bs := range x.files {
+		for idx, m := range bs {
+			if m != 0 {
+				f(block.ID{File: uint64(file), Index: uint64(idx)}, m)
+			}
+		}
+	}
+	x.far.Range(func(k sim.Key, m uint64) bool {
+		if m != 0 {
+			f(block.ID{File: k.File, Index: k.Block}, m)
+		}
+		return true
+	})
 }
