@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,40 @@ func TestSimBench(t *testing.T) {
 	}
 	if rows[1].MissRatio > rows[0].MissRatio {
 		t.Errorf("optimal misses more than LRU: %+v", rows)
+	}
+
+	// The suite makes its seven traces (one and 42 clients, every format
+	// that holds them), times each reader, then runs every algorithm on
+	// each; the formats of one workload give the same miss ratios.
+	suite := filepath.Join(dir, "suite")
+	out.Reset()
+	err = runSim(context.Background(), []string{"bench", "--coopfs", e2e.bin, "--suite", suite, "--accesses", "4000", "--files", "300",
+		"--algo", "baseline,optimal", "--json", "--out", filepath.Join(dir, "rows.json")}, &out, &errb)
+	if err != nil {
+		t.Fatalf("suite: %v: %s", err, errb.String())
+	}
+	rows = nil
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 7*3 {
+		t.Fatalf("suite: %d rows, %v: %s", len(rows), err, out.String())
+	}
+	miss := map[string]float64{}
+	for _, r := range rows {
+		switch {
+		case r.Tool == "reader":
+			if r.Accesses == 0 || r.MBPerS <= 0 || (r.Format != "oracleGeneral" && r.Format != "oracleGeneralOpNS") != (r.TargetMps == 200) {
+				t.Errorf("reader row %+v", r)
+			}
+		case r.Accesses == 0 || r.MissRatio <= 0:
+			t.Errorf("row %+v", r)
+		default:
+			k := fmt.Sprint(r.Algorithm, r.Clients)
+			if m, ok := miss[k]; ok && m != r.MissRatio {
+				t.Errorf("%s on %s: miss ratio %v, other formats %v", r.Algorithm, r.Trace, r.MissRatio, m)
+			}
+			miss[k] = r.MissRatio
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rows.json")); err != nil {
+		t.Error(err)
 	}
 }
