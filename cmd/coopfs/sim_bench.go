@@ -213,7 +213,7 @@ func (b *bencher) trace(t benchTrace) error {
 		}
 		mine := len(b.rows)
 		b.add(r)
-		if *b.f.lcs == "" {
+		if *b.f.lcs == "" || !lcsReads(t.format) {
 			continue
 		}
 		la := lcsAlgo[a]
@@ -346,6 +346,15 @@ func parseCoopfsBench(out []byte) (int64, float64, error) {
 	return m.Accesses, 1 - m.LocalHitRatio, nil
 }
 
+// lcsReads reports whether libCacheSim reads format f.
+func lcsReads(f sim.Format) bool {
+	switch f {
+	case sim.FormatOracle, sim.FormatOracleNS, sim.FormatCSV, sim.FormatTxt, sim.FormatLIRS:
+		return true
+	}
+	return false
+}
+
 // benchLibCacheSim runs libCacheSim's cachesim on the same trace: one
 // cache of blocks objects (bytes of 8 KiB blocks when sizes count).
 func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec, sizes, algo string, blocks int) (benchRow, error) {
@@ -354,15 +363,15 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 		return benchRow{}, err
 	}
 	args := []string{trace}
-	switch f {
-	case sim.FormatOracle, sim.FormatOracleNS:
-		args = append(args, string(f))
-	case sim.FormatCSV:
-		args = append(args, "csv")
-	case sim.FormatTxt, sim.FormatLIRS:
-		args = append(args, "txt")
-	default:
+	switch {
+	case !lcsReads(f):
 		return benchRow{}, fmt.Errorf("libCacheSim cannot read the %s format: convert the trace (coopfs sim convert --to oracleGeneral)", f)
+	case f == sim.FormatOracle || f == sim.FormatOracleNS:
+		args = append(args, string(f))
+	case f == sim.FormatCSV:
+		args = append(args, "csv")
+	default:
+		args = append(args, "txt")
 	}
 	if algo == "belady" && f != sim.FormatOracle && f != sim.FormatOracleNS {
 		return benchRow{}, fmt.Errorf("libCacheSim's belady needs the next-access field of the oracleGeneral formats")
