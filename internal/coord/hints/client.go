@@ -299,12 +299,12 @@ func (c *Client) makeRoom(now Time) Eviction {
 		t = c.target()
 	}
 	if t < 0 || c.peers[t].oldest >= v.stamp {
-		c.deleteHint(v.id)
+		c.deleteHintOf(&v)
 		return ev
 	}
 	p := &c.peers[t]
 	ev.Kind, ev.To, ev.ToBoot = EvictForward, p.id, p.boot
-	c.setHint(v.id, Hint{Holder: p.id, Boot: p.boot, Since: now}) // replaces the self hint
+	c.setHintIn(c.recOf(&v), v.id, Hint{Holder: p.id, Boot: p.boot, Since: now}) // replaces the self hint
 	// Until the ack says otherwise, assume the forward replaced the
 	// target's oldest block by this (younger) one: a forwarding client that
 	// never hears back does not keep picking the same target.
@@ -392,7 +392,7 @@ func (c *Client) evictForForward() Eviction {
 	v, _ := c.cache.popOldest()
 	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if v.master {
-		c.deleteHint(v.id)
+		c.deleteHintOf(&v)
 		if c.young(v.stamp) {
 			ev.Kind = EvictDiscard
 		}
@@ -542,8 +542,12 @@ func (c *Client) Invalidate(file uint64) []block.ID {
 	return c.dropped
 }
 
-func (c *Client) setHint(b block.ID, h Hint) {
-	if old, ok := c.idx.setHint(b, h); ok && old.Holder != c.cfg.ID {
+func (c *Client) setHint(b block.ID, h Hint) { c.setHintIn(c.idx.ensure(b.File), b, h) }
+
+// setHintIn is setHint with b's file record r (the victim of an eviction
+// knows its record: no lookup).
+func (c *Client) setHintIn(r int32, b block.ID, h Hint) {
+	if old, ok := c.idx.setHintIn(r, b.Index, h); ok && old.Holder != c.cfg.ID {
 		c.others--
 	}
 	if h.Holder != c.cfg.ID {
@@ -558,6 +562,23 @@ func (c *Client) deleteHint(b block.ID) {
 	if old, ok := c.idx.delHint(b); ok && old.Holder != c.cfg.ID {
 		c.others--
 	}
+}
+
+// deleteHintOf deletes the hint of a master copy just evicted (entry v):
+// its self hint keeps its file's record indexed, so v.rec names it.
+func (c *Client) deleteHintOf(v *entry) {
+	if old, ok := c.idx.delHintIn(c.recOf(v), v.id.Index); ok && old.Holder != c.cfg.ID {
+		c.others--
+	}
+}
+
+// recOf returns the record of the file of v, an entry just evicted: v.rec
+// while the self hint kept it indexed (the invariant), else found anew.
+func (c *Client) recOf(v *entry) int32 {
+	if r := v.rec; int(r) < len(c.idx.recs) && c.idx.recs[r].used > 0 && c.idx.recs[r].id == v.id.File {
+		return r
+	}
+	return c.idx.ensure(v.id.File)
 }
 
 // pruneHints drops hints naming other participants, file by file (keep

@@ -17,9 +17,9 @@ import (
 // client streaming through a file finds it at once) and then its index,
 // and a file's blocks sit side by side in memory. Block 0's slot is in the
 // record itself (the object traces of the field make every object a file
-// of one block); the others are kept in the pages of an lru.Sparse, which
-// grow with the highest index used, so a file of a few blocks costs a few
-// slots. Records are recycled with
+// of one block); the next nearSlots in a slice of the record's that grows
+// with the highest index used, so a file of a few blocks costs a few
+// slots; the others in an lru.Sparse. Records are recycled with
 // their memory: after warm-up nothing is allocated. Nothing holds a
 // pointer but the page slices.
 //
@@ -36,16 +36,17 @@ type fileIndex struct {
 
 type fileRec struct {
 	id   uint64
-	s0   slot       // index 0
-	more *filePages // the other indexes (nil until one is used)
+	s0   slot              // index 0
+	near []slot            // indexes 1..nearSlots (grown as needed)
+	more *lru.Sparse[slot] // the others (nil until one is used)
 	used int32
 }
 
-// filePages holds a file's slots past index 0 (slot i+1 is element i of
-// s), in pages that exist only where slots are used: a file's block
-// indexes may be object ids in the billions (a txt or LIRS trace is one
-// file).
-type filePages struct{ s lru.Sparse[slot] }
+// nearSlots is how many slots past index 0 a record keeps in its own
+// slice (one hop from the record); slots beyond are in an lru.Sparse,
+// whose pages exist only where slots are used: a file's block indexes may
+// be object ids in the billions (a txt or LIRS trace is one file).
+const nearSlots = 64
 
 // slot is what a participant knows of one block: its cache entry (0 if not
 // cached) and its hint (holder+1 in hp1, 0 if none).
@@ -112,10 +113,16 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 	if idx == 0 {
 		return &f.s0
 	}
+	if idx <= nearSlots {
+		if idx <= uint64(len(f.near)) {
+			return &f.near[idx-1]
+		}
+		return nil
+	}
 	if f.more == nil {
 		return nil
 	}
-	return f.more.s.At(idx - 1)
+	return f.more.At(idx - nearSlots - 1)
 }
 
 // make returns the slot of index idx in record r, made if need be (valid
@@ -125,10 +132,30 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 	if idx == 0 {
 		return &f.s0
 	}
-	if f.more == nil {
-		f.more = new(filePages)
+	if idx <= nearSlots {
+		if int(idx) > len(f.near) {
+			f.near = growNear(f.near, int(idx))
+		}
+		return &f.near[idx-1]
 	}
-	return f.more.s.Make(idx - 1)
+	if f.more == nil {
+		f.more = new(lru.Sparse[slot])
+	}
+	return f.more.Make(idx - nearSlots - 1)
+}
+
+// growNear returns s with at least n slots, new ones empty (capacity at
+// most nearSlots).
+func growNear(s []slot, n int) []slot {
+	if n <= cap(s) {
+		old := len(s)
+		s = s[:n]
+		clear(s[old:])
+		return s
+	}
+	ns := make([]slot, n, min(max(2*cap(s), n), nearSlots))
+	copy(ns, s)
+	return ns
 }
 
 // lookup returns the slot of block b, nil if none.
@@ -156,8 +183,10 @@ func (x *fileIndex) emptied(r int32) {
 	}
 	// Keep the pages' memory for the record's next file, cleared.
 	f.s0 = slot{}
+	clear(f.near)
+	f.near = f.near[:0]
 	if f.more != nil {
-		f.more.s.Reset()
+		f.more.Reset()
 	}
 	x.free = append(x.free, r)
 }
@@ -170,10 +199,15 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}
+	for i := range rec.near {
+		if s := &rec.near[i]; !s.empty() && !f(uint64(i)+1, s) {
+			return
+		}
+	}
 	if rec.more == nil {
 		return
 	}
-	rec.more.s.Each(func(i uint64, s *slot) bool { return s.empty() || f(i+1, s) })
+	rec.more.Each(func(i uint64, s *slot) bool { return s.empty() || f(i+nearSlots+1, s) })
 }
 
 // files calls f for every record in use until f returns false.

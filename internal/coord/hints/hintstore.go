@@ -16,8 +16,12 @@ func (x *fileIndex) hint(b block.ID) (Hint, bool) {
 
 // setHint gives b the hint h and returns the one it replaces, if any.
 func (x *fileIndex) setHint(b block.ID, h Hint) (old Hint, had bool) {
-	r := x.ensure(b.File)
-	s := x.make(r, b.Index)
+	return x.setHintIn(x.ensure(b.File), b.Index, h)
+}
+
+// setHintIn is setHint for index idx of record r (which must be indexed).
+func (x *fileIndex) setHintIn(r int32, idx uint64, h Hint) (old Hint, had bool) {
+	s := x.make(r, idx)
 	if s.empty() {
 		x.filled(r)
 	}
@@ -34,7 +38,12 @@ func (x *fileIndex) delHint(b block.ID) (Hint, bool) {
 	if r == 0 {
 		return Hint{}, false
 	}
-	s := x.at(r, b.Index)
+	return x.delHintIn(r, b.Index)
+}
+
+// delHintIn is delHint for index idx of record r (which must be indexed).
+func (x *fileIndex) delHintIn(r int32, idx uint64) (Hint, bool) {
+	s := x.at(r, idx)
 	if s == nil || s.hp1 == 0 {
 		return Hint{}, false
 	}
