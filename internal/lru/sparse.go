@@ -70,23 +70,27 @@ func (s *Sparse[T]) Make(i uint64) *T {
 		pg = &s.farPages[j]
 	}
 	if o >= len(*pg) {
-		*pg = growPage(*pg, o+1)
+		*pg = Extend(*pg, o+1, SparsePage)
 	}
 	return &(*pg)[o]
 }
 
-// growPage returns pg with at least n elements, new ones zero (capacity
-// at most SparsePage).
-func growPage[T any](pg []T, n int) []T {
-	if n <= cap(pg) {
-		old := len(pg)
-		pg = pg[:n]
-		clear(pg[old:])
-		return pg
+// Extend returns s with at least n elements, the new ones zero, growing
+// its capacity by doubling up to limit (or n, if larger): a small slice
+// stays small, a full one is not reallocated past the limit.
+func Extend[T any](s []T, n, limit int) []T {
+	if n <= len(s) {
+		return s
 	}
-	np := make([]T, n, min(max(2*cap(pg), n), SparsePage))
-	copy(np, pg)
-	return np
+	if n <= cap(s) {
+		old := len(s)
+		s = s[:n]
+		clear(s[old:])
+		return s
+	}
+	ns := make([]T, n, max(min(2*cap(s), limit), n))
+	copy(ns, s)
+	return ns
 }
 
 // Each calls f for every element made, near pages first in index order,

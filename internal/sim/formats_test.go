@@ -288,21 +288,8 @@ func FuzzOracleReader(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0})
 	f.Add(oracleRec(1, 2, 3, 4)[:20])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, o := range []ReadOptions{{Format: FormatOracle}, {Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 1 << 20}} {
-			src, err := NewReaderOptions(bytes.NewReader(data), o)
-			if err != nil {
-				continue
-			}
-			for range 10000 {
-				a, err := src.Next()
-				if err != nil {
-					break
-				}
-				if a.Op != OpRead || a.Client != 0 || a.Time < 0 || (o.Sizes == SizesBlocks && a.Size != 0) {
-					t.Fatalf("bad access %+v", a)
-				}
-			}
-		}
+		fuzzRead(t, data, []ReadOptions{{Format: FormatOracle}, {Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 1 << 20}},
+			func(a Access) bool { return a.Op != OpRead || a.Client != 0 })
 	})
 }
 
@@ -311,23 +298,31 @@ func FuzzOracleNSReader(f *testing.F) {
 	f.Add(oracleNSRec(1, 2, 3, 200, 0, -1))
 	f.Add(oracleNSRec(1, 2, 3, 1, 0, 4)[:20])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, o := range []ReadOptions{{Format: FormatOracleNS}, {Format: FormatOracleNS, Sizes: SizesBlocks, BlockSize: 1 << 20},
-			{Format: FormatOracleNS, Sizes: SizesIgnore}} {
-			src, err := NewReaderOptions(bytes.NewReader(data), o)
+		fuzzRead(t, data, []ReadOptions{{Format: FormatOracleNS}, {Format: FormatOracleNS, Sizes: SizesBlocks, BlockSize: 1 << 20},
+			{Format: FormatOracleNS, Sizes: SizesIgnore}},
+			func(a Access) bool { return a.Op > OpDelete || a.Op == OpOpen || a.Op == OpClose || a.Client > 65535 })
+	})
+}
+
+// fuzzRead reads data with each of opts and fails on an access that bad
+// rejects, a negative time or client, or a size left where sizes are
+// expanded or ignored.
+func fuzzRead(t *testing.T, data []byte, opts []ReadOptions, bad func(Access) bool) {
+	for _, o := range opts {
+		src, err := NewReaderOptions(bytes.NewReader(data), o)
+		if err != nil {
+			continue
+		}
+		for range 10000 {
+			a, err := src.Next()
 			if err != nil {
-				continue
+				break
 			}
-			for range 10000 {
-				a, err := src.Next()
-				if err != nil {
-					break
-				}
-				if a.Op > OpDelete || a.Op == OpOpen || a.Op == OpClose || a.Client < 0 || a.Client > 65535 || a.Time < 0 || (o.Sizes != SizesKeep && a.Size != 0) {
-					t.Fatalf("bad access %+v", a)
-				}
+			if bad(a) || a.Client < 0 || a.Time < 0 || (o.Sizes != SizesKeep && a.Size != 0) {
+				t.Fatalf("bad access %+v", a)
 			}
 		}
-	})
+	}
 }
 
 func FuzzCSVReader(f *testing.F) {

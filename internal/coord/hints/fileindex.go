@@ -26,12 +26,8 @@ import (
 // INVARIANT: a record is indexed iff used > 0; used counts its slots that
 // hold an entry or a hint.
 type fileIndex struct {
-	files   fileMap   // file id → record
-	recs    []fileRec // recs[0] is unused: record 0 is none
-	free    []int32
-	last    uint64 // the file of lastRec
-	lastRec int32  // the last record found, 0 if none
-	hints   int    // slots holding a hint
+	fileSlab[fileRec]
+	hints int // slots holding a hint
 }
 
 type fileRec struct {
@@ -70,20 +66,8 @@ func (s *slot) hint() (Hint, bool) {
 // numbers (fileMap).
 func newFileIndex(dense bool) *fileIndex {
 	x := new(fileIndex)
-	x.files.dense = dense
+	x.ids.dense = dense
 	return x
-}
-
-// find returns file's record, 0 if it has none.
-func (x *fileIndex) find(file uint64) int32 {
-	if x.lastRec != 0 && x.last == file {
-		return x.lastRec
-	}
-	r := x.files.get(file)
-	if r != 0 {
-		x.last, x.lastRec = file, r
-	}
-	return r
 }
 
 // ensure returns file's record, made if need be.
@@ -91,19 +75,8 @@ func (x *fileIndex) ensure(file uint64) int32 {
 	if r := x.find(file); r != 0 {
 		return r
 	}
-	var r int32
-	if n := len(x.free); n > 0 {
-		r, x.free = x.free[n-1], x.free[:n-1]
-	} else {
-		if len(x.recs) == 0 {
-			x.recs = append(x.recs, fileRec{})
-		}
-		r = int32(len(x.recs))
-		x.recs = append(x.recs, fileRec{})
-	}
+	r := x.add(file)
 	x.recs[r].id = file
-	x.files.put(file, r)
-	x.last, x.lastRec = file, r
 	return r
 }
 
@@ -133,29 +106,13 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 		return &f.s0
 	}
 	if idx <= nearSlots {
-		if int(idx) > len(f.near) {
-			f.near = growNear(f.near, int(idx))
-		}
+		f.near = lru.Extend(f.near, int(idx), nearSlots)
 		return &f.near[idx-1]
 	}
 	if f.more == nil {
 		f.more = new(lru.Sparse[slot])
 	}
 	return f.more.Make(idx - nearSlots - 1)
-}
-
-// growNear returns s with at least n slots, new ones empty (capacity at
-// most nearSlots).
-func growNear(s []slot, n int) []slot {
-	if n <= cap(s) {
-		old := len(s)
-		s = s[:n]
-		clear(s[old:])
-		return s
-	}
-	ns := make([]slot, n, min(max(2*cap(s), n), nearSlots))
-	copy(ns, s)
-	return ns
 }
 
 // lookup returns the slot of block b, nil if none.
@@ -177,10 +134,7 @@ func (x *fileIndex) emptied(r int32) {
 	if f.used--; f.used > 0 {
 		return
 	}
-	x.files.del(f.id)
-	if x.lastRec == r {
-		x.lastRec = 0
-	}
+	x.release(f.id, r)
 	// Keep the pages' memory for the record's next file, cleared.
 	f.s0 = slot{}
 	clear(f.near)
@@ -188,7 +142,6 @@ func (x *fileIndex) emptied(r int32) {
 	if f.more != nil {
 		f.more.Reset()
 	}
-	x.free = append(x.free, r)
 }
 
 // each calls f for every slot of record r that is in use (in index order
@@ -212,5 +165,5 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 
 // files calls f for every record in use until f returns false.
 func (x *fileIndex) eachFile(f func(r int32) bool) {
-	x.files.each(func(_ uint64, r int32) bool { return f(r) })
+	x.ids.each(func(_ uint64, r int32) bool { return f(r) })
 }

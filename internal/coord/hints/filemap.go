@@ -93,3 +93,57 @@ func (m *fileMap) each(f func(id uint64, v int32) bool) {
 	}
 	m.t.Range(func(k fkey, v int32) bool { return f(uint64(k), v) })
 }
+
+// fileSlab keeps a record of type T per file in a slab (record 0 is none),
+// found by file id through a fileMap, and remembers the last file found:
+// the calls of one access, or of a client streaming through a file, name
+// one file again and again. Released records are reused as they are (the
+// caller resets what it needs, keeping their memory).
+type fileSlab[T any] struct {
+	ids     fileMap
+	recs    []T
+	free    []int32
+	last    uint64 // the file of lastRec
+	lastRec int32  // 0: none
+}
+
+// find returns file's record number, 0 if it has none.
+func (s *fileSlab[T]) find(file uint64) int32 {
+	if s.lastRec != 0 && s.last == file {
+		return s.lastRec
+	}
+	r := s.ids.get(file)
+	if r != 0 {
+		s.last, s.lastRec = file, r
+	}
+	return r
+}
+
+// add gives file, which has none, a record and returns its number.
+func (s *fileSlab[T]) add(file uint64) int32 {
+	var r int32
+	if n := len(s.free); n > 0 {
+		r, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		if len(s.recs) == 0 {
+			s.recs = append(s.recs, *new(T))
+		}
+		r = int32(len(s.recs))
+		s.recs = append(s.recs, *new(T))
+	}
+	s.ids.put(file, r)
+	s.last, s.lastRec = file, r
+	return r
+}
+
+// release takes record r from file, which holds it.
+func (s *fileSlab[T]) release(file uint64, r int32) {
+	s.ids.del(file)
+	if s.lastRec == r {
+		s.lastRec = 0
+	}
+	s.free = append(s.free, r)
+}
+
+// len returns the number of files with a record.
+func (s *fileSlab[T]) len() int { return max(len(s.recs)-1, 0) - len(s.free) }

@@ -129,21 +129,13 @@ type FetchResult struct {
 // Server is the manager (file tokens, hint hand-out) and the server memory,
 // as a state machine. Not safe for concurrent use.
 type Server struct {
-	cfg ServerConfig
-	// files indexes the file states, kept in a slab (fstates[0] unused)
-	// with a free list.
-	files   fileMap
-	fstates []fileState
-	ffree   []int32
-	// last and lastAt remember the last file looked up (lastAt 0: none):
-	// the calls of one access (open, token, version, fetch) name one file.
-	last   uint64
-	lastAt int32
-	boots  idMap[BootID]
-	down   idMap[bool]
-	mem    *ageCache // disk cache or discard cache
-	coop   *Client   // MemoryCoop participant
-	revok  []ClientID
+	cfg   ServerConfig
+	files fileSlab[fileState] // the file states
+	boots idMap[BootID]
+	down  idMap[bool]
+	mem   *ageCache // disk cache or discard cache
+	coop  *Client   // MemoryCoop participant
+	revok []ClientID
 }
 
 // NewServer returns a server with empty memory and no file state.
@@ -152,7 +144,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg}
-	s.files.dense = cfg.DenseFiles
+	s.files.ids.dense = cfg.DenseFiles
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
@@ -188,44 +180,20 @@ func (s *Server) MemoryLen() int {
 // lookup returns file f's state, nil if the server has none (valid until
 // the next file call).
 func (s *Server) lookup(f uint64) *fileState {
-	if i := s.find(f); i != 0 {
-		return &s.fstates[i]
+	if i := s.files.find(f); i != 0 {
+		return &s.files.recs[i]
 	}
 	return nil
-}
-
-// find returns file f's slab index, 0 if the server has no state for it.
-func (s *Server) find(f uint64) int32 {
-	if s.lastAt != 0 && s.last == f {
-		return s.lastAt
-	}
-	i := s.files.get(f)
-	if i != 0 {
-		s.last, s.lastAt = f, i
-	}
-	return i
 }
 
 // file returns file f's state, made if need be (valid until the next
 // file call).
 func (s *Server) file(f uint64) *fileState {
-	if i := s.find(f); i != 0 {
-		return &s.fstates[i]
+	if i := s.files.find(f); i != 0 {
+		return &s.files.recs[i]
 	}
-	var i int32
-	if n := len(s.ffree); n > 0 {
-		i, s.ffree = s.ffree[n-1], s.ffree[:n-1]
-	} else {
-		if len(s.fstates) == 0 {
-			s.fstates = append(s.fstates, fileState{})
-		}
-		i = int32(len(s.fstates))
-		s.fstates = append(s.fstates, fileState{})
-	}
-	fs := &s.fstates[i]
+	fs := &s.files.recs[s.files.add(f)]
 	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
-	s.files.put(f, i)
-	s.last, s.lastAt = f, i
 	return fs
 }
 
@@ -415,18 +383,14 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
 func (s *Server) Forget(file uint64) {
-	if i := s.find(file); i != 0 {
-		s.files.del(file)
-		if s.lastAt == i {
-			s.lastAt = 0
-		}
-		s.fstates[i] = fileState{holders: holderSet{rest: s.fstates[i].holders.rest[:0]}}
-		s.ffree = append(s.ffree, i)
+	if i := s.files.find(file); i != 0 {
+		s.files.release(file, i)
+		s.files.recs[i] = fileState{holders: holderSet{rest: s.files.recs[i].holders.rest[:0]}}
 	}
 }
 
 // Files returns how many files the manager has state for.
-func (s *Server) Files() int { return max(len(s.fstates)-1, 0) - len(s.ffree) }
+func (s *Server) Files() int { return s.files.len() }
 
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its
