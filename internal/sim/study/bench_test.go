@@ -62,23 +62,12 @@ func BenchmarkZipfAlgorithm(b *testing.B) {
 		if shape == "42" {
 			clients = 42
 		}
-		w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenZipf, Clients: clients, Accesses: accesses, Files: 100000, Seed: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		acc, err := sim.Collect(w)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if shape == "obj" {
-			objs := acc[:0]
-			for _, a := range acc {
-				if a.Op == sim.OpRead {
-					a.File, a.Block = a.File<<24|a.Block, 0
-					objs = append(objs, a)
-				}
+		var acc []sim.Access // made by the first sub-benchmark of the shape that runs
+		trace := func(b *testing.B) []sim.Access {
+			if acc == nil {
+				acc = zipfTrace(b, clients, accesses, shape == "obj")
 			}
-			acc = objs
+			return acc
 		}
 		p := sim.DefaultParams()
 		p.WarmUp, p.Clients = 0, clients
@@ -87,6 +76,7 @@ func BenchmarkZipfAlgorithm(b *testing.B) {
 		}
 		for _, name := range []string{"baseline", "globallru", "nchance", "gms", "directory", "optimal", "hints"} {
 			b.Run(name+"/"+shape, func(b *testing.B) {
+				acc := trace(b)
 				work := make([]sim.Access, len(acc))
 				var n int64
 				var cpu time.Duration
@@ -138,4 +128,28 @@ func replay(alg sim.Algorithm, rec *sim.Recorder, work []sim.Access) {
 		rec.Begin(a)
 		rec.Record(a, alg.Access(a, rec.Counters()))
 	}
+}
+
+// zipfTrace generates the Zipf trace of the bench's shape: clients, and
+// with objects the reads alone as objects (each block a file of one block).
+func zipfTrace(b *testing.B, clients, accesses int, objects bool) []sim.Access {
+	w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenZipf, Clients: clients, Accesses: accesses, Files: 100000, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	acc, err := sim.Collect(w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if objects {
+		objs := acc[:0]
+		for _, a := range acc {
+			if a.Op == sim.OpRead {
+				a.File, a.Block = a.File<<24|a.Block, 0
+				objs = append(objs, a)
+			}
+		}
+		acc = objs
+	}
+	return acc
 }
