@@ -7,11 +7,6 @@ import (
 	"github.com/coopfs/coopfs/internal/lru"
 )
 
-// fkey is a file id hashable by lru.Table.
-type fkey uint64
-
-func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
-
 // bkey is a block.ID hashable by lru.Table.
 type bkey block.ID
 
@@ -42,13 +37,13 @@ type entry struct {
 type table struct {
 	max     int
 	entries lru.Table[bkey, *entry]
-	files   lru.Table[fkey, *entry] // file → the head of its list
+	files   map[uint64]*entry
 	lru     entry
 	free    []*entry
 }
 
 func newTable(max int) *table {
-	t := &table{max: max}
+	t := &table{max: max, files: make(map[uint64]*entry)}
 	t.lru.next, t.lru.prev = &t.lru, &t.lru
 	return t
 }
@@ -84,11 +79,11 @@ func (t *table) create(id block.ID, v block.Version) (*entry, bool) {
 	e.id, e.ver, e.last = id, v, NoClient
 	t.entries.Put(bkey(id), e)
 	t.pushLRU(e)
-	if head, _ := t.files.Get(fkey(id.File)); head != nil {
+	if head := t.files[id.File]; head != nil {
 		head.fprev = e
 		e.fnext = head
 	}
-	t.files.Put(fkey(id.File), e)
+	t.files[id.File] = e
 	return e, recycled
 }
 
@@ -98,9 +93,9 @@ func (t *table) remove(e *entry) {
 	if e.fprev != nil {
 		e.fprev.fnext = e.fnext
 	} else if e.fnext != nil {
-		t.files.Put(fkey(e.id.File), e.fnext)
+		t.files[e.id.File] = e.fnext
 	} else {
-		t.files.Delete(fkey(e.id.File))
+		delete(t.files, e.id.File)
 	}
 	if e.fnext != nil {
 		e.fnext.fprev = e.fprev
@@ -113,14 +108,11 @@ func (t *table) remove(e *entry) {
 // dropFile removes every entry of file and returns how many there were.
 func (t *table) dropFile(file uint64) int {
 	n := 0
-	for {
-		e, _ := t.files.Get(fkey(file))
-		if e == nil {
-			return n
-		}
+	for e := t.files[file]; e != nil; e = t.files[file] {
 		t.remove(e)
 		n++
 	}
+	return n
 }
 
 // each calls f for every entry from the newest to the oldest; f may remove
