@@ -182,6 +182,16 @@ func TestSquashAllAndNone(t *testing.T) {
 	if err := none.SetXattr(root, "rootdir/x", "trusted.x", []byte("1"), 0); err != nil {
 		t.Errorf("squash none: root sets trusted.x: %v", err)
 	}
+	// Root's requests run on the server's own credentials without a
+	// switch (identity.go ownIdentity); a user's after them still switch.
+	for range 3 {
+		if _, _, err := none.Open(as(testUID, testGID), "secret", syscall.O_RDONLY); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("squash none: user opens root's 0600 file after root's requests: %v, want EACCES", err)
+		}
+		if _, _, err := none.Open(root, "secret", syscall.O_RDONLY); err != nil {
+			t.Errorf("squash none: root opens its file after a user's request: %v", err)
+		}
+	}
 }
 
 // A user who may write to a set-id file it does not own may clear its

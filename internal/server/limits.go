@@ -158,19 +158,43 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 
 // inline picks the requests a client connection serves on its read loop
 // (wire.ConnConfig.Inline): metadata requests that do a few system calls
-// on the export and wait for nothing else. Data transfers, fsync and locks
-// (which may wait for another client) keep a goroutine of their own, so
-// that they run concurrently.
-func inline(m wire.Msg) bool {
-	if as, ok := m.(*wire.As); ok {
-		m = as.Msg
-	}
-	switch m.(type) {
+// on the export. Data transfers, fsync and locks (which may wait for
+// another client) keep a goroutine of their own, so that they run
+// concurrently.
+func inline(m wire.Msg) bool { return quick(m) || inlineMayWait(m) }
+
+// quick picks the inline requests that wait for the export only
+// (wire.ConnConfig.InlineQuick): the read loop goes on without one only
+// after the watchdog's slow tick, which a stream of them keeps running
+// instead of arming a 1 ms timer after every quiet millisecond.
+func quick(m wire.Msg) bool {
+	switch unwrapAs(m).(type) {
 	case *wire.Ping, *wire.Lookup, *wire.LookupPinned, *wire.GetAttr, *wire.Readlink,
 		*wire.StatFsReq, *wire.ReadDirPlus, *wire.ReadDir, *wire.Release, *wire.ReleaseBatch,
-		*wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
-		*wire.Link, *wire.Rename, *wire.GetXattr, *wire.ListXattr, *wire.Open, *wire.OpenPinned:
+		*wire.GetXattr, *wire.ListXattr:
 		return true
 	}
 	return false
+}
+
+// inlineMayWait picks the inline requests that may wait for other
+// clients — a change breaks their callbacks and waits for the
+// acknowledgements, an open or a create may recall a write delegation, an
+// open under hints asks the last opener for its hints: the read loop goes
+// on without one after wire.InlineStall.
+func inlineMayWait(m wire.Msg) bool {
+	switch unwrapAs(m).(type) {
+	case *wire.Create, *wire.Mkdir, *wire.Unlink, *wire.Rmdir, *wire.SetAttr, *wire.Symlink,
+		*wire.Link, *wire.Rename, *wire.Open, *wire.OpenPinned:
+		return true
+	}
+	return false
+}
+
+// unwrapAs is the request an As wrapper carries, or m itself.
+func unwrapAs(m wire.Msg) wire.Msg {
+	if as, ok := m.(*wire.As); ok {
+		return as.Msg
+	}
+	return m
 }

@@ -184,8 +184,10 @@ type Server struct {
 	dirs        *dirCursors  // directories being listed (readdir.go)
 	pinnedOpens atomic.Int64 // opens served from a pin (pins.go)
 	// switchCreds: requests are performed as their (squashed) caller
-	// (identity.go); ownGroups are the server's own groups to return to.
+	// (identity.go); ownGID and ownGroups are the server's own group and
+	// groups to return to.
 	switchCreds          bool
+	ownGID               uint32
 	ownGroups            []uint32
 	permitted            [2]unix.CapUserData // the process's capabilities (identity.go)
 	digests              *digests            // block digests peers' blocks are checked against (directory and hints)
@@ -367,6 +369,7 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
 		Inline:           inline,
+		InlineQuick:      quick,
 		OnTimeout:        s.timedOut,
 		Observer:         obs.WireObserver{M: s.cfg.Metrics, Kind: obs.KindClient},
 		Name:             fmt.Sprintf("client %d (%s, %s)", cl.id, cl.name, nc.RemoteAddr()),

@@ -10,7 +10,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -69,19 +68,44 @@ type ConnConfig struct {
 	// Inline, when set, picks the requests (without a data section) that
 	// are served on the connection's read loop itself instead of a
 	// goroutine of their own: cheap ones, such as a lookup, whose reply
-	// then goes out with no goroutine hand-off. An inline request that has
-	// not finished within InlineStall hands the read loop over to a fresh
-	// goroutine, so a slow one delays the requests behind it by at most
-	// that long and can never stop the connection from reading.
-	Inline func(m Msg) bool
-	Name   string // the peer, for errors and logs
+	// then goes out with no goroutine hand-off. An inline request that
+	// holds up the read loop too long hands it over to a fresh goroutine
+	// (watchdog.go), so a slow one delays the requests behind it by at most
+	// that long and can never stop the connection from reading: after
+	// InlineStall, or, for a request InlineQuick picks (one that waits for
+	// nothing but the export, never for another client), after the
+	// watchdog's slow tick; at most twice that.
+	Inline      func(m Msg) bool
+	InlineQuick func(m Msg) bool // nil: none
+	Name        string           // the peer, for errors and logs
 	// Value, when not nil, is stored in Conn.Value before the connection
 	// reads its first request, so that no handler can see it unset.
 	Value any
 }
 
-// InlineStall is how long an inline request may hold up the read loop
-// before another goroutine takes over the reading.
+// inlineMode is how a request is served (ConnConfig.Inline).
+type inlineMode uint8
+
+const (
+	notInline     inlineMode = iota // on a goroutine of its own
+	inlineQuick                     // on the read loop: it waits for nothing but the export
+	inlineMayWait                   // on the read loop, but it may wait for other clients
+)
+
+// mode is how m is served.
+func (cfg *ConnConfig) mode(m Msg) inlineMode {
+	switch {
+	case cfg.Inline == nil || !cfg.Inline(m):
+		return notInline
+	case cfg.InlineQuick != nil && cfg.InlineQuick(m):
+		return inlineQuick
+	}
+	return inlineMayWait
+}
+
+// InlineStall is how long an inline request that may wait for other
+// clients may hold up the read loop before another goroutine takes over
+// the reading (watchdog.go: between once and twice this).
 const InlineStall = time.Millisecond
 
 // Conn is a multiplexed, bidirectional connection: either end may send
@@ -102,9 +126,11 @@ type Conn struct {
 	wbufs, wpending net.Buffers
 	deadlineSet     time.Time
 
+	wd *watchdog // timeouts and stalls (watchdog.go)
+
 	nextID  atomic.Uint64
 	mu      sync.Mutex
-	pending map[uint64]chan Msg
+	pending map[uint64]*call
 	err     error // why the connection closed; set once
 	closed  atomic.Bool
 	done    chan struct{}
@@ -129,7 +155,7 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 		cfg.Name = nc.RemoteAddr().String()
 	}
 	c := &Conn{nc: nc, br: br, cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight),
-		pending: make(map[uint64]chan Msg), done: make(chan struct{}),
+		pending: make(map[uint64]*call), done: make(chan struct{}),
 		kick: make(chan struct{}, 1)}
 	if cfg.MaxInFlightBytes > 0 {
 		c.mem = semaphore.NewWeighted(cfg.MaxInFlightBytes)
@@ -140,6 +166,7 @@ func NewConn(nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
 		c.batcher, _ = tc.NetConn().(*bufferedConn)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wd = newWatchdog(c)
 	if cfg.Value != nil {
 		c.Value.Store(cfg.Value)
 	}
@@ -180,10 +207,38 @@ func (c *Conn) fail(err error) {
 	c.pending = nil
 	c.mu.Unlock()
 	c.cancel()
+	c.wd.stop()
 	c.nc.Close()
 	close(c.done)
-	for _, ch := range pending {
-		close(ch)
+	for _, cl := range pending {
+		close(cl.ch)
+	}
+}
+
+// call is a request waiting for its reply.
+type call struct {
+	// ch gets the reply, or nil when the call's timeout passed; it is
+	// closed when the connection fails. Exactly one of these happens, by
+	// whoever removes the call from Conn.pending.
+	ch      chan Msg
+	timeout time.Duration // 0: none
+	seenAt  time.Time     // the watchdog's first look (under Conn.mu)
+}
+
+// expireCalls fails the calls whose timeout has passed (the watchdog's
+// tick; see there for the accuracy).
+func (c *Conn) expireCalls(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, cl := range c.pending {
+		switch {
+		case cl.timeout <= 0:
+		case cl.seenAt.IsZero():
+			cl.seenAt = now
+		case now.Sub(cl.seenAt) >= cl.timeout:
+			delete(c.pending, id)
+			cl.ch <- nil
+		}
 	}
 }
 
@@ -200,29 +255,30 @@ func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
 // request context) makes WithTimeout start a goroutine per call.
 func (c *Conn) CallTimeout(ctx context.Context, m Msg, timeout time.Duration) (Msg, error) {
 	id := c.nextID.Add(1)
-	ch := make(chan Msg, 1)
+	cl := &call{ch: make(chan Msg, 1), timeout: timeout}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
 		return nil, err
 	}
-	c.pending[id] = ch
+	c.pending[id] = cl
 	c.mu.Unlock()
+	if timeout > 0 {
+		c.wd.callTimeout(timeout)
+		defer c.wd.callDone()
+	}
 	if err := c.write(m, 0, id); err != nil {
 		c.forget(id)
 		return nil, err
 	}
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
 	select {
-	case r, ok := <-ch:
-		if !ok {
+	case r, ok := <-cl.ch:
+		switch {
+		case !ok:
 			return nil, c.Err()
+		case r == nil:
+			return nil, fmt.Errorf("%v: no reply within %s: %w", m.Type(), timeout, context.DeadlineExceeded)
 		}
 		if e, isErr := r.(*Error); isErr {
 			return nil, &RemoteError{Errno: errnoValue(e.Errno), Msg: e.Msg}
@@ -231,9 +287,6 @@ func (c *Conn) CallTimeout(ctx context.Context, m Msg, timeout time.Duration) (M
 	case <-ctx.Done():
 		c.forget(id)
 		return nil, ctx.Err()
-	case <-expired:
-		c.forget(id)
-		return nil, fmt.Errorf("%v: no reply within %s: %w", m.Type(), timeout, context.DeadlineExceeded)
 	}
 }
 
@@ -275,11 +328,13 @@ func (c *Conn) readLoop() {
 		if n < 0 {
 			return
 		}
-		if h.dataLen == 0 && c.cfg.Inline != nil && c.cfg.Inline(m) {
-			if !c.serveInline(h, m, n) {
-				return // another goroutine reads now
+		if h.dataLen == 0 {
+			if mode := c.cfg.mode(m); mode != notInline {
+				if !c.serveInline(h, m, n, mode) {
+					return // another goroutine reads now
+				}
+				continue
 			}
-			continue
 		}
 		go c.serve(h, m, n)
 	}
@@ -303,54 +358,40 @@ func (c *Conn) reserve(h header) int64 {
 
 func (c *Conn) deliver(id uint64, m Msg) {
 	c.mu.Lock()
-	ch := c.pending[id]
+	cl := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
-	if ch != nil {
-		ch <- m
+	if cl != nil {
+		cl.ch <- m
 	}
 }
 
 // serveInline serves a request on the read loop and reports whether this
-// goroutine is still the reader: if the request takes longer than
-// InlineStall, a fresh read loop is started and this one ends with it.
-func (c *Conn) serveInline(h header, m Msg, held int64) bool {
-	var state atomic.Int32 // 0 serving, 1 done, 2 reading handed over
-	t := time.AfterFunc(InlineStall, func() {
-		if state.CompareAndSwap(0, 2) {
-			go c.readLoop()
-		}
-	})
-	c.serve(h, m, held)
-	t.Stop()
-	return state.CompareAndSwap(0, 1)
+// goroutine is still the reader: if the request holds the reading up too
+// long (ConnConfig.Inline), the watchdog starts a fresh read loop and this
+// one ends with it.
+func (c *Conn) serveInline(h header, m Msg, held int64, mode inlineMode) bool {
+	s := c.wd.begin(h, mode)
+	c.serveWith(s, m, held)
+	return s.state.CompareAndSwap(servingState, doneState)
 }
 
+// serve serves a request on a goroutine of its own.
 func (c *Conn) serve(h header, m Msg, held int64) {
+	c.serveWith(c.wd.begin(h, notInline), m, held)
+}
+
+// serveWith runs the handler and sends its reply, unless the watchdog has
+// answered the request ETIMEDOUT meanwhile (HandlerTimeout).
+func (c *Conn) serveWith(s *served, m Msg, held int64) {
 	defer func() {
+		c.wd.end(s)
 		if held > 0 {
 			c.mem.Release(held)
 		}
 		<-c.sem
 	}()
-	// The deadline is one timer (no context per request: the handlers'
-	// system calls would not watch it anyway; a handler that waits, as a
-	// blocked lock does, has its own bound).
-	var answered atomic.Bool // the reply (or the timeout's) was sent
-	if c.cfg.HandlerTimeout > 0 {
-		t := time.AfterFunc(c.cfg.HandlerTimeout, func() {
-			if c.ctx.Err() != nil || !answered.CompareAndSwap(false, true) {
-				return
-			}
-			if c.cfg.OnTimeout != nil {
-				c.cfg.OnTimeout(h.typ)
-			}
-			if h.flags&FlagOneWay == 0 {
-				c.write(errorMsg(fmt.Errorf("%v: not finished within %s: %w", h.typ, c.cfg.HandlerTimeout, syscall.ETIMEDOUT)), FlagReply, h.id)
-			}
-		})
-		defer t.Stop()
-	}
+	h := s.h
 	var reply Msg
 	var err error
 	if c.cfg.Handler == nil {
@@ -362,7 +403,7 @@ func (c *Conn) serve(h header, m Msg, held int64) {
 		}
 		reply, err = c.cfg.Handler.ServeMsg(ctx, c, m)
 	}
-	if h.flags&FlagOneWay != 0 || !answered.CompareAndSwap(false, true) {
+	if h.flags&FlagOneWay != 0 || !s.answered.CompareAndSwap(false, true) {
 		return
 	}
 	if err != nil {

@@ -18,5 +18,8 @@
 // its frame itself when no other frame is being written (writer.go), and a
 // server may serve cheap requests on the connection's read loop
 // (ConnConfig.Inline), so a metadata round trip crosses no goroutine on the
-// server and one (the reader's hand-over of the reply) on the caller.
+// server and one (the reader's hand-over of the reply) on the caller. All
+// of a connection's deadlines (inline stalls, handler and call timeouts)
+// are kept by one timer (watchdog.go): a timer per request woke a thread
+// per request.
 package wire

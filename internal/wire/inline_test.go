@@ -37,14 +37,17 @@ func TestInlineHandsOverReading(t *testing.T) {
 		}
 		return &OK{}, nil
 	})
-	for _, sec := range []*Security{plain("s3cret-s3cret-s3cret"), withTLS("s3cret-s3cret-s3cret")} {
+	// Inline requests are handed over after InlineStall, quick ones
+	// (InlineQuick) after the watchdog's slow tick (HandlerTimeout/8 here).
+	for i, sec := range []*Security{plain("s3cret-s3cret-s3cret"), withTLS("s3cret-s3cret-s3cret"), plain("s3cret-s3cret-s3cret")} {
 		pinged = make(chan struct{})
 		shs, chs, serr, cerr := handshakePair(t, sec, sec, "localhost", nil)
 		if serr != nil || cerr != nil {
 			t.Fatal(serr, cerr)
 		}
 		inline := func(Msg) bool { return true }
-		srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: srvH, Inline: inline})
+		quick := func(Msg) bool { return i == 2 }
+		srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: srvH, Inline: inline, InlineQuick: quick, HandlerTimeout: 800 * time.Millisecond})
 		cli := NewConn(chs.Conn, chs.Reader, ConnConfig{Handler: HandlerFunc(func(context.Context, *Conn, Msg) (Msg, error) { return &OK{}, nil })})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if _, err := cli.Call(ctx, &Lookup{Path: "call-back"}); err != nil {
@@ -124,5 +127,46 @@ func TestConcurrentWritersMixed(t *testing.T) {
 		}
 		cli.Close()
 		srv.Close()
+	}
+}
+
+// TestWatchdogStopsWhenIdle: the watchdog's timer ticks while requests are
+// served or calls wait, and stops once the connection is idle (INVARIANT of
+// watchdog.go: no timer left running on an idle connection).
+func TestWatchdogStopsWhenIdle(t *testing.T) {
+	h := HandlerFunc(func(ctx context.Context, c *Conn, m Msg) (Msg, error) { return &OK{}, nil })
+	shs, chs, serr, cerr := handshakePair(t, plain("s3cret-s3cret-s3cret"), plain("s3cret-s3cret-s3cret"), "localhost", nil)
+	if serr != nil || cerr != nil {
+		t.Fatal(serr, cerr)
+	}
+	inline := func(m Msg) bool { return true }
+	quick := func(m Msg) bool { _, ok := m.(*Ping); return ok }
+	srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: inline, InlineQuick: quick, HandlerTimeout: 400 * time.Millisecond})
+	cli := NewConn(chs.Conn, chs.Reader, ConnConfig{})
+	defer srv.Close()
+	defer cli.Close()
+	for i := range 50 {
+		var m Msg = &Ping{}
+		if i%2 == 0 {
+			m = &Lookup{Path: "x"}
+		}
+		if _, err := cli.CallTimeout(context.Background(), m, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*Conn{srv, cli} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c.wd.mu.Lock()
+			stopped := c.wd.cur == 0
+			c.wd.mu.Unlock()
+			if stopped {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the watchdog still ticks on an idle connection")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

@@ -22,7 +22,7 @@ func BenchmarkPingPair(b *testing.B) {
 				b.Fatal(serr, cerr)
 			}
 			h := HandlerFunc(func(context.Context, *Conn, Msg) (Msg, error) { return &OK{}, nil })
-			srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: func(Msg) bool { return true }})
+			srv := NewConn(shs.Conn, shs.Reader, ConnConfig{Handler: h, Inline: func(Msg) bool { return true }, InlineQuick: func(Msg) bool { return true }})
 			cli := NewConn(chs.Conn, chs.Reader, ConnConfig{})
 			defer srv.Close()
 			defer cli.Close()

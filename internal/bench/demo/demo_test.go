@@ -22,9 +22,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// demoDirs lists the run directories demos left in the temp dir.
+// demoDirs gives the test a temp dir of its own (TMPDIR, which the demo and
+// the processes it starts inherit), so that demos or testbeds running beside
+// it cannot be taken for its leftovers, and lists the run directories in it.
 func demoDirs(t *testing.T) map[string]bool {
 	t.Helper()
+	t.Setenv("TMPDIR", t.TempDir())
+	return runDirs()
+}
+
+// runDirs lists the run directories demos left in the temp dir.
+func runDirs() map[string]bool {
 	ms, _ := filepath.Glob(filepath.Join(os.TempDir(), "coopfs-demo-*"))
 	out := map[string]bool{}
 	for _, m := range ms {
@@ -67,7 +75,7 @@ func checkClean(t *testing.T, before map[string]bool) {
 	if cs := scanChildren(); len(cs) > 0 {
 		t.Errorf("child processes left: %v", cs)
 	}
-	for d := range demoDirs(t) {
+	for d := range runDirs() {
 		if !before[d] {
 			t.Errorf("run directory left: %s", d)
 			if live, _ := cluster.MountsUnder(d); len(live) > 0 {

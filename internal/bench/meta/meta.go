@@ -302,13 +302,13 @@ func (r *run) repetition(ctx context.Context, t target) error {
 
 // rtt runs the round-trip probe on t and counts the client's messages.
 func (r *run) rtt(ctx context.Context, t target) error {
-	lat, msgs, err := probeRTT(ctx, t)
+	p, err := probeRTT(ctx, t)
 	if err != nil {
 		return err
 	}
-	r.addRTT(t.name(), lat)
-	if msgs != nil {
-		r.addMessages(StepRTT, msgs)
+	r.addRTT(t.name(), p)
+	if p.msgs != nil {
+		r.addMessages(StepRTT, p.msgs)
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ func (res *Result) WriteText(w io.Writer) error {
 		p90 := func(t string) float64 { return r.Get(RowKey(StepRTT+"-p90", t)).Median }
 		fmt.Fprintf(&b, "\nmetadata round trip (lstat of %d names whose entries expired; median / p90 µs): ext4 %.1f / %.1f, passthrough %.1f / %.1f, coopfs %.1f / %.1f (target <= %.0f µs median: %s; coopfs sent %s)\n",
 			RTTFiles, e.Median, p90(TargetExt4), p.Median, p90(TargetPass), c.Median, p90(TargetCoopfs), TargetRTTMus, verdict, res.topTypes(StepRTT, 4))
+		b.WriteString(res.rttCosts())
 	}
 	if pd, pf := r.Get("msgs-per-dir/"+StepGrepWarm), r.Get("msgs-per-file/"+StepGrepWarm); pd != nil {
 		verdict := "MISSED"
@@ -203,4 +204,26 @@ func (res *Result) Plot(paths ...string) error {
 		}
 	}
 	return nil
+}
+
+// rttCosts is the probe's per-call CPU time and context switches of each
+// process, one line per target ("" when none were measured).
+func (res *Result) rttCosts() string {
+	var b strings.Builder
+	for _, t := range []string{TargetExt4, TargetPass, TargetCoopfs} {
+		var parts []string
+		for _, role := range []string{callerRole, roleDaemon, roleMount, roleServer} {
+			cpu := res.Get(RowKey(StepRTT+"-cpu", t+"-"+role))
+			sw := res.Get(RowKey(StepRTT+"-switches", t+"-"+role))
+			pre := res.Get(RowKey(StepRTT+"-preempted", t+"-"+role))
+			if cpu == nil || sw == nil || pre == nil {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f µs CPU, %.2f switches, %.2f preempted", role, cpu.Median, sw.Median, pre.Median))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "  per call, %s: %s\n", t, strings.Join(parts, "; "))
+		}
+	}
+	return b.String()
 }

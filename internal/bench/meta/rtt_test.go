@@ -3,6 +3,7 @@ package meta
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -24,7 +25,11 @@ import (
 // server (framing, goroutines, no file system work), and wire Lookups of a
 // path one and six directories deep (the server's os.Root walk and
 // statx). None of them goes through FUSE or the agent; the stat-rtt rows
-// of `coopfs bench meta` add those. p50-µs is the median call.
+// of `coopfs bench meta` add those. p50-µs is the median call; cli-cpu-µs,
+// cli-cs and cli-pre are this process's CPU time, voluntary context
+// switches and preemptions per call, srv-* the other process's (the echo or
+// the coopfs server). A loaded machine changes the CPU time and the
+// voluntary switches far less than the latency.
 //
 //	go test -run '^$' -bench RoundTrip -benchtime 20000x ./internal/bench/meta
 func BenchmarkRoundTrip(b *testing.B) {
@@ -32,8 +37,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("tcp-4KiB", func(b *testing.B) { benchTCP(b, 4096) })
 	b.Run("tcp-128B-handoffs", func(b *testing.B) { benchHandoffs(b, "") })
 	b.Run("tcp-128B-2proc", func(b *testing.B) { benchTCPProc(b, echoPlain) })
-	b.Run("tcp-128B-handoffs-2proc", func(b *testing.B) { benchHandoffs(b, startEcho(b, echoHandoffs)) })
-	clustertest.RequireFUSE(b) // the cluster launcher's checks; no mount is made
+	b.Run("tcp-128B-2proc-tls", func(b *testing.B) { benchTLSProc(b) })
+	b.Run("tcp-128B-handoffs-2proc", func(b *testing.B) { addr, _ := startEcho(b, echoHandoffs); benchHandoffs(b, addr) })
+	clustertest.RequireFUSE(b) // the cluster launcher's checks
+	b.Run("bindfs-lstat", benchBindfs)
+	b.Run("fuse-lstat", func(b *testing.B) { benchRelay(b, "") })
+	b.Run("fuse-relay-tcp-lstat", func(b *testing.B) { benchRelay(b, echoPlain) })
+	b.Run("fuse-relay-tls-lstat", func(b *testing.B) { benchRelay(b, echoTLS) })
+	b.Run("fuse-relay-wire-lstat", func(b *testing.B) { benchRelay(b, echoWire) })
 	bin := clustertest.Binary(b)
 	export := b.TempDir()
 	deep := filepath.Join(export, "a", "b", "c", "d", "e")
@@ -57,14 +68,39 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if insecure {
 			suffix = "-insecure"
 		}
-		benchWireCalls(b, c, suffix)
+		benchWireCalls(b, c, cl.Server.Pid, suffix)
 		c.Close()
 		cl.Close()
+		b.Run("coopfs-lstat"+suffix, func(b *testing.B) { benchCoopfsLstat(b, bin, insecure) })
 	}
 }
 
-// benchWireCalls times wire calls to a coopfs server over c.
-func benchWireCalls(b *testing.B, c *wire.Conn, suffix string) {
+// benchCoopfsLstat times lstats through a coopfs mount of names it has
+// never seen (created in the export before the mount), each one Lookup
+// message to the server: stat-rtt's round trip, FUSE op → agent → wire →
+// server → back, side by side with the floors above.
+func benchCoopfsLstat(b *testing.B, bin string, insecure bool) {
+	export := b.TempDir()
+	dir := filepath.Join(export, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cl, err := cluster.Start(context.Background(), cluster.Config{Binary: bin, Export: export, Clients: 1,
+		Insecure: insecure, ServerArgs: []string{"--log-level", "warn"}, MountArgs: []string{"--log-level", "warn"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	timeLstats(b, filepath.Join(cl.Mountpoints()[0], "d"), map[string]int{roleServer: cl.Server.Pid, roleMount: cl.Clients[0].Pid})
+}
+
+// benchWireCalls times wire calls to a coopfs server (process pid) over c.
+func benchWireCalls(b *testing.B, c *wire.Conn, pid int, suffix string) {
 	for _, x := range []struct {
 		name string
 		msg  func() wire.Msg
@@ -76,6 +112,7 @@ func benchWireCalls(b *testing.B, c *wire.Conn, suffix string) {
 		b.Run(x.name+suffix, func(b *testing.B) {
 			ctx := context.Background()
 			lat := make([]float64, 0, b.N)
+			cost := startCostProbe(map[string]int{roleServer: pid})
 			for b.Loop() {
 				start := time.Now()
 				if _, err := c.Call(ctx, x.msg()); err != nil {
@@ -84,6 +121,7 @@ func benchWireCalls(b *testing.B, c *wire.Conn, suffix string) {
 				lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
 			}
 			reportP50(b, lat)
+			reportCost(b, cost, len(lat))
 		})
 	}
 }
@@ -92,6 +130,19 @@ func reportP50(b *testing.B, lat []float64) {
 	slices.Sort(lat)
 	b.ReportMetric(quantile(lat, 0.5), "p50-µs")
 	b.ReportMetric(quantile(lat, 0.9), "p90-µs")
+}
+
+// reportCost reports the CPU time and context switches per call of this
+// process (cli-) and of the other one (srv-), if the probe has it.
+func reportCost(b *testing.B, p *costProbe, calls int) {
+	c := p.perCall(calls)
+	for role, prefix := range map[string]string{callerRole: "cli-", roleServer: "srv-", roleMount: "fuse-"} {
+		if x, ok := c[role]; ok {
+			b.ReportMetric(x.CPUMicros, prefix+"cpu-µs")
+			b.ReportMetric(x.Switches, prefix+"cs")
+			b.ReportMetric(x.Preempted, prefix+"pre")
+		}
+	}
 }
 
 // dialWire connects to a coopfs server as a client, without an agent.
@@ -122,7 +173,13 @@ func benchTCP(b *testing.B, size int) {
 
 // benchTCPProc is benchTCP against an echo server in another process.
 func benchTCPProc(b *testing.B, kind string) {
-	benchTCPAt(b, startEcho(b, kind), 128)
+	addr, pid := startEcho(b, kind)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	echoCalls(b, c, c, 128, pid)
 }
 
 func benchTCPAt(b *testing.B, addr string, size int) {
@@ -131,19 +188,88 @@ func benchTCPAt(b *testing.B, addr string, size int) {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	echoCalls(b, c, c, size, 0)
+}
+
+// echoCalls times size-byte exchanges: a write to w, a full read from r;
+// with pid, the cost of that process too.
+func echoCalls(b *testing.B, w io.Writer, r io.Reader, size, pid int) {
 	buf := make([]byte, size)
 	lat := make([]float64, 0, b.N)
+	pids := map[string]int{}
+	if pid != 0 {
+		pids[roleServer] = pid
+	}
+	cost := startCostProbe(pids)
 	for b.Loop() {
 		start := time.Now()
-		if _, err := c.Write(buf); err != nil {
+		if _, err := w.Write(buf); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if _, err := io.ReadFull(r, buf); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
 	}
 	reportP50(b, lat)
+	reportCost(b, cost, len(lat))
+}
+
+// benchTLSProc is benchTCPProc over coopfs's TLS: both ends make the
+// wire handshake (TLS 1.3, the cluster secret) and then exchange 128-byte
+// records, without wire's framing and goroutines.
+func benchTLSProc(b *testing.B) {
+	addr, pid := startEcho(b, echoTLS)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	nc.(*net.TCPConn).SetNoDelay(true)
+	hs, err := wire.ClientHandshake(context.Background(), nc, echoSecurity(), "", wire.Hello{Role: wire.RoleClient, Name: "bench-echo"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	echoCalls(b, hs.Conn, hs.Reader, 128, pid)
+}
+
+// echoSecret is the TLS echo's cluster secret (a benchmark's, not a secret).
+const echoSecret = "bench-meta-echo-secret"
+
+func echoSecurity() *wire.Security {
+	return wire.MustSecurity(wire.SecurityConfig{Secret: []byte(echoSecret)})
+}
+
+// serveTLS echoes 128-byte messages of one connection after the wire
+// handshake, from one goroutine; with wireConn it serves wire Pings on a
+// wire.Conn instead, inline on its read loop as the coopfs server does.
+func serveTLS(ln net.Listener, wireConn bool) {
+	nc, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	hs, err := wire.ServerHandshake(nc, echoSecurity(), wire.HelloReply{BlockSize: 4096, Policy: "none"},
+		func(*wire.Handshake) (wire.Welcome, error) { return wire.Welcome{ClientID: 1}, nil })
+	if err != nil {
+		return
+	}
+	if wireConn {
+		all := func(wire.Msg) bool { return true }
+		c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{Inline: all, InlineQuick: all,
+			Handler: wire.HandlerFunc(func(context.Context, *wire.Conn, wire.Msg) (wire.Msg, error) { return &wire.OK{}, nil })})
+		<-c.Done()
+		return
+	}
+	buf := make([]byte, 128)
+	for {
+		if _, err := io.ReadFull(hs.Reader, buf); err != nil {
+			return
+		}
+		if _, err := hs.Conn.Write(buf); err != nil {
+			return
+		}
+	}
 }
 
 // benchHandoffs is benchTCP's 128-byte exchange with the goroutine
@@ -262,27 +388,35 @@ func serveHandoffs(ln net.Listener, size int) {
 const (
 	echoEnv      = "COOPFS_META_ECHO"
 	echoPlain    = "plain"
+	echoTLS      = "tls"
+	echoWire     = "wire"
 	echoHandoffs = "handoffs"
 )
 
 // runEcho is the helper process (the test binary with echoEnv set): it
 // prints its address, serves one connection and exits.
 func runEcho(kind string) {
+	if kind == echoRelay {
+		runRelay() // a FUSE daemon, not an echo (relay_test.go)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.Exit(1)
 	}
 	os.Stdout.WriteString(ln.Addr().String() + "\n")
-	if kind == echoHandoffs {
+	switch kind {
+	case echoHandoffs:
 		serveHandoffs(ln, 128)
-	} else {
+	case echoTLS, echoWire:
+		serveTLS(ln, kind == echoWire)
+	default:
 		servePlain(ln, 128)
 	}
 	os.Exit(0)
 }
 
-// startEcho starts the helper process and returns its address.
-func startEcho(b *testing.B, kind string) string {
+// startEcho starts the helper process and returns its address and pid.
+func startEcho(b *testing.B, kind string) (string, int) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), echoEnv+"="+kind)
 	out, err := cmd.StdoutPipe()
@@ -297,5 +431,5 @@ func startEcho(b *testing.B, kind string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return strings.TrimSpace(addr)
+	return strings.TrimSpace(addr), cmd.Process.Pid
 }

@@ -22,6 +22,13 @@ const (
 	TargetCoopfs = "coopfs"
 )
 
+// Roles of a target's processes (target.procs).
+const (
+	roleDaemon = "daemon" // the passthrough's FUSE daemon
+	roleServer = "server" // coopfs serve
+	roleMount  = "mount"  // coopfs mount
+)
+
 // target is one way of reaching the export.
 type target interface {
 	// name is TargetExt4, TargetPass or TargetCoopfs.
@@ -34,6 +41,9 @@ type target interface {
 	// messages are the messages the target's client has sent so far, by
 	// type (nil for targets without a client).
 	messages(ctx context.Context) (map[string]float64, error)
+	// procs are the target's processes by role (nil: none), whose CPU
+	// time and context switches the round-trip probe reports per call.
+	procs() map[string]int
 	close() error
 }
 
@@ -61,6 +71,7 @@ func (t *ext4Target) cold(context.Context) error {
 	return nil
 }
 func (t *ext4Target) messages(context.Context) (map[string]float64, error) { return nil, nil }
+func (t *ext4Target) procs() map[string]int                                { return nil }
 func (t *ext4Target) close() error                                         { return nil }
 
 // passTarget is a FUSE passthrough of the export in its own process:
@@ -94,6 +105,13 @@ func (t *passTarget) name() string { return TargetPass }
 func (t *passTarget) root() string { return t.mnt }
 func (t *passTarget) messages(context.Context) (map[string]float64, error) {
 	return nil, nil
+}
+
+func (t *passTarget) procs() map[string]int {
+	if t.cmd == nil {
+		return nil
+	}
+	return map[string]int{roleDaemon: t.cmd.Process.Pid}
 }
 
 func (t *passTarget) mount(ctx context.Context) error {
@@ -202,6 +220,13 @@ func (t *coopfsTarget) cold(ctx context.Context) error {
 
 func (t *coopfsTarget) messages(ctx context.Context) (map[string]float64, error) {
 	return clientMessages(ctx, t.cl.Clients[0].MetricsAddr)
+}
+
+func (t *coopfsTarget) procs() map[string]int {
+	if t.cl == nil || t.cl.Server == nil || len(t.cl.Clients) == 0 {
+		return nil
+	}
+	return map[string]int{roleServer: t.cl.Server.Pid, roleMount: t.cl.Clients[0].Pid}
 }
 
 func (t *coopfsTarget) close() error {

@@ -184,6 +184,9 @@ func TestReplayCancel(t *testing.T) {
 		t.Skipf("the namespace testbed cannot run here: %v", err)
 	}
 	bin := clustertest.Binary(t)
+	// A temp dir of its own, so that testbeds running beside the test
+	// cannot be taken for its leftovers.
+	t.Setenv("TMPDIR", t.TempDir())
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "coopfs-replay-*"))
 	w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenOffice, Clients: 2, Accesses: 200000, Files: 50, MaxFile: 16, Private: 10})
 	if err != nil {
