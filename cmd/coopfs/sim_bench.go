@@ -388,6 +388,14 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 		}
 		args = append(args, "-t", csvSpec)
 	}
+	// cachesim appends its results to TRACE.cachesim in the working
+	// directory unless told otherwise: keep them out of the caller's tree.
+	odir, err := os.MkdirTemp("", "coopfs-cachesim-")
+	if err != nil {
+		return benchRow{}, fmt.Errorf("libCacheSim's output directory: %w", err)
+	}
+	defer os.RemoveAll(odir)
+	args = append(args, "--output", filepath.Join(odir, filepath.Base(trace)+".cachesim"))
 	r, err := benchRun(ctx, reps, bin, args, func(out []byte) (int64, float64, error) {
 		i := bytes.LastIndex(out, []byte(" req, miss ratio "))
 		if i < 0 {
