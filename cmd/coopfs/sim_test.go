@@ -202,3 +202,55 @@ func TestSimBench(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestLibCacheSimOutputNotInWorkingDir checks that the bench sends
+// cachesim's result file (TRACE.cachesim, which cachesim writes where it
+// runs unless given --output) to a temporary directory that it removes,
+// not to the working directory. A script stands in for cachesim: it writes
+// where cachesim would and prints cachesim's result line.
+func TestLibCacheSimOutputNotInWorkingDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	argsFile := filepath.Join(dir, "args")
+	script := filepath.Join(dir, "cachesim")
+	body := `#!/bin/sh
+printf '%s\n' "$@" > ` + argsFile + `
+out="$(basename "$1").cachesim"
+while [ $# -gt 0 ]; do [ "$1" = --output ] && out="$2"; shift; done
+echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS" | tee -a "$out"
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "t.oracleGeneral")
+	if err := os.WriteFile(trace, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := benchLibCacheSim(context.Background(), 1, script, trace, "oracleGeneral", "", "ignore", "lru", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Accesses != 5000 || r.MissRatio != 0.25 {
+		t.Errorf("row %+v: want 5000 accesses, miss ratio 0.25", r)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.cachesim")); len(m) > 0 {
+		t.Errorf("cachesim wrote %v in the working directory", m)
+	}
+	data, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSpace(string(data)), "\n")
+	out := ""
+	for i, a := range args {
+		if a == "--output" && i+1 < len(args) {
+			out = args[i+1]
+		}
+	}
+	if out == "" || strings.HasPrefix(out, dir) {
+		t.Fatalf("cachesim's --output %q: want a path outside the working directory (args %q)", out, args)
+	}
+	if _, err := os.Stat(filepath.Dir(out)); !os.IsNotExist(err) {
+		t.Errorf("cachesim's output directory %s is left behind (%v)", filepath.Dir(out), err)
+	}
+}
