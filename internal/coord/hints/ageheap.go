@@ -64,12 +64,10 @@ func (q *ageHeap) up(i int, x hnode) {
 		if !x.older(&q.a[p]) {
 			break
 		}
-		q.a[i] = q.a[p]
-		q.pos[q.a[i].h] = int32(i)
+		q.put(i, q.a[p])
 		i = p
 	}
-	q.a[i] = x
-	q.pos[x.h] = int32(i)
+	q.put(i, x)
 }
 
 // down puts x in the hole at i, moving its oldest children up.
@@ -104,10 +102,14 @@ func (q *ageHeap) down(i int, x hnode) {
 		if !q.a[m].older(&x) {
 			break
 		}
-		q.a[i] = q.a[m]
-		q.pos[q.a[i].h] = int32(i)
+		q.put(i, q.a[m])
 		i = m
 	}
+	q.put(i, x)
+}
+
+// put places x at i and records its position.
+func (q *ageHeap) put(i int, x hnode) {
 	q.a[i] = x
 	q.pos[x.h] = int32(i)
 }
