@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzCoopfsReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzLIRSReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzOracleReader -fuzztime 30s
+	$(GO) test ./internal/sim -run XXX -fuzz FuzzOracleNSReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzCSVReader -fuzztime 30s
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzCoopfsFastPath -fuzztime 30s
 	for f in FuzzDecodeTag FuzzDecodeStale FuzzMetaReplay FuzzSuperblock; do \

@@ -10,12 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -35,7 +32,7 @@ Subcommands:
          coopfs sim study sarkar|nfscc|nasd [--quick] [--out DIR]
   gen    write a generated workload in the coopfs trace format
          coopfs sim gen PATTERN [--clients N --accesses N --seed S ...] > file
-  convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, csv)
+  convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS, csv)
          coopfs sim convert --trace IN --format FMT --to FMT --out OUT[.gz|.zst]
   bench  accesses/s and peak memory per algorithm on one trace (and libCacheSim's)
          coopfs sim bench --trace F --format FMT [--algo A,B] [--clients 1,42]
@@ -457,7 +454,7 @@ func addTraceFlags(fs *flag.FlagSet) *traceFlags {
 		format: fs.String("format", "coopfs", "trace format: "+strings.Join(names, ", ")),
 		csvSpec: fs.String("csv-spec", "", "csv columns, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,client-col=5,\n"+
 			"delimiter=comma,has-header=true,obj-id-is-num=true,time-scale=1 (default: the layout 'sim convert' writes)"),
-		sizes: fs.String("sizes", "blocks", "object sizes (oracleGeneral, csv): blocks (an object of S bytes is ceil(S/block-size) blocks)\n"+
+		sizes: fs.String("sizes", "blocks", "object sizes (oracleGeneral, oracleGeneralOpNS, csv): blocks (an object of S bytes is ceil(S/block-size) blocks)\n"+
 			"or ignore (one block per object, libCacheSim's --ignore-obj-size)"),
 	}
 }
@@ -488,7 +485,7 @@ func (t *traceFlags) options(blockSize int64) (sim.ReadOptions, error) {
 func simConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("sim convert", "--trace IN --format FMT --to FMT --out OUT[.gz|.zst]", stderr)
 	trace := fs.String("trace", "", "input trace (gzip and zstd are detected)")
-	to := fs.String("to", "", "output format: coopfs, lirs, txt, oracleGeneral, csv")
+	to := fs.String("to", "", "output format: coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS (with the client as namespace), csv")
 	out := fs.String("out", "", "output file ('-': stdout); a .gz or .zst name compresses it")
 	bs := block.Size(8 << 10)
 	fs.Var(&bs, "block-size", "size written for accesses without one (block traces)")
@@ -556,263 +553,4 @@ func compressWriter(w io.Writer, name string) (io.WriteCloser, error) {
 		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
 	}
 	return nopWriteCloser{w}, nil
-}
-
-// benchRow is one measured run of 'sim bench'.
-type benchRow struct {
-	Tool      string  `json:"tool"` // coopfs or libCacheSim
-	Algorithm string  `json:"algorithm"`
-	Clients   int     `json:"clients"`
-	Accesses  int64   `json:"accesses"`
-	WallS     float64 `json:"wall_s"`
-	CPUS      float64 `json:"cpu_s"` // user + system
-	PerSec    float64 `json:"accesses_per_s"`
-	PerCPUSec float64 `json:"accesses_per_cpu_s"`
-	PeakRSSMB float64 `json:"peak_rss_mb"`
-	MissRatio float64 `json:"miss_ratio"` // reads that missed the local cache / reads
-	// Load1 is the machine's 1-minute load average when the run started
-	// (the rates mean little on a loaded machine).
-	Load1 float64 `json:"load1"`
-	// TargetMps is issue 13's speed target for the algorithm in M
-	// accesses/s (0: none); MetWall and MetCPU say whether the run reached
-	// it in wall-clock time and per CPU-second.
-	TargetMps float64 `json:"target_m_per_s,omitempty"`
-	MetWall   bool    `json:"met_wall,omitempty"`
-	MetCPU    bool    `json:"met_cpu,omitempty"`
-	// VsLibCacheSim is this run's accesses per CPU-second over
-	// libCacheSim's on the same trace (0: not run there).
-	VsLibCacheSim float64 `json:"vs_libcachesim_cpu,omitempty"`
-}
-
-// speedTarget is issue 13's target in M accesses/s: 7 for the LRU-class
-// algorithms and Optimal, 3 for hints.
-func speedTarget(algo string) float64 {
-	switch algo {
-	case "baseline", "globallru", "nchance", "gms", "directory", "optimal":
-		return 7
-	case "hints":
-		return 3
-	}
-	return 0
-}
-
-// loadAvg returns the 1-minute load average (0 if unknown).
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var l float64
-	fmt.Sscan(string(b), &l)
-	return l
-}
-
-// lcsAlgo is libCacheSim's name for the coopfs algorithm that is exactly
-// it on one client.
-var lcsAlgo = map[string]string{"baseline": "lru", "optimal": "belady"}
-
-func simBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim bench", "--trace F --format FMT [--algo A,B] [--clients 1,42] [--cache-blocks N] [--libcachesim PATH]", stderr)
-	trace := fs.String("trace", "", "trace file (gzip and zstd are detected)")
-	tf := addTraceFlags(fs)
-	algos := fs.String("algo", "baseline,globallru,nchance,gms,directory,optimal,hints", "algorithms, comma-separated")
-	clientList := fs.String("clients", "1", "client counts, comma-separated (a trace with more clients needs more)")
-	cacheBlocks := fs.Int("cache-blocks", 100000, "client cache in blocks with one client (no server memory); more clients use seed 002 table 5.2")
-	reps := fs.Int("reps", 1, "runs of each; the median is reported")
-	lcs := fs.String("libcachesim", "", "libCacheSim's cachesim binary: baseline and optimal on one client are also run there (lru, belady)")
-	asJSON := fs.Bool("json", false, "print JSON rows")
-	bin := fs.String("coopfs", "", "") // hidden: the coopfs binary to run (default: this one)
-	hideFlags(fs, stderr, "--trace F --format FMT [--algo A,B] [--clients 1,42] [--cache-blocks N] [--libcachesim PATH]", "coopfs")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *trace == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("give --trace (and --format), no arguments")
-	}
-	if *reps < 1 || *cacheBlocks < 1 {
-		return errors.New("--reps and --cache-blocks must be at least 1")
-	}
-	if _, err := tf.options(8 << 10); err != nil {
-		return err
-	}
-	if _, err := os.Stat(*trace); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	self := *bin
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return err
-		}
-	}
-	var rows []benchRow
-	for _, cs := range strings.Split(*clientList, ",") {
-		var c int
-		if _, err := fmt.Sscan(strings.TrimSpace(cs), &c); err != nil || c < 1 {
-			return fmt.Errorf("--clients %q: want positive integers", *clientList)
-		}
-		for _, a := range strings.Split(*algos, ",") {
-			a = strings.TrimSpace(a)
-			if _, err := study.Lookup(a); err != nil {
-				return err
-			}
-			cmd := []string{"sim", "run", "--trace", *trace, "--format", *tf.format, "--sizes", *tf.sizes, "--algo", a,
-				"--clients", fmt.Sprint(c), "--warmup", "0", "--quiet", "--json"}
-			if *tf.csvSpec != "" {
-				cmd = append(cmd, "--csv-spec", *tf.csvSpec)
-			}
-			if c == 1 {
-				cmd = append(cmd, "--client-cache-blocks", fmt.Sprint(*cacheBlocks), "--server-cache-blocks", "0")
-			}
-			r, err := benchRun(ctx, *reps, self, cmd, parseCoopfsBench)
-			if err != nil {
-				return fmt.Errorf("%s, %d clients: %w", a, c, err)
-			}
-			r.Tool, r.Algorithm, r.Clients = "coopfs", a, c
-			if r.TargetMps = speedTarget(a); r.TargetMps > 0 {
-				r.MetWall, r.MetCPU = r.PerSec >= r.TargetMps*1e6, r.PerCPUSec >= r.TargetMps*1e6
-			}
-			rows = append(rows, r)
-			fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, a, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
-			if la, ok := lcsAlgo[a]; ok && c == 1 && *lcs != "" {
-				if r, err = benchLibCacheSim(ctx, *reps, *lcs, *trace, *tf.format, *tf.csvSpec, *tf.sizes, la, *cacheBlocks); err != nil {
-					fmt.Fprintf(stderr, "libCacheSim %s: %v (skipped)\n", la, err)
-					continue
-				}
-				r.Algorithm, r.Clients = a+" ("+la+")", 1
-				if r.PerCPUSec > 0 {
-					rows[len(rows)-1].VsLibCacheSim = rows[len(rows)-1].PerCPUSec / r.PerCPUSec
-				}
-				rows = append(rows, r)
-				fmt.Fprintf(stderr, "%-11s %-10s %2d clients %8.2f M/s (%6.2f M/CPU-s) %7.1f MB  miss %.4f\n", r.Tool, la, c, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio)
-			}
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	fmt.Fprintf(stdout, "| tool | algorithm | clients | accesses | M accesses/s | M accesses/CPU-s | peak RSS MB | miss ratio | load | target M/s: met wall, per CPU-s | × libCacheSim per CPU-s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		target, vs := "", ""
-		if r.TargetMps > 0 {
-			target = fmt.Sprintf("%.0f: %s, %s", r.TargetMps, yesNo(r.MetWall), yesNo(r.MetCPU))
-		}
-		if r.VsLibCacheSim > 0 {
-			vs = fmt.Sprintf("%.2f", r.VsLibCacheSim)
-		}
-		fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.2f | %.2f | %.0f | %.4f | %.1f | %s | %s |\n", r.Tool, r.Algorithm, r.Clients, r.Accesses,
-			r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio, r.Load1, target, vs)
-	}
-	return nil
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// benchRun runs a command reps times and returns the median run (by wall
-// time) with its peak RSS and CPU time; parse reads the accesses and the
-// miss ratio from the output.
-func benchRun(ctx context.Context, reps int, bin string, args []string, parse func(out []byte) (int64, float64, error)) (benchRow, error) {
-	var runs []benchRow
-	for range reps {
-		var out, errb bytes.Buffer
-		load := loadAvg()
-		c := exec.CommandContext(ctx, bin, args...)
-		c.Stdout, c.Stderr = &out, &errb
-		start := time.Now()
-		if err := c.Run(); err != nil {
-			msg := strings.TrimSpace(errb.String())
-			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-				msg = msg[i+1:]
-			}
-			return benchRow{}, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
-		}
-		wall := time.Since(start).Seconds()
-		n, miss, err := parse(append(out.Bytes(), errb.Bytes()...))
-		if err != nil {
-			return benchRow{}, fmt.Errorf("%s: %w", filepath.Base(bin), err)
-		}
-		r := benchRow{Accesses: n, WallS: wall, MissRatio: miss, Load1: load}
-		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.PeakRSSMB = float64(ru.Maxrss) / 1024
-			r.CPUS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-		}
-		r.PerSec = float64(n) / wall
-		if r.CPUS > 0 {
-			r.PerCPUSec = float64(n) / r.CPUS
-		}
-		runs = append(runs, r)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].WallS < runs[j].WallS })
-	return runs[len(runs)/2], nil
-}
-
-func parseCoopfsBench(out []byte) (int64, float64, error) {
-	var ms []sim.Metrics
-	if err := json.Unmarshal(out, &ms); err != nil || len(ms) != 1 {
-		return 0, 0, fmt.Errorf("unexpected output of sim run: %v", err)
-	}
-	m := ms[0]
-	return m.Accesses, 1 - m.LocalHitRatio, nil
-}
-
-// benchLibCacheSim runs libCacheSim's cachesim on the same trace: one
-// cache of blocks objects (bytes of 8 KiB blocks when sizes count).
-func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec, sizes, algo string, blocks int) (benchRow, error) {
-	f, err := sim.ParseFormat(format)
-	if err != nil {
-		return benchRow{}, err
-	}
-	args := []string{trace}
-	switch f {
-	case sim.FormatOracle:
-		args = append(args, "oracleGeneral")
-	case sim.FormatCSV:
-		args = append(args, "csv")
-	case sim.FormatTxt, sim.FormatLIRS:
-		args = append(args, "txt")
-	default:
-		return benchRow{}, fmt.Errorf("libCacheSim cannot read the %s format: convert the trace (coopfs sim convert --to oracleGeneral)", f)
-	}
-	size := fmt.Sprint(blocks)
-	hasSizes := f == sim.FormatOracle || f == sim.FormatCSV
-	if hasSizes && sizes != string(sim.SizesIgnore) {
-		size = fmt.Sprint(int64(blocks) * 8 << 10)
-	}
-	ignore := "1"
-	if hasSizes && sizes != string(sim.SizesIgnore) {
-		ignore = "0"
-	}
-	args = append(args, algo, size, "--ignore-obj-size", ignore)
-	if f == sim.FormatCSV {
-		if csvSpec == "" {
-			csvSpec = "time-col=1,obj-id-col=2,obj-size-col=3,has-header=true"
-		}
-		args = append(args, "-t", csvSpec)
-	}
-	r, err := benchRun(ctx, reps, bin, args, func(out []byte) (int64, float64, error) {
-		i := bytes.LastIndex(out, []byte(" req, miss ratio "))
-		if i < 0 {
-			return 0, 0, errors.New("no miss ratio in cachesim's output")
-		}
-		var n int64
-		var miss float64
-		j := bytes.LastIndexByte(out[:i], ',')
-		if _, err := fmt.Sscan(string(out[j+1:i]), &n); err != nil {
-			return 0, 0, fmt.Errorf("cachesim's request count: %w", err)
-		}
-		if _, err := fmt.Sscan(strings.TrimSuffix(strings.Fields(string(out[i+len(" req, miss ratio "):]))[0], ","), &miss); err != nil {
-			return 0, 0, fmt.Errorf("cachesim's miss ratio: %w", err)
-		}
-		return n, miss, nil
-	})
-	r.Tool = "libCacheSim"
-	return r, err
 }

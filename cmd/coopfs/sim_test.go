@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,92 @@ func TestSimBench(t *testing.T) {
 	}
 	if rows[1].MissRatio > rows[0].MissRatio {
 		t.Errorf("optimal misses more than LRU: %+v", rows)
+	}
+
+	// The suite makes its seven traces (one and 42 clients, every format
+	// that holds them), times each reader, then runs every algorithm on
+	// each; the formats of one workload give the same miss ratios.
+	suite := filepath.Join(dir, "suite")
+	out.Reset()
+	err = runSim(context.Background(), []string{"bench", "--coopfs", e2e.bin, "--suite", suite, "--accesses", "4000", "--files", "300",
+		"--algo", "baseline,optimal", "--json", "--out", filepath.Join(dir, "rows.json")}, &out, &errb)
+	if err != nil {
+		t.Fatalf("suite: %v: %s", err, errb.String())
+	}
+	rows = nil
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 7*3 {
+		t.Fatalf("suite: %d rows, %v: %s", len(rows), err, out.String())
+	}
+	miss := map[string]float64{}
+	for _, r := range rows {
+		switch {
+		case r.Tool == "reader":
+			if r.Accesses == 0 || r.MBPerS <= 0 || (r.Format != "oracleGeneral" && r.Format != "oracleGeneralOpNS") != (r.TargetMps == 200) {
+				t.Errorf("reader row %+v", r)
+			}
+		case r.Accesses == 0 || r.MissRatio <= 0:
+			t.Errorf("row %+v", r)
+		default:
+			k := fmt.Sprint(r.Algorithm, r.Clients)
+			if m, ok := miss[k]; ok && m != r.MissRatio {
+				t.Errorf("%s on %s: miss ratio %v, other formats %v", r.Algorithm, r.Trace, r.MissRatio, m)
+			}
+			miss[k] = r.MissRatio
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rows.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestLibCacheSimOutputNotInWorkingDir checks that the bench sends
+// cachesim's result file (TRACE.cachesim, which cachesim writes where it
+// runs unless given --output) to a temporary directory that it removes,
+// not to the working directory. A script stands in for cachesim: it writes
+// where cachesim would and prints cachesim's result line.
+func TestLibCacheSimOutputNotInWorkingDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	argsFile := filepath.Join(dir, "args")
+	script := filepath.Join(dir, "cachesim")
+	body := `#!/bin/sh
+printf '%s\n' "$@" > ` + argsFile + `
+out="$(basename "$1").cachesim"
+while [ $# -gt 0 ]; do [ "$1" = --output ] && out="$2"; shift; done
+echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS" | tee -a "$out"
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "t.oracleGeneral")
+	if err := os.WriteFile(trace, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := benchLibCacheSim(context.Background(), 1, script, trace, "oracleGeneral", "", "ignore", "lru", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Accesses != 5000 || r.MissRatio != 0.25 {
+		t.Errorf("row %+v: want 5000 accesses, miss ratio 0.25", r)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.cachesim")); len(m) > 0 {
+		t.Errorf("cachesim wrote %v in the working directory", m)
+	}
+	data, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSpace(string(data)), "\n")
+	out := ""
+	for i, a := range args {
+		if a == "--output" && i+1 < len(args) {
+			out = args[i+1]
+		}
+	}
+	if out == "" || strings.HasPrefix(out, dir) {
+		t.Fatalf("cachesim's --output %q: want a path outside the working directory (args %q)", out, args)
+	}
+	if _, err := os.Stat(filepath.Dir(out)); !os.IsNotExist(err) {
+		t.Errorf("cachesim's output directory %s is left behind (%v)", filepath.Dir(out), err)
 	}
 }

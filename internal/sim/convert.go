@@ -74,10 +74,10 @@ func Convert(out io.Writer, w Workload, to Format, blockSize int64) error {
 			return err
 		}
 		return bw.Flush()
-	case FormatOracle:
-		return writeOracle(out, w, blockSize)
+	case FormatOracle, FormatOracleNS:
+		return writeOracle(out, w, blockSize, to == FormatOracleNS)
 	}
-	return fmt.Errorf("cannot convert to format %q: want coopfs, lirs, txt, oracleGeneral or csv", to)
+	return fmt.Errorf("cannot convert to format %q: want coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS or csv", to)
 }
 
 func sizeOf(a Access, blockSize int64) uint32 {
@@ -95,24 +95,34 @@ func writeLines(out io.Writer, w Workload, f func(*bufio.Writer, Access)) error 
 	return bw.Flush()
 }
 
-// writeOracle writes oracleGeneral records: next access is the 1-based
-// position of the object's next record (libCacheSim's convention), -1 if
-// none.
-func writeOracle(out io.Writer, w Workload, blockSize int64) error {
+// writeOracle writes oracleGeneral records, or with ns oracleGeneralOpNS
+// records (which also carry deletes, and the client as the namespace):
+// next access is the 1-based position of the object's next record
+// (libCacheSim's convention), -1 if none.
+func writeOracle(out io.Writer, w Workload, blockSize int64, ns bool) error {
+	size := OracleRecordSize
+	if ns {
+		size = OracleNSRecordSize
+	}
 	last := make(map[uint64]uint32)
 	var next []uint32 // 1-based position of the next access, 0 if none
+	var bad error
 	err := ForEach(w, func(a Access) {
-		if !dataAccess(a) {
-			return
+		if ns && a.Client > math.MaxUint16 && bad == nil {
+			bad = fmt.Errorf("client %d: oracleGeneralOpNS namespaces are 16 bits", a.Client)
 		}
-		i := uint32(len(next))
-		next = append(next, 0)
-		id := ObjectID(a)
-		if j, ok := last[id]; ok {
-			next[j] = i + 1
-		}
-		last[id] = i
+		objectRecords(a, ns, func(id uint64, _ Access) {
+			i := uint32(len(next))
+			next = append(next, 0)
+			if j, ok := last[id]; ok {
+				next[j] = i + 1
+			}
+			last[id] = i
+		})
 	})
+	if err == nil {
+		err = bad
+	}
 	if err != nil {
 		return err
 	}
@@ -121,25 +131,51 @@ func writeOracle(out io.Writer, w Workload, blockSize int64) error {
 	}
 	clear(last)
 	bw := bufio.NewWriterSize(out, 256<<10)
-	var rec [OracleRecordSize]byte
+	var rec [OracleNSRecordSize]byte
 	i := 0
 	err = ForEach(w, func(a Access) {
-		if !dataAccess(a) || i >= len(next) {
-			return
-		}
-		binary.LittleEndian.PutUint32(rec[0:], uint32(min(int64(a.Time.Seconds()), math.MaxUint32)))
-		binary.LittleEndian.PutUint64(rec[4:], ObjectID(a))
-		binary.LittleEndian.PutUint32(rec[12:], sizeOf(a, blockSize))
-		nx := int64(-1)
-		if next[i] > 0 {
-			nx = int64(next[i])
-		}
-		binary.LittleEndian.PutUint64(rec[16:], uint64(nx))
-		bw.Write(rec[:])
-		i++
+		objectRecords(a, ns, func(id uint64, a Access) {
+			if i >= len(next) {
+				return
+			}
+			binary.LittleEndian.PutUint32(rec[0:], uint32(min(int64(a.Time.Seconds()), math.MaxUint32)))
+			binary.LittleEndian.PutUint64(rec[4:], id)
+			binary.LittleEndian.PutUint32(rec[12:], sizeOf(a, blockSize))
+			nx := int64(-1)
+			if next[i] > 0 {
+				nx = int64(next[i])
+			}
+			at := 16
+			if ns {
+				rec[16] = lcsOpCode(a.Op)
+				binary.LittleEndian.PutUint16(rec[17:], uint16(a.Client))
+				at = 19
+			}
+			binary.LittleEndian.PutUint64(rec[at:], uint64(nx))
+			bw.Write(rec[:size])
+			i++
+		})
 	})
 	if err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+// objectRecords calls f with the object id of each record access a
+// becomes in an oracle format: one for a read or a write; with deletes
+// (oracleGeneralOpNS) one for the delete of an object, or one per block
+// for the delete of a file of blocks; none otherwise.
+func objectRecords(a Access, deletes bool, f func(id uint64, a Access)) {
+	switch {
+	case dataAccess(a):
+		f(ObjectID(a), a)
+	case a.Op != OpDelete || !deletes:
+	case a.Size > 0:
+		f(ObjectID(a), a)
+	default:
+		for b := range a.Block {
+			f(ObjectID(Access{File: a.File, Block: b}), a)
+		}
+	}
 }

@@ -13,64 +13,127 @@ import (
 	"time"
 )
 
-// OracleRecordSize is the size of one oracleGeneral record.
-const OracleRecordSize = 24
+// OracleRecordSize is the size of one oracleGeneral record;
+// OracleNSRecordSize of one oracleGeneralOpNS record.
+const (
+	OracleRecordSize   = 24
+	OracleNSRecordSize = 27
+)
 
-// oracleReader reads libCacheSim's oracleGeneral records. The next-access
-// field is checked (>= -1) and otherwise not used: Optimal builds its own
-// index over the accesses coopfs simulates.
+// oracleReader reads libCacheSim's oracleGeneral records, or with ns its
+// oracleGeneralOpNS records (an operation and a namespace, the client,
+// before the next access). The next-access field is checked (>= -1) and
+// otherwise not used: Optimal builds its own index over the accesses
+// coopfs simulates.
 type oracleReader struct {
-	r   *bufio.Reader
-	rec [OracleRecordSize]byte
-	n   int64
+	r    *bufio.Reader
+	ns   bool
+	size int // record size
+	n    int64
+}
+
+func newOracleReader(r *bufio.Reader, ns bool) *oracleReader {
+	o := &oracleReader{r: r, ns: ns, size: OracleRecordSize}
+	if ns {
+		o.size = OracleNSRecordSize
+	}
+	return o
 }
 
 func (o *oracleReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst, o.fast, o.Next) }
 
 // fast decodes the whole records already in the read buffer and returns
-// how many it filled; it stops before a bad next-access field, which Next
-// reports.
+// how many it filled; it stops before a bad record, which Next reports.
 func (o *oracleReader) fast(dst []Access) int {
-	k := min(o.r.Buffered()/OracleRecordSize, len(dst))
+	k := min(o.r.Buffered()/o.size, len(dst))
 	if k == 0 {
 		return 0
 	}
-	b, _ := o.r.Peek(k * OracleRecordSize)
+	b, _ := o.r.Peek(k * o.size)
 	n := 0
 	for ; n < k; n++ {
-		r := b[n*OracleRecordSize : (n+1)*OracleRecordSize]
-		if int64(binary.LittleEndian.Uint64(r[16:])) < -1 {
+		a, ok := o.decode(b[n*o.size : (n+1)*o.size])
+		if !ok {
 			break
 		}
-		dst[n] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
-			File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
+		dst[n] = a
 	}
-	o.r.Discard(n * OracleRecordSize)
+	o.r.Discard(n * o.size)
 	o.n += int64(n)
 	return n
 }
 
+// decode reads one record; ok is false if its next access or operation
+// is out of range.
+func (o *oracleReader) decode(r []byte) (a Access, ok bool) {
+	a = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
+		File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
+	next := r[16:]
+	if o.ns {
+		if a.Op, ok = lcsOp(r[16]); !ok {
+			return a, false
+		}
+		a.Client = int(binary.LittleEndian.Uint16(r[17:]))
+		next = r[19:]
+	}
+	return a, int64(binary.LittleEndian.Uint64(next)) >= -1
+}
+
+// lcsOp maps libCacheSim's operation codes (req_op_e): nop, get, gets and
+// read are reads (libCacheSim's simulator treats a nop as a request too);
+// set, add, cas, replace, append, prepend, incr, decr, write and update
+// are writes; delete deletes.
+func lcsOp(c byte) (Op, bool) {
+	switch c {
+	case 0, 1, 2, 12:
+		return OpRead, true
+	case 3, 4, 5, 6, 7, 8, 10, 11, 13, 14:
+		return OpWrite, true
+	case 9:
+		return OpDelete, true
+	}
+	return 0, false
+}
+
+// lcsOpCode is the libCacheSim operation code a converter writes for op:
+// get, set or delete.
+func lcsOpCode(op Op) byte {
+	switch op {
+	case OpWrite:
+		return 3
+	case OpDelete:
+		return 9
+	}
+	return 1
+}
+
 func (o *oracleReader) Next() (Access, error) {
-	b, err := o.r.Peek(OracleRecordSize)
-	if len(b) < OracleRecordSize {
+	b, err := o.r.Peek(o.size)
+	name := "oracleGeneral"
+	if o.ns {
+		name = "oracleGeneralOpNS"
+	}
+	if len(b) < o.size {
 		if len(b) == 0 && (err == io.EOF || err == nil) {
 			return Access{}, io.EOF
 		}
 		if err != nil && err != io.EOF {
 			return Access{}, err
 		}
-		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an oracleGeneral trace?", o.n+1, len(b), OracleRecordSize)
+		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an %s trace?", o.n+1, len(b), o.size, name)
 	}
-	t := binary.LittleEndian.Uint32(b[0:])
-	id := binary.LittleEndian.Uint64(b[4:])
-	size := binary.LittleEndian.Uint32(b[12:])
-	next := int64(binary.LittleEndian.Uint64(b[16:]))
-	o.r.Discard(OracleRecordSize)
+	a, ok := o.decode(b)
+	o.r.Discard(o.size)
 	o.n++
-	if next < -1 {
-		return Access{}, fmt.Errorf("record %d: next access %d: not an oracleGeneral trace?", o.n, next)
+	if !ok {
+		if o.ns {
+			if _, known := lcsOp(b[16]); !known {
+				return Access{}, fmt.Errorf("record %d: operation %d unknown: not an %s trace?", o.n, b[16], name)
+			}
+		}
+		return Access{}, fmt.Errorf("record %d: next access %d: not an %s trace?", o.n, int64(binary.LittleEndian.Uint64(b[o.size-8:])), name)
 	}
-	return Access{Time: time.Duration(t) * time.Second, File: id, Op: OpRead, Size: size}, nil
+	return a, nil
 }
 
 // CSVSpec names the columns of a csv trace, numbered from 1 (0: absent),
@@ -212,9 +275,11 @@ type csvReader struct {
 	n      int64
 	f      [64][]byte
 	// roles[col] is what column col (from 1) holds, for parseFast; last
-	// is the last column it needs.
-	roles [65]csvRole
-	last  int
+	// is the last column it needs. fastOK: the delimiter cannot be part
+	// of a number (parseFast reads numbers up to the first other byte).
+	roles  [65]csvRole
+	last   int
+	fastOK bool
 }
 
 // csvRole is what a csv column holds.
@@ -230,7 +295,8 @@ const (
 )
 
 func newCSVReader(lr *lineReader, spec CSVSpec) *csvReader {
-	c := &csvReader{lr: lr, spec: spec, header: spec.Header}
+	c := &csvReader{lr: lr, spec: spec, header: spec.Header,
+		fastOK: !(spec.Delim >= '0' && spec.Delim <= '9' || spec.Delim == '.')}
 	for _, col := range []struct {
 		n    int
 		role csvRole
@@ -251,7 +317,7 @@ func (c *csvReader) NextBatch(dst []Access) (int, error) { return fastBatch(dst,
 // which Next handles.
 func (c *csvReader) fast(dst []Access) int {
 	br := c.lr.br
-	if c.header || br.Buffered() == 0 {
+	if c.header || br.Buffered() == 0 || !c.fastOK {
 		return 0
 	}
 	buf, _ := br.Peek(br.Buffered())
@@ -287,45 +353,106 @@ func (c *csvReader) fast(dst []Access) int {
 }
 
 // parseFast parses the plain line at the start of buf in one pass over
-// its bytes, the columns it needs only, without splitting it, and returns
-// where the line's '\n' is. It gives up (ok false) on anything else —
-// quotes, blanks around a field, '\r', a missing column, a value that does
-// not parse, a line not wholly in buf — which the line parser handles
-// (with the same result, or the error).
+// its bytes, the columns it needs only, without splitting it — numbers are
+// accumulated as their digits go by — and returns where the line's '\n'
+// is. It gives up (ok false) on anything else — quotes, blanks around a
+// field, '\r', a missing column, a value that does not parse, a line not
+// wholly in buf — which the line parser handles (with the same result, or
+// the error).
 func (c *csvReader) parseFast(buf []byte) (a Access, end int, ok bool) {
+	if len(buf) == 0 || buf[0] == '#' { // a comment: the line parser skips it
+		return a, 0, false
+	}
 	a = Access{Op: OpRead, Time: time.Duration(c.n) * LIRSInterval}
 	d := c.spec.Delim
-	col, i := 1, 0
-	for {
-		j := i
-		for j < len(buf) && buf[j] != d && buf[j] != '\n' {
-			j++
-		}
-		if j == len(buf) {
-			return a, 0, false // not wholly buffered
-		}
-		if r := c.roles[col]; r != csvNone {
-			if !c.fastField(&a, r, buf[i:j]) {
+	i := 0
+	for col := 1; ; col++ {
+		switch r := c.roles[col]; {
+		case r == csvTime:
+			var m uint64
+			digits, frac, dot := 0, 0, false
+			for ; i < len(buf); i++ {
+				if x := buf[i] - '0'; x <= 9 {
+					m = m*10 + uint64(x)
+					digits++
+					if dot {
+						frac++
+					}
+				} else if buf[i] == '.' && !dot {
+					dot = true
+				} else {
+					break
+				}
+			}
+			if digits == 0 || digits > 15 {
+				return a, 0, false
+			}
+			sec := float64(m) / pow10[frac] // as parseSeconds
+			if c.spec.TimeScale > 0 {
+				sec *= c.spec.TimeScale
+			}
+			if sec < 0 || sec > 1e9 {
+				return a, 0, false
+			}
+			a.Time = secondsToDuration(sec)
+		case r == csvSize || r == csvClient || r == csvID && !c.spec.HashIDs:
+			var v uint64
+			j := i
+			for ; i < len(buf); i++ {
+				x := buf[i] - '0'
+				if x > 9 {
+					break
+				}
+				v = v*10 + uint64(x)
+			}
+			switch n := i - j; {
+			case n == 0 || n > 19: // 20 digits may overflow: the line parser checks
+				return a, 0, false
+			case r == csvSize:
+				if v >= 1<<32 {
+					return a, 0, false
+				}
+				a.Size = uint32(v)
+			case r == csvClient:
+				if v >= 1<<31 {
+					return a, 0, false
+				}
+				a.Client = int(v)
+			default:
+				a.File = v
+			}
+		default:
+			j := i
+			for i < len(buf) && buf[i] != d && buf[i] != '\n' {
+				i++
+			}
+			if r != csvNone && i < len(buf) && !c.fastField(&a, r, buf[j:i]) {
 				return a, 0, false
 			}
 		}
+		if i >= len(buf) {
+			return a, 0, false // not wholly buffered
+		}
 		if col == c.last {
-			if buf[j] != '\n' {
-				k := bytes.IndexByte(buf[j:], '\n')
+			if buf[i] != '\n' {
+				if buf[i] != d {
+					return a, 0, false
+				}
+				k := bytes.IndexByte(buf[i:], '\n')
 				if k < 0 {
 					return a, 0, false
 				}
-				j += k
+				i += k
 			}
-			if j > maxLine || (j > 0 && buf[j-1] == '\r') {
+			if i > maxLine || (i > 0 && buf[i-1] == '\r') {
 				return a, 0, false
 			}
-			return a, j, true
+			return a, i, true
 		}
-		if buf[j] == '\n' {
-			return a, 0, false // a column is missing
+		if buf[i] != d {
+			return a, 0, false // a column is missing, or a value does not parse
 		}
-		col, i = col+1, j+1
+		i++
 	}
 }
 
@@ -517,21 +644,29 @@ func parseObjectOp(b []byte) (Op, error) {
 	return 0, fmt.Errorf("unknown operation %q: want read/get, write/set/add/replace/cas/append/prepend/incr/decr or delete", b)
 }
 
-// sizeDropper forgets object sizes: one block per object.
+// sizeDropper forgets object sizes: one block per object (a delete names
+// that one block).
 type sizeDropper struct{ Source }
 
 func (s *sizeDropper) Next() (Access, error) {
 	a, err := s.Source.Next()
-	a.Size = 0
+	dropSize(&a)
 	return a, err
 }
 
 func (s *sizeDropper) NextBatch(dst []Access) (int, error) {
 	n, err := FillBatch(s.Source, dst)
 	for i := range dst[:n] {
-		dst[i].Size = 0
+		dropSize(&dst[i])
 	}
 	return n, err
+}
+
+func dropSize(a *Access) {
+	if a.Op == OpDelete && a.Size > 0 {
+		a.Block = 1
+	}
+	a.Size = 0
 }
 
 // blockExpander turns an access to an object of Size bytes into accesses

@@ -64,6 +64,48 @@ func TestOracleFormat(t *testing.T) {
 	}
 }
 
+func oracleNSRec(t uint32, id uint64, size uint32, op byte, ns uint16, next int64) []byte {
+	var b [OracleNSRecordSize]byte
+	binary.LittleEndian.PutUint32(b[0:], t)
+	binary.LittleEndian.PutUint64(b[4:], id)
+	binary.LittleEndian.PutUint32(b[12:], size)
+	b[16] = op
+	binary.LittleEndian.PutUint16(b[17:], ns)
+	binary.LittleEndian.PutUint64(b[19:], uint64(next))
+	return b[:]
+}
+
+// TestOracleNSFormat pins the oracleGeneralOpNS layout: operations as
+// libCacheSim numbers them, the namespace as the client, a delete of a
+// sized object naming its one block when sizes are ignored, and one clear
+// error for a bad operation, a bad next access or a truncated record.
+func TestOracleNSFormat(t *testing.T) {
+	var in []byte
+	in = append(in, oracleNSRec(5, 42, 10000, 1, 3, 3)...)  // get by client 3
+	in = append(in, oracleNSRec(6, 7, 100, 3, 41, -1)...)   // set by client 41
+	in = append(in, oracleNSRec(6, 42, 10000, 9, 0, -1)...) // delete
+	src, err := NewReader(bytes.NewReader(in), FormatOracleNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, src)
+	want := []Access{{Time: 5 * time.Second, Client: 3, File: 42, Size: 10000}, {Time: 6 * time.Second, Client: 41, File: 7, Op: OpWrite, Size: 100},
+		{Time: 6 * time.Second, File: 42, Op: OpDelete, Size: 10000}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+	src, _ = NewReaderOptions(bytes.NewReader(in), ReadOptions{Format: FormatOracleNS, Sizes: SizesIgnore})
+	if got, err = readAll(t, src); err != nil || len(got) != 3 || got[2].Block != 1 || got[2].Size != 0 {
+		t.Errorf("ignore: %+v, %v", got, err)
+	}
+	for name, bad := range map[string][]byte{"truncated": in[:20], "next": oracleNSRec(1, 2, 3, 1, 0, -7), "op": oracleNSRec(1, 2, 3, 77, 0, -1)} {
+		src, _ := NewReader(bytes.NewReader(bad), FormatOracleNS)
+		if _, err := readAll(t, src); err == nil || !strings.Contains(err.Error(), "oracleGeneralOpNS") || !strings.Contains(err.Error(), "record 1") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
 func TestCSVSpec(t *testing.T) {
 	c, err := ParseCSVSpec("time-col=1, obj-id-col=2, obj-size-col=3, delimiter=tab, has-header=true, obj-id-is-num=false")
 	want := CSVSpec{TimeCol: 1, IDCol: 2, SizeCol: 3, Delim: '\t', Header: true, HashIDs: true}
@@ -192,6 +234,30 @@ func TestConvertRoundTrip(t *testing.T) {
 			t.Fatalf("txt access %d: id %d, want %d", i, fromTxt[i].Block, back[i].File)
 		}
 	}
+	// coopfs → oracleGeneralOpNS keeps the clients, the writes and the
+	// deletes (a file's delete becomes a delete of each of its blocks),
+	// with next accesses over all records.
+	ns := convertBytes(t, acc, FormatOracleNS, 4096)
+	var recs []Access
+	for _, a := range acc {
+		objectRecords(a, true, func(id uint64, a Access) {
+			a.File, a.Block, a.Size = id, 0, 4096
+			recs = append(recs, a)
+		})
+	}
+	fromNS, err := readAll(t, mustReader(t, ns, ReadOptions{Format: FormatOracleNS}))
+	if err != nil || len(fromNS) != len(recs) || len(ns) != len(recs)*OracleNSRecordSize {
+		t.Fatalf("oracleGeneralOpNS: %d accesses in %d bytes for %d records, %v", len(fromNS), len(ns), len(recs), err)
+	}
+	for i, a := range recs {
+		a.Time = a.Time.Truncate(time.Second)
+		if fromNS[i] != a {
+			t.Fatalf("oracleGeneralOpNS access %d: %+v, want %+v", i, fromNS[i], a)
+		}
+	}
+	if og2 := convertBytes(t, fromNS, FormatOracleNS, 0); !bytes.Equal(ns, og2) {
+		t.Error("oracleGeneralOpNS → oracleGeneralOpNS changed the trace")
+	}
 	// coopfs → coopfs (through gzip) is the identity.
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -222,22 +288,41 @@ func FuzzOracleReader(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0})
 	f.Add(oracleRec(1, 2, 3, 4)[:20])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, o := range []ReadOptions{{Format: FormatOracle}, {Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 1 << 20}} {
-			src, err := NewReaderOptions(bytes.NewReader(data), o)
+		fuzzRead(t, data, []ReadOptions{{Format: FormatOracle}, {Format: FormatOracle, Sizes: SizesBlocks, BlockSize: 1 << 20}},
+			func(a Access) bool { return a.Op != OpRead || a.Client != 0 })
+	})
+}
+
+func FuzzOracleNSReader(f *testing.F) {
+	f.Add(append(oracleNSRec(1, 2, 3, 1, 4, 2), oracleNSRec(5, 2, 0, 9, 0, -1)...))
+	f.Add(oracleNSRec(1, 2, 3, 200, 0, -1))
+	f.Add(oracleNSRec(1, 2, 3, 1, 0, 4)[:20])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRead(t, data, []ReadOptions{{Format: FormatOracleNS}, {Format: FormatOracleNS, Sizes: SizesBlocks, BlockSize: 1 << 20},
+			{Format: FormatOracleNS, Sizes: SizesIgnore}},
+			func(a Access) bool { return a.Op > OpDelete || a.Op == OpOpen || a.Op == OpClose || a.Client > 65535 })
+	})
+}
+
+// fuzzRead reads data with each of opts and fails on an access that bad
+// rejects, a negative time or client, or a size left where sizes are
+// expanded or ignored.
+func fuzzRead(t *testing.T, data []byte, opts []ReadOptions, bad func(Access) bool) {
+	for _, o := range opts {
+		src, err := NewReaderOptions(bytes.NewReader(data), o)
+		if err != nil {
+			continue
+		}
+		for range 10000 {
+			a, err := src.Next()
 			if err != nil {
-				continue
+				break
 			}
-			for range 10000 {
-				a, err := src.Next()
-				if err != nil {
-					break
-				}
-				if a.Op != OpRead || a.Client != 0 || a.Time < 0 || (o.Sizes == SizesBlocks && a.Size != 0) {
-					t.Fatalf("bad access %+v", a)
-				}
+			if bad(a) || a.Client < 0 || a.Time < 0 || (o.Sizes != SizesKeep && a.Size != 0) {
+				t.Fatalf("bad access %+v", a)
 			}
 		}
-	})
+	}
 }
 
 func FuzzCSVReader(f *testing.F) {
@@ -259,11 +344,33 @@ func FuzzCSVReader(f *testing.F) {
 		for range 10000 {
 			a, err := src.Next()
 			if err != nil {
-				return
+				break
 			}
 			if a.Client < 0 || a.Op > OpDelete || a.Time < 0 {
 				t.Fatalf("bad access %+v", a)
 			}
+		}
+		// The batch fast path reads exactly what the line parser reads.
+		read := func(batch bool) ([]Access, string) {
+			src, _ := NewReaderOptions(bytes.NewReader(data), ReadOptions{Format: FormatCSV, CSV: c})
+			if !batch {
+				src = nextOnly{src}
+			}
+			var out []Access
+			buf := make([]Access, 64)
+			for len(out) < 10000 {
+				n, err := FillBatch(src, buf)
+				out = append(out, buf[:n]...)
+				if err != nil {
+					return out, err.Error()
+				}
+			}
+			return out, ""
+		}
+		want, werr := read(false)
+		got, gerr := read(true)
+		if werr != gerr || !slices.Equal(got, want) {
+			t.Fatalf("batch read %d accesses (%s), line by line %d (%s)", len(got), gerr, len(want), werr)
 		}
 	})
 }
@@ -368,13 +475,23 @@ func TestBatchFastPaths(t *testing.T) {
 	}
 	oracle.Write(oracleRec(1, 2, 3, -5))
 	oracle.Write(oracleRec(1, 2, 3, 4)[:10])
+	// Other layouts: columns reordered, hashed ids, a delimiter that
+	// could be read as part of a number.
+	var tsv, dot bytes.Buffer
+	for i := range 40000 {
+		fmt.Fprintf(&tsv, "%d\t%d\tk%d\t%d.%d\n", rng.IntN(42), rng.IntN(9000), rng.Uint64N(5000), i, rng.IntN(100))
+		fmt.Fprintf(&dot, "%d.%d.%d\n", i, rng.Uint64N(5000), rng.IntN(42))
+	}
+	tsvSpec, _ := ParseCSVSpec("client-col=1,obj-size-col=2,obj-id-col=3,obj-id-is-num=false,time-col=4,delimiter=tab,time-scale=1e-3")
+	dotSpec, _ := ParseCSVSpec("time-col=1,obj-id-col=2,client-col=3,delimiter=.")
 	for _, tc := range []struct {
 		f    Format
 		data []byte
-	}{{FormatCoopfs, coopfs.Bytes()}, {FormatTxt, txt.Bytes()}, {FormatLIRS, append(txt.Bytes(), "12x\n"...)},
-		{FormatOracle, oracle.Bytes()}, {FormatCSV, csv.Bytes()}} {
+		spec CSVSpec
+	}{{FormatCoopfs, coopfs.Bytes(), CSVSpec{}}, {FormatTxt, txt.Bytes(), CSVSpec{}}, {FormatLIRS, append(txt.Bytes(), "12x\n"...), CSVSpec{}},
+		{FormatOracle, oracle.Bytes(), CSVSpec{}}, {FormatCSV, csv.Bytes(), CSVSpec{}}, {FormatCSV, tsv.Bytes(), tsvSpec}, {FormatCSV, dot.Bytes(), dotSpec}} {
 		read := func(batch bool) ([]Access, error) {
-			src, err := NewReader(bytes.NewReader(tc.data), tc.f)
+			src, err := NewReaderOptions(bytes.NewReader(tc.data), ReadOptions{Format: tc.f, CSV: tc.spec})
 			if err != nil {
 				t.Fatal(err)
 			}

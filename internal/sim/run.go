@@ -175,6 +175,56 @@ func (p *prefetcher) stop() {
 	<-p.done
 }
 
+// prescan hands ps a fresh source of w, read ahead (and numbered, for a
+// PrescanNumberer) on another goroutine.
+func prescan(w Workload, ps Prescanner) error {
+	src, err := w.Open()
+	if err != nil {
+		return fmt.Errorf("open %s for prescan: %w", w.Name(), err)
+	}
+	defer CloseSource(src)
+	var ids *IDs
+	if pn, ok := ps.(PrescanNumberer); ok {
+		ids = pn.PrescanIDs()
+	}
+	pf := newPrefetcher(src, ids)
+	defer pf.stop()
+	if err := ps.Prescan(&prefetchSource{pf: pf}); err != nil {
+		return fmt.Errorf("prescan %s: %w", w.Name(), err)
+	}
+	return nil
+}
+
+// prefetchSource is a BatchSource over a prefetcher's batches.
+type prefetchSource struct {
+	pf  *prefetcher
+	cur []Access
+}
+
+func (s *prefetchSource) Next() (Access, error) {
+	var a [1]Access
+	if n, err := s.NextBatch(a[:]); n == 0 {
+		return Access{}, err
+	}
+	return a[0], nil
+}
+
+func (s *prefetchSource) NextBatch(dst []Access) (int, error) {
+	if len(s.cur) == 0 {
+		b, err := s.pf.next()
+		if err != nil {
+			return 0, err
+		}
+		if b == nil {
+			return 0, io.EOF
+		}
+		s.cur = b
+	}
+	n := copy(dst, s.cur)
+	s.cur = s.cur[n:]
+	return n, nil
+}
+
 // RunOptions control one run.
 type RunOptions struct {
 	// Algorithm and Config label the Metrics ("default" if Config is empty).
@@ -198,14 +248,8 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 		o.Config = "default"
 	}
 	if ps, ok := alg.(Prescanner); ok {
-		src, err := w.Open()
-		if err != nil {
-			return Metrics{}, fmt.Errorf("open %s for prescan: %w", w.Name(), err)
-		}
-		err = ps.Prescan(src)
-		CloseSource(src)
-		if err != nil {
-			return Metrics{}, fmt.Errorf("prescan %s: %w", w.Name(), err)
+		if err := prescan(w, ps); err != nil {
+			return Metrics{}, err
 		}
 	}
 	src, err := w.Open()

@@ -54,7 +54,8 @@ func ParseOp(s string) (Op, error) {
 // File is the object id, Block 0), else 0; readers turn sizes into blocks
 // or drop them before the algorithms see them (ReadOptions.Sizes). ID is
 // the block's dense number (IDs) for a read or write, set by Run for
-// algorithms that number blocks (Numberer), else 0.
+// algorithms that number blocks (Numberer), else 0; FileID likewise the
+// file's, for those that also number files (IDs.NumberFiles).
 type Access struct {
 	Time   time.Duration
 	Client int
@@ -63,6 +64,7 @@ type Access struct {
 	Op     Op
 	Size   uint32
 	ID     uint32
+	FileID uint32
 }
 
 // Key is the block an access names, usable as a map key.
@@ -152,6 +154,13 @@ type Algorithm interface {
 // calls Prescan on a fresh Source from the same Workload before the run.
 type Prescanner interface {
 	Prescan(src Source) error
+}
+
+// PrescanNumberer is implemented by Prescanners that number blocks in
+// their prescan: Run numbers the prescan's reads and writes with these IDs
+// on the reading goroutine, so Prescan gets them numbered (Access.ID).
+type PrescanNumberer interface {
+	PrescanIDs() *IDs
 }
 
 // Numberer is implemented by algorithms that keep their per-block state in

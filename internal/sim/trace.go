@@ -39,12 +39,20 @@ const (
 	// FormatCSV is libCacheSim's csv format: delimited text with the
 	// columns a CSVSpec names (time, object id, size, op, client).
 	FormatCSV Format = "csv"
+	// FormatOracleNS is libCacheSim's oracleGeneralOpNS binary format:
+	// 27-byte records (uint32 time, uint64 object id, uint32 size, uint8
+	// operation, uint16 namespace, int64 next access). The namespace is
+	// the client: one binary file holds a multi-client trace.
+	FormatOracleNS Format = "oracleGeneralOpNS"
 )
 
 // Formats lists the trace formats by name.
 func Formats() []Format {
-	return []Format{FormatCoopfs, FormatLIRS, FormatTxt, FormatOracle, FormatCSV}
+	return []Format{FormatCoopfs, FormatLIRS, FormatTxt, FormatOracle, FormatOracleNS, FormatCSV}
 }
+
+// Sized reports whether the format's accesses carry object sizes.
+func (f Format) Sized() bool { return f == FormatOracle || f == FormatOracleNS || f == FormatCSV }
 
 // LIRSInterval is the virtual time between two accesses of a LIRS trace.
 const LIRSInterval = time.Millisecond
@@ -61,10 +69,12 @@ func ParseFormat(s string) (Format, error) {
 		return FormatTxt, nil
 	case "oraclegeneral", "oracle":
 		return FormatOracle, nil
+	case "oraclegeneralopns", "oraclens":
+		return FormatOracleNS, nil
 	case "csv":
 		return FormatCSV, nil
 	}
-	return "", fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", s)
+	return "", fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS or csv", s)
 }
 
 // maxLine bounds a trace line; longer lines are an error, not a crash.
@@ -140,8 +150,8 @@ func newFormatReader(br *bufio.Reader, o ReadOptions) (Source, error) {
 		src = &coopfsReader{lr: newLineReader(br)}
 	case FormatLIRS, FormatTxt:
 		src = &lirsReader{lr: newLineReader(br)}
-	case FormatOracle:
-		src = &oracleReader{r: br}
+	case FormatOracle, FormatOracleNS:
+		src = newOracleReader(br, o.Format == FormatOracleNS)
 	case FormatCSV:
 		spec := o.CSV
 		if spec == (CSVSpec{}) {
@@ -152,10 +162,10 @@ func newFormatReader(br *bufio.Reader, o ReadOptions) (Source, error) {
 		}
 		src = newCSVReader(newLineReader(br), spec)
 	default:
-		return nil, fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral or csv", o.Format)
+		return nil, fmt.Errorf("unknown trace format %q: want coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS or csv", o.Format)
 	}
 	// Only object formats carry sizes; the others' accesses are blocks.
-	sized := o.Format == FormatOracle || o.Format == FormatCSV
+	sized := o.Format.Sized()
 	switch o.Sizes {
 	case SizesKeep:
 	case SizesIgnore:

@@ -137,7 +137,7 @@ type Directory struct {
 	cfg     Config
 	tab     *table
 	mem     lru.Table[bkey, struct{}] // blocks in the server's memory
-	clients map[ClientID]*clientState
+	clients clientMap
 	stats   Stats
 
 	// the recent forwards (the seed's request cache), a ring
@@ -153,10 +153,9 @@ func New(cfg Config) (*Directory, error) {
 		return nil, err
 	}
 	return &Directory{
-		cfg:     cfg,
-		tab:     newTable(cfg.Entries),
-		clients: make(map[ClientID]*clientState),
-		ring:    make([]fwdRec, cfg.ForwardMemory),
+		cfg:  cfg,
+		tab:  newTable(cfg.Entries),
+		ring: make([]fwdRec, cfg.ForwardMemory),
 	}, nil
 }
 
@@ -206,9 +205,9 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		act.Kind, act.To = ActForward, to
 		e.last = to
 		d.stats.Forwards++
-		d.clients[to].Forwards++
+		d.clients.get(to).Forwards++
 		if d.cfg.Balanced {
-			h := d.clients[to]
+			h := d.clients.get(to)
 			h.load, h.loadAt = d.recentLoad(h, now)+1, now
 		}
 		d.remember(now, c, id, to)
@@ -235,7 +234,7 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 	}
 	act := Action{Kind: ActServe, Client: c, Block: id, Version: v}
 	e := d.current(id, v)
-	if h := d.clients[holder]; h != nil && holder != Server && holder != c {
+	if h := d.clients.get(holder); h != nil && holder != Server && holder != c {
 		h.Misses++
 		h.MissRun++
 		d.stats.ForwardMisses++
@@ -327,9 +326,9 @@ func (d *Directory) Distrust(c ClientID) {
 // the server forgets departed clients so that its tables and per-client
 // metric series stay bounded. A client that is not failed is kept.
 func (d *Directory) Forget(c ClientID) {
-	if cl := d.clients[c]; cl != nil && cl.Failed {
+	if cl := d.clients.get(c); cl != nil && cl.Failed {
 		d.purge(c)
-		delete(d.clients, c)
+		d.clients.del(c)
 	}
 }
 
@@ -347,11 +346,11 @@ func (d *Directory) PingOK(c ClientID) {
 // none).
 func (d *Directory) Tick(now time.Duration) []ClientID {
 	var failed []ClientID
-	for c, cl := range d.clients {
+	d.clients.each(func(c ClientID, cl *clientState) {
 		if cl.Pinging && now >= cl.pingDeadline {
 			failed = append(failed, c)
 		}
-	}
+	})
 	slices.Sort(failed)
 	for _, c := range failed {
 		d.ClientFailed(c)
@@ -371,8 +370,8 @@ func (d *Directory) Len() int { return d.tab.len() }
 
 // ClientStats returns c's counters, and false if c was never heard of.
 func (d *Directory) ClientStats(c ClientID) (ClientStats, bool) {
-	cl, ok := d.clients[c]
-	if !ok {
+	cl := d.clients.get(c)
+	if cl == nil {
 		return ClientStats{}, false
 	}
 	return cl.ClientStats, true
@@ -380,10 +379,8 @@ func (d *Directory) ClientStats(c ClientID) (ClientStats, bool) {
 
 // Clients returns the ids of every client heard of, in increasing order.
 func (d *Directory) Clients() []ClientID {
-	ids := make([]ClientID, 0, len(d.clients))
-	for c := range d.clients {
-		ids = append(ids, c)
-	}
+	ids := make([]ClientID, 0, d.clients.len())
+	d.clients.each(func(c ClientID, _ *clientState) { ids = append(ids, c) })
 	slices.Sort(ids)
 	return ids
 }
@@ -399,10 +396,10 @@ func (d *Directory) Holders(id block.ID) []ClientID {
 
 // client returns c's state, creating it.
 func (d *Directory) client(c ClientID) *clientState {
-	cl := d.clients[c]
+	cl := d.clients.get(c)
 	if cl == nil {
 		cl = new(clientState)
-		d.clients[c] = cl
+		d.clients.set(c, cl)
 	}
 	return cl
 }
@@ -457,7 +454,7 @@ func (d *Directory) pick(e *entry, requester ClientID, serverLast bool) ClientID
 		return next
 	}
 	for _, c := range e.holders {
-		if c == requester || d.clients[c].Pinging {
+		if c == requester || d.clients.get(c).Pinging {
 			continue
 		}
 		if consider(c) {
@@ -478,7 +475,7 @@ func (d *Directory) pick(e *entry, requester ClientID, serverLast bool) ClientID
 func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID) ClientID {
 	best, bestLoad, bestAfter := NoClient, math.Inf(1), false
 	for _, c := range e.holders {
-		cl := d.clients[c]
+		cl := d.clients.get(c)
 		if c == requester || cl.Pinging {
 			continue
 		}
@@ -499,7 +496,7 @@ func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID
 // record adds c as a holder of id (version v), creating the entry if needed,
 // and returns the entry.
 func (d *Directory) record(e *entry, id block.ID, v block.Version, c ClientID) *entry {
-	if cl := d.clients[c]; cl != nil && cl.Distrusted {
+	if cl := d.clients.get(c); cl != nil && cl.Distrusted {
 		return e // never a holder again
 	}
 	if e == nil {

@@ -5,62 +5,6 @@ import (
 	"github.com/coopfs/coopfs/internal/lru"
 )
 
-// bkey is a block.ID hashable by lru.Table.
-type bkey block.ID
-
-func (k bkey) Hash() uint64 { return lru.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
-
-// fkey is a file id hashable by lru.Table.
-type fkey uint64
-
-func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
-
-// blockDir indexes a participant's blocks by id and by file: for each
-// block its cache entry and its hint (either may be absent: 0), for each
-// file the lists of both. The age cache and the hint store of a client
-// share one, so that the two lookups of a block (is it here? where is its
-// master copy?) and the upkeep of its file's lists touch one slot each.
-type blockDir struct {
-	blocks lru.Table[bkey, blockRefs]
-	files  lru.Table[fkey, fileRefs]
-}
-
-type blockRefs struct{ ent, hint int32 }
-
-type fileRefs struct{ ents, hints lru.List }
-
-// ref returns b's slot, made if need be (valid until the next change).
-func (d *blockDir) ref(b block.ID) *blockRefs {
-	if p := d.blocks.Ref(bkey(b)); p != nil {
-		return p
-	}
-	d.blocks.Put(bkey(b), blockRefs{})
-	return d.blocks.Ref(bkey(b))
-}
-
-// release drops b's slot if it holds nothing.
-func (d *blockDir) release(b block.ID, p *blockRefs) {
-	if p.ent == 0 && p.hint == 0 {
-		d.blocks.Delete(bkey(b))
-	}
-}
-
-// file returns f's lists, made if need be (valid until the next change).
-func (d *blockDir) file(f uint64) *fileRefs {
-	if p := d.files.Ref(fkey(f)); p != nil {
-		return p
-	}
-	d.files.Put(fkey(f), fileRefs{})
-	return d.files.Ref(fkey(f))
-}
-
-// releaseFile drops f's lists if both are empty.
-func (d *blockDir) releaseFile(f uint64, p *fileRefs) {
-	if p.ents.Len() == 0 && p.hints.Len() == 0 {
-		d.files.Delete(fkey(f))
-	}
-}
-
 // entry is one cached block's metadata. It holds no pointers: the slab of
 // entries is not scanned by the garbage collector.
 type entry struct {
@@ -70,10 +14,7 @@ type entry struct {
 	seq    uint64        // tie-break among equal stamps: later insert or touch is younger
 	master bool          // the master copy (fetched from the server, or forwarded as such)
 	global bool          // arrived by forward (a global block in the seed's terms)
-	// inHeap says where the entry is ordered: the heap (at heapAt) or the
-	// age list.
-	inHeap bool
-	heapAt int32
+	rec    int32         // the record of the block's file in the index
 }
 
 // ageCache holds block metadata ordered by age: the oldest block (smallest
@@ -94,40 +35,33 @@ type entry struct {
 // (stamp, seq) is a total order (seq is unique), so which entry goes first
 // does not depend on which part holds it.
 //
-// The index is a blockDir (lru.Tables: open addressing, no tombstones
-// under the cache's insert/delete churn), shared with the client's hints;
-// the per-file lists (for invalidation) are lru.Lists over the handles.
+// The index is a fileIndex, shared with the client's hints: an entry is
+// found through its file's record, and a file's entries are that record's
+// slots (for invalidation).
 //
-// INVARIANT: n == entries indexed in dir == list.Len()+len(heap) <=
+// INVARIANT: n == entries indexed in idx == list.Len()+len(heap) <=
 // capacity after every public call; heap[i].h's heapAt == i; the list is
-// in age order; every entry is on the list of its file.
+// in age order; an entry's slot (its rec, its index) names it.
 type ageCache struct {
 	capacity int
 	seq      uint64
 	n        int        // entries
-	dir      *blockDir  // the index, by block and by file
+	idx      *fileIndex // the index, by file and block
 	ents     []entry    // ents[0] is unused: handle 0 is none
 	age      []lru.Link // the age list's links, by handle (Next: older)
-	flinks   []lru.Link // the file lists' links, by handle
 	list     lru.List   // front: youngest, back: oldest
-	heap     []hnode    // the other entries, with their ages inline: comparisons touch no entry
+	heap     ageHeap    // the other entries
 	free     []int32
 	watch    func(block.ID, bool) // ClientConfig.Watch
+	scratch  []int32
 }
 
-// hnode is a heap slot: an entry's handle and a copy of its age (stamp, seq).
-type hnode struct {
-	stamp Time
-	seq   uint64
-	h     int32
-}
-
-// newAgeCache returns an empty cache indexed in dir (a new one if nil).
-func newAgeCache(capacity int, dir *blockDir, watch func(block.ID, bool)) *ageCache {
-	if dir == nil {
-		dir = new(blockDir)
+// newAgeCache returns an empty cache indexed in idx (a new one if nil).
+func newAgeCache(capacity int, idx *fileIndex, watch func(block.ID, bool)) *ageCache {
+	if idx == nil {
+		idx = newFileIndex(false)
 	}
-	return &ageCache{capacity: capacity, dir: dir, watch: watch}
+	return &ageCache{capacity: capacity, idx: idx, watch: watch}
 }
 
 func (c *ageCache) len() int { return c.n }
@@ -139,17 +73,19 @@ func (c *ageCache) at(h int32) *entry { return &c.ents[h] }
 
 // get returns id's handle, 0 if not cached.
 func (c *ageCache) get(id block.ID) int32 {
-	r, _ := c.dir.blocks.Get(bkey(id))
-	return r.ent
+	if s := c.idx.lookup(id); s != nil {
+		return s.ent
+	}
+	return 0
 }
 
 // oldestHandle returns the oldest entry's handle (0 if empty).
 func (c *ageCache) oldestHandle() int32 {
 	b := c.list.Back()
-	if len(c.heap) == 0 {
+	if len(c.heap.a) == 0 {
 		return b
 	}
-	if top := &c.heap[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
+	if top := &c.heap.a[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
 		return top.h
 	}
 	return b
@@ -181,12 +117,16 @@ func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, glob
 		h = int32(len(c.ents))
 		c.ents = append(c.ents, entry{})
 		c.age = lru.Grow(c.age, h)
-		c.flinks = lru.Grow(c.flinks, h)
+		c.heap.grow(h)
 	}
-	c.ents[h] = entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global}
+	r := c.idx.ensure(id.File)
+	s := c.idx.make(r, id.Index)
+	if s.empty() {
+		c.idx.filled(r)
+	}
+	s.ent = h
+	c.ents[h] = entry{id: id, ver: v, stamp: stamp, seq: c.seq, master: master, global: global, rec: r}
 	c.n++
-	c.dir.ref(id).ent = h
-	c.dir.file(id.File).ents.PushFront(c.flinks, h)
 	c.place(h)
 	if c.watch != nil {
 		c.watch(id, true)
@@ -199,31 +139,19 @@ func (c *ageCache) insert(id block.ID, v block.Version, stamp Time, master, glob
 func (c *ageCache) place(h int32) {
 	e := &c.ents[h]
 	if f := c.list.Front(); f == 0 || older(c.ents[f].stamp, c.ents[f].seq, e.stamp, e.seq) {
-		e.inHeap = false
 		c.list.PushFront(c.age, h)
 		return
 	}
-	e.inHeap, e.heapAt = true, int32(len(c.heap))
-	c.heap = append(c.heap, hnode{e.stamp, e.seq, h})
-	c.up(int(e.heapAt))
+	c.heap.push(hnode{e.stamp, e.seq, h})
 }
 
 // unplace takes h out of the age order.
 func (c *ageCache) unplace(h int32) {
-	e := &c.ents[h]
-	if !e.inHeap {
+	if !c.heap.has(h) {
 		c.list.Remove(c.age, h)
 		return
 	}
-	i, last := int(e.heapAt), len(c.heap)-1
-	if i != last {
-		c.swap(i, last)
-	}
-	c.heap = c.heap[:last]
-	if i != last {
-		c.fix(i)
-	}
-	e.inHeap = false
+	c.heap.remove(h)
 }
 
 // touch makes h referenced at now (never makes it older).
@@ -233,7 +161,7 @@ func (c *ageCache) touch(h int32, now Time) {
 		return
 	}
 	c.seq++
-	if !e.inHeap && c.list.Front() == h { // already the youngest
+	if c.list.Front() == h { // already the youngest
 		e.stamp, e.seq = now, c.seq
 		return
 	}
@@ -263,38 +191,41 @@ func (c *ageCache) popOldest() (e entry, ok bool) {
 // remove takes h out of the cache.
 func (c *ageCache) remove(h int32) {
 	c.unplace(h)
-	id := c.ents[h].id
+	e := &c.ents[h]
+	id := e.id
 	c.n--
-	r := c.dir.blocks.Ref(bkey(id))
-	r.ent = 0
-	c.dir.release(id, r)
-	f := c.dir.files.Ref(fkey(id.File))
-	f.ents.Remove(c.flinks, h)
-	c.dir.releaseFile(id.File, f)
-	c.ents[h] = entry{}
+	s := c.idx.at(e.rec, id.Index)
+	if s.ent = 0; s.empty() {
+		c.idx.emptied(e.rec)
+	}
+	*e = entry{}
 	c.free = append(c.free, h)
 	if c.watch != nil {
 		c.watch(id, false)
 	}
 }
 
-// fileHandles appends the handles of file's entries to out.
+// fileHandles appends the handles of file's entries to out, in block
+// order.
 func (c *ageCache) fileHandles(file uint64, out []int32) []int32 {
-	f, _ := c.dir.files.Get(fkey(file))
-	for h := f.ents.Front(); h != 0; h = lru.Next(c.flinks, h) {
-		out = append(out, h)
+	if r := c.idx.find(file); r != 0 {
+		c.idx.each(r, func(_ uint64, s *slot) bool {
+			if s.ent != 0 {
+				out = append(out, s.ent)
+			}
+			return true
+		})
 	}
 	return out
 }
 
-// dropFile removes every block of file and appends their ids to out.
+// dropFile removes every block of file and appends their ids to out, in
+// block order.
 func (c *ageCache) dropFile(file uint64, out []block.ID) []block.ID {
-	f, _ := c.dir.files.Get(fkey(file))
-	for h := f.ents.Front(); h != 0; {
-		next := lru.Next(c.flinks, h)
+	c.scratch = c.fileHandles(file, c.scratch[:0])
+	for _, h := range c.scratch {
 		out = append(out, c.ents[h].id)
 		c.remove(h)
-		h = next
 	}
 	return out
 }
@@ -304,91 +235,50 @@ func (c *ageCache) each(f func(e *entry)) {
 	for h := c.list.Front(); h != 0; h = lru.Next(c.age, h) {
 		f(&c.ents[h])
 	}
-	for _, n := range c.heap {
+	for _, n := range c.heap.a {
 		f(&c.ents[n.h])
 	}
 }
 
-func (c *ageCache) less(i, j int) bool {
-	a, b := &c.heap[i], &c.heap[j]
-	return older(a.stamp, a.seq, b.stamp, b.seq)
-}
-
-func (c *ageCache) swap(i, j int) {
-	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.ents[c.heap[i].h].heapAt, c.ents[c.heap[j].h].heapAt = int32(i), int32(j)
-}
-
-// The heap is 4-ary: half the levels of a binary heap, and a node's
-// children share a cache line or two.
-const heapArity = 4
-
-func (c *ageCache) up(i int) {
-	for i > 0 {
-		p := (i - 1) / heapArity
-		if !c.less(i, p) {
-			return
-		}
-		c.swap(i, p)
-		i = p
-	}
-}
-
-func (c *ageCache) down(i int) {
-	n := len(c.heap)
-	for {
-		l := heapArity*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		for j := l + 1; j < min(l+heapArity, n); j++ {
-			if c.less(j, m) {
-				m = j
-			}
-		}
-		if !c.less(m, i) {
-			return
-		}
-		c.swap(i, m)
-		i = m
-	}
-}
-
-func (c *ageCache) fix(i int) {
-	c.up(i)
-	c.down(i)
-}
-
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
-	n := c.list.Len() + len(c.heap)
+	n := c.list.Len() + len(c.heap.a)
 	indexed := 0
-	c.dir.blocks.Range(func(_ bkey, r blockRefs) bool {
-		if r.ent != 0 {
+	var err error
+	c.idx.eachFile(func(r int32) bool {
+		c.idx.each(r, func(idx uint64, s *slot) bool {
+			if s.ent == 0 {
+				return true
+			}
 			indexed++
-		}
-		return true
+			if e := &c.ents[s.ent]; e.id.File != c.idx.recs[r].id || e.id.Index != idx || e.rec != r {
+				err = errorf("age cache: slot %d of file %d holds %v", idx, c.idx.recs[r].id, e.id)
+			}
+			return err == nil
+		})
+		return err == nil
 	})
+	if err != nil {
+		return err
+	}
 	if n != indexed || n != c.n {
-		return errorf("age cache: list %d + heap %d entries, index %d, count %d", c.list.Len(), len(c.heap), indexed, c.n)
+		return errorf("age cache: list %d + heap %d entries, index %d, count %d", c.list.Len(), len(c.heap.a), indexed, c.n)
 	}
 	if n > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", n, c.capacity)
 	}
-	for i, hn := range c.heap {
-		e := &c.ents[hn.h]
-		if !e.inHeap || int(e.heapAt) != i || hn.stamp != e.stamp || hn.seq != e.seq {
-			return errorf("age cache: entry %v at %d says %d", e.id, i, e.heapAt)
+	for i, hn := range c.heap.a {
+		if e := &c.ents[hn.h]; int(c.heap.pos[hn.h]) != i || hn.stamp != e.stamp || hn.seq != e.seq {
+			return errorf("age cache: entry %v at %d says %d", e.id, i, c.heap.pos[hn.h])
 		}
-		if i > 0 && c.less(i, (i-1)/heapArity) {
+		if p := &c.heap.a[(i-1)/heapArity]; i > 0 && older(hn.stamp, hn.seq, p.stamp, p.seq) {
 			return errorf("age cache: heap order broken at %d", i)
 		}
 	}
 	var prev *entry
 	for h := c.list.Back(); h != 0; h = lru.Prev(c.age, h) {
 		e := &c.ents[h]
-		if e.inHeap {
+		if c.heap.has(h) {
 			return errorf("age cache: listed entry %v marked in the heap", e.id)
 		}
 		if prev != nil && !older(prev.stamp, prev.seq, e.stamp, e.seq) {
@@ -396,23 +286,5 @@ func (c *ageCache) check() error {
 		}
 		prev = e
 	}
-	files := 0
-	var err error
-	c.dir.files.Range(func(f fkey, fr fileRefs) bool {
-		for h := fr.ents.Front(); h != 0; h = lru.Next(c.flinks, h) {
-			if id := c.ents[h].id; id.File != uint64(f) || c.get(id) != h {
-				err = errorf("age cache: file list of %d holds %v", f, id)
-				return false
-			}
-			files++
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	if files != n {
-		return errorf("age cache: file lists hold %d entries, cache %d", files, n)
-	}
-	return nil
+	return c.idx.check()
 }

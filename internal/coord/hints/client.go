@@ -41,6 +41,12 @@ type ClientConfig struct {
 	// (!in) the cache, after the change. Simulators use it to index
 	// which clients cache a block; it must not call back into the client.
 	Watch func(b block.ID, in bool)
+	// DenseFiles says file ids are small dense numbers (the simulator
+	// numbers them): per-file state is then kept in slices indexed by id
+	// however many ids there are. Otherwise slices cover only the ids
+	// below a bound that follows the number of files known, and a table
+	// the rest.
+	DenseFiles bool
 }
 
 // DefaultMaxHops is the default bound on the clients a request visits.
@@ -82,9 +88,10 @@ type peer struct {
 type Client struct {
 	cfg   ClientConfig
 	cache *ageCache
-	hints hintStore // block → hint, by file
+	idx   *fileIndex // the cache's entries and the hints, by file and block
 	peers []peer
 	index idMap[int] // peer id → position in peers
+	ages  peerAges   // the peers' oldest-block entries, for target and young
 	// others counts the hints naming another participant (MaxHints).
 	others int
 	// scratch for Invalidate
@@ -97,8 +104,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	dir := new(blockDir)
-	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, dir, cfg.Watch), hints: hintStore{dir: dir}}
+	idx := newFileIndex(cfg.DenseFiles)
+	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, idx, cfg.Watch), idx: idx}
 	for _, id := range cfg.Peers {
 		if id == cfg.ID || id < 0 {
 			continue
@@ -109,6 +116,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		c.index.set(id, len(c.peers))
 		c.peers = append(c.peers, peer{id: id, oldest: Free})
 	}
+	c.resetAges()
 	return c, nil
 }
 
@@ -129,7 +137,7 @@ func (c *Client) Has(b block.ID) (cached, master bool) {
 
 // HintFor returns the client's hint for b, if any (self included).
 func (c *Client) HintFor(b block.ID) (Hint, bool) {
-	return c.hints.get(b)
+	return c.idx.hint(b)
 }
 
 // OldestOf returns what the client believes the oldest block of p is.
@@ -291,33 +299,40 @@ func (c *Client) makeRoom(now Time) Eviction {
 		t = c.target()
 	}
 	if t < 0 || c.peers[t].oldest >= v.stamp {
-		c.deleteHint(v.id)
+		c.deleteHintOf(&v)
 		return ev
 	}
 	p := &c.peers[t]
 	ev.Kind, ev.To, ev.ToBoot = EvictForward, p.id, p.boot
-	c.setHint(v.id, Hint{Holder: p.id, Boot: p.boot, Since: now}) // replaces the self hint
+	c.setHintIn(c.recOf(&v), v.id, Hint{Holder: p.id, Boot: p.boot, Since: now}) // replaces the self hint
 	// Until the ack says otherwise, assume the forward replaced the
 	// target's oldest block by this (younger) one: a forwarding client that
 	// never hears back does not keep picking the same target.
 	p.oldest = v.stamp
+	c.peerChanged(t)
 	return ev
 }
 
 // target returns the position of the live peer with the oldest entry in the
 // oldest-block list (first in Peers order on ties), or -1.
-func (c *Client) target() int {
-	best := -1
+func (c *Client) target() int { return c.ages.oldest(c.live) }
+
+// live reports whether peer position i is not marked failed.
+func (c *Client) live(i int) bool { return !c.peers[i].failed }
+
+// peerChanged brings the age tree up to date after peer position i's
+// oldest entry or failed mark changed.
+func (c *Client) peerChanged(i int) {
+	p := &c.peers[i]
+	c.ages.set(i, p.oldest, !p.failed)
+}
+
+// resetAges rebuilds the age tree (the peer list changed).
+func (c *Client) resetAges() {
+	c.ages.resize(len(c.peers))
 	for i := range c.peers {
-		p := &c.peers[i]
-		if p.failed {
-			continue
-		}
-		if best < 0 || p.oldest < c.peers[best].oldest {
-			best = i
-		}
+		c.peerChanged(i)
 	}
-	return best
 }
 
 // AcceptForward installs a master copy of b that peer from forwarded at now
@@ -330,6 +345,7 @@ func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block
 	c.Observe(from, fromBoot)
 	if i, ok := c.index.get(from); ok {
 		c.peers[i].oldest = fromOldest
+		c.peerChanged(i)
 	}
 	var victim Eviction
 	h, _ := c.lookup(b, v)
@@ -376,7 +392,7 @@ func (c *Client) evictForForward() Eviction {
 	v, _ := c.cache.popOldest()
 	ev := Eviction{Kind: EvictDrop, Block: v.id, Version: v.ver, Master: v.master, Stamp: v.stamp}
 	if v.master {
-		c.deleteHint(v.id)
+		c.deleteHintOf(&v)
 		if c.young(v.stamp) {
 			ev.Kind = EvictDiscard
 		}
@@ -390,32 +406,14 @@ func (c *Client) evictForForward() Eviction {
 // what the client assumed at boot about peers it has not exchanged ages
 // with since, and an idle target (which rarely forwards) keeps many of them;
 // counting them would declare every replacement a mistake.
-func (c *Client) young(stamp Time) bool {
-	n, older := 0, 0
-	for i := range c.peers {
-		p := &c.peers[i]
-		if p.failed || p.oldest == Free {
-			continue // a Free entry is free memory, not a block
-		}
-		n++
-		if p.oldest < stamp {
-			older++
-		}
-	}
-	switch c.cfg.Discard {
-	case DiscardPessimistic:
-		return older > 0
-	case DiscardOptimistic:
-		return n > 0 && older == n
-	}
-	return false
-}
+func (c *Client) young(stamp Time) bool { return c.ages.young(stamp, c.cfg.Discard, c.live) }
 
 // ForwardAcked completes the age exchange after a forward to target.
 func (c *Client) ForwardAcked(target ClientID, oldest BootAge) {
 	c.Observe(target, oldest.Boot)
 	if i, ok := c.index.get(target); ok {
 		c.peers[i].oldest = oldest.Age
+		c.peerChanged(i)
 	}
 }
 
@@ -438,6 +436,7 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 		return
 	}
 	q := &c.peers[i]
+	was := *q
 	if boot > q.boot {
 		if q.boot != 0 {
 			q.oldest = Free
@@ -447,6 +446,9 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 	if boot >= q.boot {
 		q.failed = false
 	}
+	if q.oldest != was.oldest || q.failed != was.failed {
+		c.peerChanged(i)
+	}
 }
 
 // PeerFailed records a timeout on a message to p: hints and oldest-block
@@ -454,6 +456,7 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 func (c *Client) PeerFailed(p ClientID) {
 	if i, ok := c.index.get(p); ok {
 		c.peers[i].failed = true
+		c.peerChanged(i)
 	}
 }
 
@@ -470,6 +473,7 @@ func (c *Client) Join(p ClientID, boot BootID) {
 	}
 	c.index.set(p, len(c.peers))
 	c.peers = append(c.peers, peer{id: p, boot: boot, oldest: Free})
+	c.resetAges()
 }
 
 // DropHint forgets the client's hint for b unless it names the client
@@ -489,13 +493,14 @@ func (c *Client) PeerBooted(p ClientID, boot BootID) {
 			q.boot, q.oldest = boot, Free
 		}
 		q.failed = false
+		c.peerChanged(i)
 	}
 }
 
 // ExportHints returns the client's hints for file (its own master copies
 // included): what the manager hands the next client that opens the file.
 func (c *Client) ExportHints(file uint64, out []BlockHint) []BlockHint {
-	c.hints.file(file, func(idx uint64, h Hint) bool {
+	c.idx.fileHints(file, func(idx uint64, h Hint) bool {
 		out = append(out, BlockHint{Index: idx, Hint: h})
 		return true
 	})
@@ -529,7 +534,7 @@ func (c *Client) ImportHints(file uint64, v block.Version, hs []BlockHint) int {
 // It returns the blocks dropped (valid until the next call).
 func (c *Client) Invalidate(file uint64) []block.ID {
 	c.dropped = c.cache.dropFile(file, c.dropped[:0])
-	c.hints.dropFile(file, func(h Hint) {
+	c.idx.dropFileHints(file, func(h Hint) {
 		if h.Holder != c.cfg.ID {
 			c.others--
 		}
@@ -537,8 +542,12 @@ func (c *Client) Invalidate(file uint64) []block.ID {
 	return c.dropped
 }
 
-func (c *Client) setHint(b block.ID, h Hint) {
-	if old, ok := c.hints.set(b, h); ok && old.Holder != c.cfg.ID {
+func (c *Client) setHint(b block.ID, h Hint) { c.setHintIn(c.idx.ensure(b.File), b, h) }
+
+// setHintIn is setHint with b's file record r (the victim of an eviction
+// knows its record: no lookup).
+func (c *Client) setHintIn(r int32, b block.ID, h Hint) {
+	if old, ok := c.idx.setHintIn(r, b.Index, h); ok && old.Holder != c.cfg.ID {
 		c.others--
 	}
 	if h.Holder != c.cfg.ID {
@@ -550,9 +559,26 @@ func (c *Client) setHint(b block.ID, h Hint) {
 }
 
 func (c *Client) deleteHint(b block.ID) {
-	if old, ok := c.hints.del(b); ok && old.Holder != c.cfg.ID {
+	if old, ok := c.idx.delHint(b); ok && old.Holder != c.cfg.ID {
 		c.others--
 	}
+}
+
+// deleteHintOf deletes the hint of a master copy just evicted (entry v):
+// its self hint keeps its file's record indexed, so v.rec names it.
+func (c *Client) deleteHintOf(v *entry) {
+	if old, ok := c.idx.delHintIn(c.recOf(v), v.id.Index); ok && old.Holder != c.cfg.ID {
+		c.others--
+	}
+}
+
+// recOf returns the record of the file of v, an entry just evicted: v.rec
+// while the self hint kept it indexed (the invariant), else found anew.
+func (c *Client) recOf(v *entry) int32 {
+	if r := v.rec; int(r) < len(c.idx.recs) && c.idx.recs[r].used > 0 && c.idx.recs[r].id == v.id.File {
+		return r
+	}
+	return c.idx.ensure(v.id.File)
 }
 
 // pruneHints drops hints naming other participants, file by file (keep
@@ -561,19 +587,19 @@ func (c *Client) pruneHints(keep uint64) {
 	target := c.cfg.MaxHints * 9 / 10
 	var drop []block.ID
 	for _, pass := range [2]bool{false, true} {
-		for _, f := range c.hints.fileIDs() {
+		for _, f := range c.idx.hintFiles() {
 			if f == keep && !pass {
 				continue
 			}
 			drop = drop[:0]
-			c.hints.file(f, func(idx uint64, h Hint) bool {
+			c.idx.fileHints(f, func(idx uint64, h Hint) bool {
 				if h.Holder != c.cfg.ID {
 					drop = append(drop, block.ID{File: f, Index: idx})
 				}
 				return true
 			})
 			for _, b := range drop {
-				c.hints.del(b)
+				c.idx.delHint(b)
 				c.others--
 			}
 			if c.others <= target {
@@ -594,7 +620,7 @@ func (c *Client) Check() error {
 	}
 	others := 0
 	var err error
-	c.hints.each(func(b block.ID, h Hint) bool {
+	c.idx.eachHint(func(b block.ID, h Hint) bool {
 		if h.Holder != c.cfg.ID {
 			others++
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/lru"
 )
 
 // MemoryUse is how the server uses its memory (seed 002 section 4.5.1).
@@ -63,6 +62,8 @@ type ServerConfig struct {
 	// keeps the blocks' bytes beside this state machine and frees them on
 	// !in. It must not call back into the server.
 	Watch func(b block.ID, in bool)
+	// DenseFiles says file ids are small dense numbers (ClientConfig).
+	DenseFiles bool
 }
 
 func (c *ServerConfig) validate() error {
@@ -89,7 +90,7 @@ func (c *ServerConfig) validate() error {
 type fileState struct {
 	last     ClientID // last client that opened the file (NoClient: none)
 	lastBoot BootID
-	holders  []ClientID    // clients holding a token (may cache blocks), unordered
+	holders  holderSet     // clients holding a token (may cache blocks)
 	writer   ClientID      // holder of the write token (NoClient: none)
 	version  block.Version // grows with every new writer
 }
@@ -128,17 +129,13 @@ type FetchResult struct {
 // Server is the manager (file tokens, hint hand-out) and the server memory,
 // as a state machine. Not safe for concurrent use.
 type Server struct {
-	cfg ServerConfig
-	// files indexes the file states, kept in a slab (fstates[0] unused)
-	// with a free list.
-	files   lru.Table[fkey, int32]
-	fstates []fileState
-	ffree   []int32
-	boots   idMap[BootID]
-	down    idMap[bool]
-	mem     *ageCache // disk cache or discard cache
-	coop    *Client   // MemoryCoop participant
-	revok   []ClientID
+	cfg   ServerConfig
+	files fileSlab[fileState] // the file states
+	boots idMap[BootID]
+	down  idMap[bool]
+	mem   *ageCache // disk cache or discard cache
+	coop  *Client   // MemoryCoop participant
+	revok []ClientID
 }
 
 // NewServer returns a server with empty memory and no file state.
@@ -147,16 +144,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg}
+	s.files.ids.dense = cfg.DenseFiles
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
-			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true})
+			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true, DenseFiles: cfg.DenseFiles})
 		if err != nil {
 			return nil, err
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, nil, cfg.Watch)
+		s.mem = newAgeCache(cfg.MemoryBlocks, newFileIndex(cfg.DenseFiles), cfg.Watch)
 	}
 	return s, nil
 }
@@ -182,8 +180,8 @@ func (s *Server) MemoryLen() int {
 // lookup returns file f's state, nil if the server has none (valid until
 // the next file call).
 func (s *Server) lookup(f uint64) *fileState {
-	if i, ok := s.files.Get(fkey(f)); ok {
-		return &s.fstates[i]
+	if i := s.files.find(f); i != 0 {
+		return &s.files.recs[i]
 	}
 	return nil
 }
@@ -191,34 +189,68 @@ func (s *Server) lookup(f uint64) *fileState {
 // file returns file f's state, made if need be (valid until the next
 // file call).
 func (s *Server) file(f uint64) *fileState {
-	if i, ok := s.files.Get(fkey(f)); ok {
-		return &s.fstates[i]
+	if i := s.files.find(f); i != 0 {
+		return &s.files.recs[i]
 	}
-	var i int32
-	if n := len(s.ffree); n > 0 {
-		i, s.ffree = s.ffree[n-1], s.ffree[:n-1]
-	} else {
-		if len(s.fstates) == 0 {
-			s.fstates = append(s.fstates, fileState{})
-		}
-		i = int32(len(s.fstates))
-		s.fstates = append(s.fstates, fileState{})
-	}
-	fs := &s.fstates[i]
-	*fs = fileState{last: NoClient, writer: NoClient, holders: fs.holders[:0], version: 1}
-	s.files.Put(fkey(f), i)
+	fs := &s.files.recs[s.files.add(f)]
+	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
 	return fs
 }
 
 // holds reports whether c is among fs's token holders.
-func (fs *fileState) holds(c ClientID) bool {
-	for _, h := range fs.holders {
-		if h == c {
+func (fs *fileState) holds(c ClientID) bool { return fs.holders.has(c) }
+
+// holderSet is a file's token holders, unordered: the first inline (most
+// files have one or two: no allocation, no pointer to follow), the others
+// in a slice.
+type holderSet struct {
+	n     int32
+	first ClientID
+	rest  []ClientID
+}
+
+func (h *holderSet) has(c ClientID) bool {
+	if h.n == 0 {
+		return false
+	}
+	if h.first == c {
+		return true
+	}
+	for _, x := range h.rest {
+		if x == c {
 			return true
 		}
 	}
 	return false
 }
+
+// add puts c, which is not in the set, in it.
+func (h *holderSet) add(c ClientID) {
+	if h.n == 0 {
+		h.first = c
+	} else {
+		h.rest = append(h.rest, c)
+	}
+	h.n++
+}
+
+// appendExcept appends the holders other than c to out.
+func (h *holderSet) appendExcept(out []ClientID, c ClientID) []ClientID {
+	if h.n == 0 {
+		return out
+	}
+	if h.first != c {
+		out = append(out, h.first)
+	}
+	for _, x := range h.rest {
+		if x != c {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (h *holderSet) reset() { h.n, h.rest = 0, h.rest[:0] }
 
 // Holds reports whether client c holds a token for file that allows the
 // access (any token to read; the write token to write). A client that does
@@ -260,15 +292,12 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	s.revok = s.revok[:0]
 	if write {
 		if fs.writer != c {
-			kept := fs.holders[:0]
-			for _, h := range fs.holders {
-				if h != c {
-					s.revok = append(s.revok, h)
-				} else {
-					kept = append(kept, h)
-				}
+			had := fs.holds(c)
+			s.revok = fs.holders.appendExcept(s.revok, c)
+			fs.holders.reset()
+			if had {
+				fs.holders.add(c)
 			}
-			fs.holders = kept
 			sortIDs(s.revok)
 			fs.writer = c
 			fs.version++
@@ -279,7 +308,7 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 		fs.writer = NoClient
 	}
 	if !fs.holds(c) {
-		fs.holders = append(fs.holders, c)
+		fs.holders.add(c)
 	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
@@ -290,12 +319,12 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 func (s *Server) Delete(file uint64) []ClientID {
 	s.revok = s.revok[:0]
 	if fs := s.lookup(file); fs != nil {
-		s.revok = append(s.revok, fs.holders...)
+		s.revok = fs.holders.appendExcept(s.revok, NoClient)
 		sortIDs(s.revok)
 		// Keep the file's state with a new version: copies cached outside
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
-		fs.holders = fs.holders[:0]
+		fs.holders.reset()
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}
@@ -354,14 +383,14 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
 func (s *Server) Forget(file uint64) {
-	if i, ok := s.files.Delete(fkey(file)); ok {
-		s.fstates[i] = fileState{holders: s.fstates[i].holders[:0]}
-		s.ffree = append(s.ffree, i)
+	if i := s.files.find(file); i != 0 {
+		s.files.release(file, i)
+		s.files.recs[i] = fileState{holders: holderSet{rest: s.files.recs[i].holders.rest[:0]}}
 	}
 }
 
 // Files returns how many files the manager has state for.
-func (s *Server) Files() int { return s.files.Len() }
+func (s *Server) Files() int { return s.files.len() }
 
 // NewVersion makes a new version of file (a write of a block whose master
 // copy may be cached elsewhere) and returns it. The writer revalidates its

@@ -34,13 +34,14 @@ type caches struct {
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
-	one    []int32    // single: block number → entry handle, 0 if not cached
-	hold   []lru.List // block number → its holders, in the order they got it
-	at     lru.Table[ckey, int32]
-	es     []entry    // the slab; es[0] is unused (handle 0 is nil)
-	lk     []lru.Link // links on the client lists (cl, gl)
-	lg     []lru.Link // links on the global age list
-	lb     []lru.Link // links on the holder lists
+	one    []int32       // single: block number → entry handle, 0 if not cached
+	hold   []lru.List    // block number → its holders, in the order they got it
+	at     []lru.IDTable // by client: block number → its entry handle
+	size   []int32       // by client: blocks held
+	es     []entry       // the slab; es[0] is unused (handle 0 is nil)
+	lk     []lru.Link    // links on the client lists (cl, gl)
+	lg     []lru.Link    // links on the global age list
+	lb     []lru.Link    // links on the holder lists
 	efree  []int32
 	server *lruSet
 	tick   int64
@@ -49,25 +50,22 @@ type caches struct {
 	freeAt []int // index in free, -1 if absent
 }
 
-// ckey is a (block number, client) pair: id*clients + client.
-type ckey uint64
-
-// Hash implements lru.Hasher.
-func (k ckey) Hash() uint64 { return lru.Mix(uint64(k)) }
-
-func (c *caches) ckey(id uint32, n int) ckey { return ckey(uint64(id)*uint64(c.p.Clients) + uint64(n)) }
-
 func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]lru.List, p.Clients), gl: make([]lru.List, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1,
-		freeAt: make([]int, p.Clients), es: make([]entry, 1)}
+		freeAt: make([]int, p.Clients), es: make([]entry, 1), size: make([]int32, p.Clients)}
+	if !c.single {
+		c.at = make([]lru.IDTable, p.Clients)
+	}
 	c.server = newLRUSet(p.ServerCacheBlocks)
 	for i := range c.cl {
 		c.freeAt[i] = -1
-		c.updateFree(i)
+		if c.k > 0 {
+			c.addFree(i)
+		}
 	}
 	return c, nil
 }
@@ -98,11 +96,8 @@ func (c *caches) known(id uint32) bool {
 	return int(id) < len(c.hold)
 }
 
-// size is the number of blocks client n holds.
-func (c *caches) size(n int) int { return c.cl[n].Len() + c.gl[n].Len() }
-
 // full reports whether client n has no free slot.
-func (c *caches) full(n int) bool { return c.size(n) >= c.k }
+func (c *caches) full(n int) bool { return int(c.size[n]) >= c.k }
 
 // victim is client n's oldest block: the older of its LRU referenced block
 // and its earliest-forwarded block.
@@ -122,18 +117,28 @@ func (c *caches) listOf(h int32) *lru.List {
 	return &c.cl[c.es[h].node]
 }
 
-func (c *caches) updateFree(n int) {
-	has := c.size(n) < c.k
-	switch i := c.freeAt[n]; {
-	case has && i < 0:
-		c.freeAt[n] = len(c.free)
-		c.free = append(c.free, n)
-	case !has && i >= 0:
-		last := c.free[len(c.free)-1]
+// grew records that client n holds one block more: it leaves the free
+// set when that fills it.
+func (c *caches) grew(n int) {
+	if c.size[n]++; int(c.size[n]) == c.k {
+		i, last := c.freeAt[n], c.free[len(c.free)-1]
 		c.free[i], c.freeAt[last] = last, i
 		c.free = c.free[:len(c.free)-1]
 		c.freeAt[n] = -1
 	}
+}
+
+// shrank records that client n holds one block less: it joins the free
+// set when it was full.
+func (c *caches) shrank(n int) {
+	if c.size[n]--; int(c.size[n]) == c.k-1 {
+		c.addFree(n)
+	}
+}
+
+func (c *caches) addFree(n int) {
+	c.freeAt[n] = len(c.free)
+	c.free = append(c.free, n)
 }
 
 // freeClient returns a client with a free slot other than not, or -1.
@@ -154,8 +159,7 @@ func (c *caches) lookup(n int, id uint32) int32 {
 	if c.hold[id].Len() == 0 {
 		return 0
 	}
-	h, _ := c.at.Get(c.ckey(id, n))
-	return h
+	return c.at[n].Get(id)
 }
 
 func (c *caches) copies(id uint32) int {
@@ -249,9 +253,9 @@ func (c *caches) add(n int, id uint32) int32 {
 		c.one[id] = h
 	} else {
 		c.hold[id].PushBack(c.lb, h)
-		c.at.Put(c.ckey(id, n), h)
+		c.at[n].Put(id, h)
 	}
-	c.updateFree(n)
+	c.grew(n)
 	return h
 }
 
@@ -267,10 +271,10 @@ func (c *caches) drop(h int32) {
 		c.one[e.id] = 0
 	} else {
 		c.hold[e.id].Remove(c.lb, h)
-		c.at.Delete(c.ckey(e.id, n))
+		c.at[n].Delete(e.id)
 	}
 	c.efree = append(c.efree, h)
-	c.updateFree(n)
+	c.shrank(n)
 }
 
 // move forwards entry h to client t (which has room): it joins t's
@@ -284,8 +288,8 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	from := int(e.node)
 	c.listOf(h).Remove(c.lk, h)
 	if !c.single {
-		c.at.Delete(c.ckey(e.id, from))
-		c.at.Put(c.ckey(e.id, t), h)
+		c.at[from].Delete(e.id)
+		c.at[t].Put(e.id, h)
 	}
 	e.node, e.global = int32(t), true
 	c.gl[t].PushFront(c.lk, h)
@@ -296,8 +300,8 @@ func (c *caches) move(h int32, t int, refresh bool) {
 			c.glob.MoveToFront(c.lg, h)
 		}
 	}
-	c.updateFree(from)
-	c.updateFree(t)
+	c.shrank(from)
+	c.grew(t)
 }
 
 // invalidate drops every copy of block id except client n's and returns

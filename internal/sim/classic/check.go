@@ -6,10 +6,10 @@ import "fmt"
 func (c *caches) check() error {
 	total := 0
 	for n := range c.cl {
-		if c.size(n) > c.k {
-			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, c.size(n), c.k)
+		if size := c.cl[n].Len() + c.gl[n].Len(); size > c.k || size != int(c.size[n]) {
+			return fmt.Errorf("client %d holds %d blocks, counted %d, capacity %d", n, size, c.size[n], c.k)
 		}
-		if (c.freeAt[n] >= 0) != (c.size(n) < c.k) {
+		if (c.freeAt[n] >= 0) != (int(c.size[n]) < c.k) {
 			return fmt.Errorf("client %d: free set wrong", n)
 		}
 		for i, l := range []int{0, 1} {
@@ -34,8 +34,12 @@ func (c *caches) check() error {
 	if total != len(c.es)-1-len(c.efree) {
 		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
 	}
-	if !c.single && total != c.at.Len() {
-		return fmt.Errorf("%d entries on client lists, %d in the (block, client) table", total, c.at.Len())
+	indexed := 0
+	for n := range c.at {
+		indexed += c.at[n].Len()
+	}
+	if !c.single && total != indexed {
+		return fmt.Errorf("%d entries on client lists, %d in the clients' tables", total, indexed)
 	}
 	if c.ages && total != c.glob.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())

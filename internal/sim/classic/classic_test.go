@@ -3,6 +3,7 @@ package classic
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/coopfs/coopfs/internal/sim"
@@ -245,6 +246,39 @@ func TestProperties(t *testing.T) {
 			if g, b := memHits(res["globallru"]), memHits(res["baseline"]); g < b {
 				t.Errorf("%s seed %d: global LRU %d client-memory hits < baseline %d", pat, seed, g, b)
 			}
+		}
+	}
+}
+
+// TestFarthest checks the next-use set against a map under random adds,
+// deletes and max queries, at sizes that need one to four levels.
+func TestFarthest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 63, 64, 4097, 300000} {
+		f := newFarthest(n)
+		ref := map[int32]bool{}
+		for step := range 20000 {
+			p := int32(rng.IntN(n))
+			if rng.IntN(3) == 0 {
+				p = int32(n - 1 - rng.IntN(min(n, 70))) // crowd the top
+			}
+			if ref[p] {
+				f.del(p)
+				delete(ref, p)
+			} else {
+				f.add(p)
+				ref[p] = true
+			}
+			want := int32(-1)
+			for q := range ref {
+				want = max(want, q)
+			}
+			if got := f.max(); got != want || f.has(p) != ref[p] {
+				t.Fatalf("n %d step %d: max %d, want %d", n, step, got, want)
+			}
+		}
+		if f.len() != len(ref) {
+			t.Fatalf("n %d: %d positions, want %d", n, f.len(), len(ref))
 		}
 	}
 }

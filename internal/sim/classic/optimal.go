@@ -25,6 +25,11 @@ import (
 // so no algorithm has fewer reads that miss every client memory; with one
 // client it is exactly Belady. Server memory is an LRU disk cache.
 // Replacement uses heaps: O(log n) per access rather than O(1).
+//
+// A cached block's state is kept by block number, beside the heaps: its
+// client (node, -1 if not in client memory), its next use and its
+// positions in the global heap and its client's heap. Heap slots hold the
+// next use and the block number: nothing holds a pointer.
 type Optimal struct {
 	p      sim.Params
 	k      int
@@ -32,21 +37,18 @@ type Optimal struct {
 	bid    []uint32 // access i's block number (reads and writes)
 	pos    int
 	ids    sim.IDs
-	blocks []*optEntry // block number → its entry, nil if not in client memory
-	nblk   int         // entries in blocks
+	node   []int32 // block number → its client, -1 if not in client memory
+	nu     []int32 // block number → its next use (while cached)
+	gpos   []int32 // block number → its position in the global heap
+	cpos   []int32 // block number → its position in its client's heap
+	nblk   int     // blocks in client memory
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
-	one    bool // one client: its heap would be the global heap, so it is not kept
+	one    bool       // one client: its heap would be the global heap, so it is not kept
+	bel    *beladySet // one client and no deletes in the trace: the set of next uses
 	free   []int
 	freeAt []int
-}
-
-type optEntry struct {
-	id   uint32
-	node int
-	next int32
-	idx  [2]int // position in the global heap and in its client's heap
 }
 
 // NewOptimal returns Optimal; it must be prescanned (sim.Run does it).
@@ -56,9 +58,9 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 	}
 	o := &Optimal{p: p, k: p.ClientCacheBlocks,
 		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients), one: p.Clients == 1}
-	o.glob.w = 0
+	o.glob.pos = &o.gpos
 	for i := range o.cl {
-		o.cl[i].w = 1
+		o.cl[i].pos = &o.cpos
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
@@ -71,11 +73,15 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last []int32 // block number → its last access so far, -1 if none
 	o.next, o.bid = o.next[:0], o.bid[:0]
+	deletes := false
 	buf := make([]sim.Access, 4096)
 	for {
 		n, e := sim.FillBatch(src, buf)
-		o.ids.Number(buf[:n])
+		if !numbered(buf[:n]) { // Run numbers them on the reading goroutine (PrescanIDs)
+			o.ids.Number(buf[:n])
+		}
 		for _, a := range buf[:n] {
+			deletes = deletes || a.Op == sim.OpDelete
 			i := len(o.next)
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
@@ -94,13 +100,29 @@ func (o *Optimal) Prescan(src sim.Source) error {
 			o.bid = append(o.bid, id)
 		}
 		if e != nil {
-			o.pos = 0
+			o.pos, o.bel = 0, nil
+			if o.one && !deletes {
+				o.bel = &beladySet{set: newFarthest(len(o.next))}
+			}
 			if errors.Is(e, io.EOF) {
 				return nil
 			}
 			return e
 		}
 	}
+}
+
+// PrescanIDs implements sim.PrescanNumberer.
+func (o *Optimal) PrescanIDs() *sim.IDs { return &o.ids }
+
+// numbered reports whether every read and write of batch has its number.
+func numbered(batch []sim.Access) bool {
+	for i := range batch {
+		if a := &batch[i]; a.ID == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
+			return false
+		}
+	}
+	return true
 }
 
 func (o *Optimal) updateFree(n int) {
@@ -124,6 +146,9 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	}
 	nu, k := o.next[o.pos], o.bid[o.pos]
 	o.pos++
+	if o.bel != nil {
+		return o.accessOne(a, int32(o.pos-1), nu, k)
+	}
 	switch a.Op {
 	case sim.OpDelete:
 		for b := range a.Block {
@@ -131,8 +156,8 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			if id == 0 {
 				continue
 			}
-			if e := o.blocks[id]; e != nil {
-				o.remove(e)
+			if int(id) < len(o.node) && o.node[id] >= 0 {
+				o.remove(id)
 				cnt.Invalidations++
 			}
 			o.server.del(id)
@@ -142,24 +167,24 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	default:
 		return sim.Outcome{}
 	}
-	if int(k) >= len(o.blocks) {
-		o.blocks = append(o.blocks, make([]*optEntry, o.ids.Len()+1-len(o.blocks))...)
+	if int(k) >= len(o.node) {
+		o.grow(o.ids.Len() + 1)
 	}
-	n := a.Client
+	n := int32(a.Client)
 	layer := sim.LayerLocal
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if e := o.blocks[k]; e != nil {
-		e.next = nu // migrate's remove ignores the client heap's old copy
-		o.glob.fix(e)
-		if e.node == n {
+	if t := o.node[k]; t >= 0 {
+		o.nu[k] = nu // migrate's remove ignores the client heap's old copy
+		o.glob.fix(k, nu)
+		if t == n {
 			if !o.one {
-				o.cl[n].fix(e)
+				o.cl[n].fix(k, nu)
 			}
 		} else {
 			layer = sim.LayerRemote
-			o.migrate(e, n)
+			o.migrate(k, n)
 		}
 	} else {
 		layer = sim.LayerServer
@@ -168,15 +193,14 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			o.server.put(k)
 		}
 		if o.k > 0 {
-			o.makeRoom(n)
-			e := &optEntry{id: k, node: n, next: nu}
-			o.blocks[k] = e
+			o.makeRoom(int(n))
+			o.node[k], o.nu[k] = n, nu
 			o.nblk++
-			o.glob.push(e)
+			o.glob.push(k, nu)
 			if !o.one {
-				o.cl[n].push(e)
+				o.cl[n].push(k, nu)
 			}
-			o.updateFree(n)
+			o.updateFree(int(n))
 		}
 	}
 	if a.Op != sim.OpRead {
@@ -185,31 +209,64 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	return sim.Outcome{Layer: layer}
 }
 
-// migrate moves e to client n; if n is full, n's farthest block takes e's
-// place at its old client.
-func (o *Optimal) migrate(e *optEntry, n int) {
-	t := e.node
-	o.cl[t].remove(e)
+// accessOne is Access with one client and no deletes (beladySet).
+func (o *Optimal) accessOne(a sim.Access, i, nu int32, k uint32) sim.Outcome {
+	if a.Op != sim.OpRead && a.Op != sim.OpWrite {
+		return sim.Outcome{}
+	}
+	if a.Op == sim.OpWrite {
+		o.server.put(k)
+	}
+	layer := sim.LayerLocal
+	if !o.bel.access(i, nu, o.k) {
+		layer = sim.LayerServer
+		if a.Op == sim.OpRead && !o.server.get(k) {
+			layer = sim.LayerDisk
+			o.server.put(k)
+		}
+	}
+	if a.Op != sim.OpRead {
+		return sim.Outcome{}
+	}
+	return sim.Outcome{Layer: layer}
+}
+
+// grow makes the per-block arrays n long.
+func (o *Optimal) grow(n int) {
+	for len(o.node) < n {
+		o.node = append(o.node, -1)
+	}
+	o.nu = append(o.nu, make([]int32, n-len(o.nu))...)
+	o.gpos = append(o.gpos, make([]int32, n-len(o.gpos))...)
+	o.cpos = append(o.cpos, make([]int32, n-len(o.cpos))...)
+}
+
+// migrate moves block id to client n; if n is full, n's farthest block
+// takes id's place at its old client.
+func (o *Optimal) migrate(id uint32, n int32) {
+	t := o.node[id]
+	o.cl[t].remove(id)
 	if o.cl[n].len() >= o.k {
 		v := o.cl[n].top()
 		o.cl[n].remove(v)
-		v.node = t
-		o.cl[t].push(v)
+		o.node[v] = t
+		o.cl[t].push(v, o.nu[v])
 	}
-	e.node = n
-	o.cl[n].push(e)
-	o.updateFree(t)
-	o.updateFree(n)
+	o.node[id] = n
+	o.cl[n].push(id, o.nu[id])
+	o.updateFree(int(t))
+	o.updateFree(int(n))
 }
 
-func (o *Optimal) remove(e *optEntry) {
-	o.glob.remove(e)
+func (o *Optimal) remove(id uint32) {
+	o.glob.remove(id)
+	n := o.node[id]
 	if !o.one {
-		o.cl[e.node].remove(e)
+		o.cl[n].remove(id)
 	}
-	o.blocks[e.id] = nil
+	o.node[id] = -1
 	o.nblk--
-	o.updateFree(e.node)
+	o.updateFree(int(n))
 }
 
 // makeRoom frees a slot at client n.
@@ -225,20 +282,20 @@ func (o *Optimal) makeRoom(n int) {
 	for _, t := range o.free {
 		if t != n {
 			o.cl[n].remove(v)
-			v.node = t
-			o.cl[t].push(v)
+			o.node[v] = int32(t)
+			o.cl[t].push(v, o.nu[v])
 			o.updateFree(n)
 			o.updateFree(t)
 			return
 		}
 	}
 	g := o.glob.top()
-	t := g.node
+	t := int(o.node[g])
 	o.remove(g)
 	if t != n {
 		o.cl[n].remove(v)
-		v.node = t
-		o.cl[t].push(v)
+		o.node[v] = int32(t)
+		o.cl[t].push(v, o.nu[v])
 		o.updateFree(n)
 		o.updateFree(t)
 	}
@@ -254,10 +311,13 @@ func (o *Optimal) size(n int) int {
 
 // Check implements sim.Checker.
 func (o *Optimal) Check() error {
+	if o.bel != nil {
+		return o.bel.check(o.k)
+	}
 	if o.one {
 		for i, sl := range o.glob.a {
-			if e := sl.e; o.blocks[e.id] != e || e.idx[0] != i || sl.next != e.next || e.node != 0 {
-				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
+			if id := sl.id; o.node[id] != 0 || int(o.gpos[id]) != i || sl.next != o.nu[id] {
+				return fmt.Errorf("entry %v misfiled", o.ids.Key(id))
 			}
 		}
 		if o.glob.len() > o.k || o.glob.len() != o.nblk {
@@ -270,10 +330,10 @@ func (o *Optimal) Check() error {
 		if o.cl[n].len() > o.k {
 			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
 		}
-		for _, sl := range o.cl[n].a {
-			e := sl.e
-			if b := o.blocks[e.id]; e.node != n || b != e || sl.next != e.next || o.glob.a[e.idx[0]].next != e.next {
-				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(e.id))
+		for i, sl := range o.cl[n].a {
+			id := sl.id
+			if int(o.node[id]) != n || int(o.cpos[id]) != i || sl.next != o.nu[id] || o.glob.a[o.gpos[id]].next != o.nu[id] {
+				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(id))
 			}
 		}
 		total += o.cl[n].len()
@@ -284,42 +344,42 @@ func (o *Optimal) Check() error {
 	return nil
 }
 
-// optHeap is a max-heap of entries by next use; w selects the index slot.
+// optHeap is a binary max-heap of blocks by next use. Slots hold the next
+// use and the block number (comparisons touch nothing else); the blocks'
+// positions are kept in *pos, by block number.
 type optHeap struct {
-	a []optSlot
-	w int
+	a   []optSlot
+	pos *[]int32
 }
 
-// optSlot is a heap slot: an entry and a copy of its next use, so that
-// comparisons touch no entry.
 type optSlot struct {
 	next int32
-	e    *optEntry
+	id   uint32
 }
 
 func (h *optHeap) len() int           { return len(h.a) }
-func (h *optHeap) top() *optEntry     { return h.a[0].e }
+func (h *optHeap) top() uint32        { return h.a[0].id }
 func (h *optHeap) less(i, j int) bool { return h.a[i].next > h.a[j].next }
 
 func (h *optHeap) swap(i, j int) {
 	h.a[i], h.a[j] = h.a[j], h.a[i]
-	h.a[i].e.idx[h.w] = i
-	h.a[j].e.idx[h.w] = j
+	p := *h.pos
+	p[h.a[i].id] = int32(i)
+	p[h.a[j].id] = int32(j)
 }
 
-func (h *optHeap) push(e *optEntry) {
-	e.idx[h.w] = len(h.a)
-	h.a = append(h.a, optSlot{e.next, e})
+func (h *optHeap) push(id uint32, next int32) {
+	(*h.pos)[id] = int32(len(h.a))
+	h.a = append(h.a, optSlot{next, id})
 	h.up(len(h.a) - 1)
 }
 
-func (h *optHeap) remove(e *optEntry) {
-	i := e.idx[h.w]
+func (h *optHeap) remove(id uint32) {
+	i := int((*h.pos)[id])
 	last := len(h.a) - 1
 	if i != last {
 		h.swap(i, last)
 	}
-	h.a[last] = optSlot{}
 	h.a = h.a[:last]
 	if i != last {
 		if !h.down(i) {
@@ -328,10 +388,10 @@ func (h *optHeap) remove(e *optEntry) {
 	}
 }
 
-// fix restores the order after e.next changed.
-func (h *optHeap) fix(e *optEntry) {
-	i := e.idx[h.w]
-	h.a[i].next = e.next
+// fix restores the order after id's next use became next.
+func (h *optHeap) fix(id uint32, next int32) {
+	i := int((*h.pos)[id])
+	h.a[i].next = next
 	if !h.down(i) {
 		h.up(i)
 	}

@@ -5,7 +5,6 @@ import (
 	mbits "math/bits"
 
 	"github.com/coopfs/coopfs/internal/block"
-	"github.com/coopfs/coopfs/internal/sim"
 )
 
 // Check verifies the invariants: every client's and the server's state
@@ -53,7 +52,7 @@ func (a *Algorithm) Check() error {
 // checkHolders verifies the holder index: each bit names a client that
 // caches the block, and there are as many bits as cached blocks.
 func (a *Algorithm) checkHolders() error {
-	if a.holders == nil {
+	if !a.holders.on {
 		return nil
 	}
 	total, bits := 0, 0
@@ -61,17 +60,14 @@ func (a *Algorithm) checkHolders() error {
 		total += cl.Len()
 	}
 	var bad error
-	a.holders.Range(func(k sim.Key, m uint64) bool {
-		b := block.ID{File: k.File, Index: k.Block}
+	a.holders.each(func(b block.ID, m uint64) {
 		for ; m != 0; m &= m - 1 {
 			i := mbits.TrailingZeros64(m)
-			if ok, _ := a.clients[i].Has(b); !ok {
+			if ok, _ := a.clients[i].Has(b); !ok && bad == nil {
 				bad = fmt.Errorf("holder index: client %d does not cache %v", i, b)
-				return false
 			}
 			bits++
 		}
-		return true
 	})
 	if bad != nil {
 		return bad

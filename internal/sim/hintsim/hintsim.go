@@ -35,6 +35,11 @@
 //
 // Virtual time for ages is the access count (strictly increasing), so ages
 // order like LRU even when trace times tie.
+//
+// Files are numbered densely (sim.IDs.NumberFiles, on the reading
+// goroutine when sim.Run drives it), and the state machines are handed the
+// numbers as file ids: their per-file state is then found by index, not by
+// hash. The policy does not depend on what file ids are.
 package hintsim
 
 import (
@@ -66,7 +71,8 @@ type Algorithm struct {
 	// per client, kept through hints.ClientConfig.Watch) so that the
 	// oracle scans only them; nil with one client or more than 64 (then every
 	// client is asked).
-	holders *sim.Table[sim.Key, uint64]
+	holders holderIndex
+	ids     sim.IDs
 	// SecondMasters counts server fetches that created a second master copy
 	// of a block (the documented race: a missing or wrong hint).
 	SecondMasters int64
@@ -113,19 +119,18 @@ func New(p sim.Params) (*Algorithm, error) {
 	if mem == hints.MemoryCoop && p.ServerCacheBlocks > 0 {
 		peers = append(append([]hints.ClientID(nil), ids...), a.coopID)
 	}
-	if p.Clients > 1 && p.Clients <= 64 { // one client: the oracle asks it directly
-		a.holders = new(sim.Table[sim.Key, uint64])
-	}
+	a.holders.on = p.Clients > 1 && p.Clients <= 64 // one client: the oracle asks it directly
+	a.ids.NumberFiles()
 	for i := range ids {
 		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
-			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i)})
+			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i), DenseFiles: true})
 		if err != nil {
 			return nil, err
 		}
 		a.clients = append(a.clients, c)
 	}
 	a.srv, err = hints.NewServer(hints.ServerConfig{MemoryBlocks: p.ServerCacheBlocks, Memory: mem,
-		CoopID: a.coopID, Clients: ids})
+		CoopID: a.coopID, Clients: ids, DenseFiles: true})
 	if err != nil {
 		return nil, err
 	}
@@ -138,23 +143,38 @@ func (a *Algorithm) Client(i int) *hints.Client { return a.clients[i] }
 // Server returns the simulated server's state machine (tests).
 func (a *Algorithm) Server() *hints.Server { return a.srv }
 
+// IDs implements sim.Numberer: Run numbers the files (and blocks).
+func (a *Algorithm) IDs() *sim.IDs { return &a.ids }
+
+// FileNo returns file's number: the file id the state machines know it by.
+func (a *Algorithm) FileNo(file uint64) uint64 { return uint64(a.ids.FileID(file)) }
+
+// Block returns the block as the state machines name it (tests).
+func (a *Algorithm) Block(file, index uint64) block.ID {
+	return block.ID{File: a.FileNo(file), Index: index}
+}
+
 // Access simulates one access.
 func (a *Algorithm) Access(acc sim.Access, c *sim.Counters) sim.Outcome {
 	a.now++
 	cid := hints.ClientID(acc.Client)
+	f := uint64(acc.FileID)
+	if f == 0 { // not numbered by Run
+		f = a.FileNo(acc.File)
+	}
 	switch acc.Op {
 	case sim.OpOpen:
-		if !a.srv.OpenIsLocal(cid, acc.File, false) {
-			a.open(cid, acc.File, false, c)
+		if !a.srv.OpenIsLocal(cid, f, false) {
+			a.open(cid, f, false, c)
 		}
 	case sim.OpClose:
 		// Tokens stay cached at the client until revoked (Sprite).
 	case sim.OpDelete:
-		a.delete(acc.File, c)
+		a.delete(f, c)
 	case sim.OpWrite:
-		a.write(cid, block.ID{File: acc.File, Index: acc.Block}, c)
+		a.write(cid, block.ID{File: f, Index: acc.Block}, c)
 	case sim.OpRead:
-		return a.read(cid, block.ID{File: acc.File, Index: acc.Block}, c)
+		return a.read(cid, block.ID{File: f, Index: acc.Block}, c)
 	}
 	return sim.Outcome{}
 }
@@ -332,19 +352,15 @@ func (a *Algorithm) node(id hints.ClientID) int {
 // watcher returns client i's hints.ClientConfig.Watch: it keeps the holder
 // index (nil without one).
 func (a *Algorithm) watcher(i int) func(block.ID, bool) {
-	if a.holders == nil {
+	if !a.holders.on {
 		return nil
 	}
 	bit := uint64(1) << uint(i)
 	return func(b block.ID, in bool) {
-		k := sim.Key{File: b.File, Block: b.Index}
-		m, _ := a.holders.Get(k)
-		if in {
-			a.holders.Put(k, m|bit)
-		} else if m &^= bit; m == 0 {
-			a.holders.Delete(k)
+		if m := a.holders.ref(b); in {
+			*m |= bit
 		} else {
-			a.holders.Put(k, m)
+			*m &^= bit
 		}
 	}
 }
@@ -352,18 +368,17 @@ func (a *Algorithm) watcher(i int) func(block.ID, bool) {
 // candidates returns the clients other than except that may cache b: a bit
 // per client (all of them without a holder index).
 func (a *Algorithm) candidates(b block.ID, except hints.ClientID) uint64 {
-	if a.holders == nil {
+	if !a.holders.on {
 		return ^uint64(0)
 	}
-	m, _ := a.holders.Get(sim.Key{File: b.File, Block: b.Index})
-	return m &^ (uint64(1) << uint(except))
+	return a.holders.get(b) &^ (uint64(1) << uint(except))
 }
 
 // cachedBy reports, for each client other than except that caches b
 // (version v or newer), whether it holds the master copy, until f returns
 // false.
 func (a *Algorithm) cachedBy(b block.ID, v block.Version, except hints.ClientID, f func(master bool) bool) {
-	if a.holders == nil {
+	if !a.holders.on {
 		for i, cl := range a.clients {
 			if hints.ClientID(i) == except {
 				continue
@@ -411,4 +426,69 @@ func (a *Algorithm) settlePending(file uint64, v block.Version, c *sim.Counters)
 		}
 	}
 	delete(a.pending, file)
+}
+
+// holderIndex is the oracle's index: per block, a bit per client whose
+// cache holds it, kept through the clients' Watch hooks. Files are
+// numbered densely, so it is a slice of files, each a slice of blocks;
+// blocks past farIndex (a txt or LIRS trace is one file whose block
+// numbers are object ids) are in a table.
+type holderIndex struct {
+	on    bool // kept (2 to 64 clients)
+	files [][]uint64
+	far   sim.Table[sim.Key, uint64]
+}
+
+// farIndex is the first block index kept in holderIndex.far.
+const farIndex = 1 << 16
+
+func (x *holderIndex) get(b block.ID) uint64 {
+	if b.Index >= farIndex {
+		m, _ := x.far.Get(sim.Key{File: b.File, Block: b.Index})
+		return m
+	}
+	if b.File < uint64(len(x.files)) {
+		if f := x.files[b.File]; b.Index < uint64(len(f)) {
+			return f[b.Index]
+		}
+	}
+	return 0
+}
+
+// ref returns b's bits, made if need be.
+func (x *holderIndex) ref(b block.ID) *uint64 {
+	if b.Index >= farIndex {
+		k := sim.Key{File: b.File, Block: b.Index}
+		if m := x.far.Ref(k); m != nil {
+			return m
+		}
+		x.far.Put(k, 0)
+		return x.far.Ref(k)
+	}
+	for b.File >= uint64(len(x.files)) {
+		x.files = append(x.files, nil)
+	}
+	f := x.files[b.File]
+	if b.Index >= uint64(len(f)) {
+		f = append(f, make([]uint64, int(b.Index)+1-len(f))...)
+		x.files[b.File] = f
+	}
+	return &f[b.Index]
+}
+
+// each calls f for every block with bits.
+func (x *holderIndex) each(f func(b block.ID, m uint64)) {
+	for file, bs := range x.files {
+		for idx, m := range bs {
+			if m != 0 {
+				f(block.ID{File: uint64(file), Index: uint64(idx)}, m)
+			}
+		}
+	}
+	x.far.Range(func(k sim.Key, m uint64) bool {
+		if m != 0 {
+			f(block.ID{File: k.File, Index: k.Block}, m)
+		}
+		return true
+	})
 }

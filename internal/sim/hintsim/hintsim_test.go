@@ -127,7 +127,7 @@ func TestHandTraceDiscardCache(t *testing.T) {
 	if a.srv.MemoryLen() != 0 {
 		t.Errorf("discard cache holds %d blocks after the hit, want 0", a.srv.MemoryLen())
 	}
-	if ok, _ := a.Client(1).Cached(blkID(3, 0), 0); !ok {
+	if ok, _ := a.Client(1).Cached(a.Block(3, 0), 0); !ok {
 		t.Error("client 1 does not hold the forwarded 3:0")
 	}
 }
@@ -155,16 +155,16 @@ func TestWriteAfterForwardMakesNewVersion(t *testing.T) {
 		rd(1, 1, 0), // c1: implicit open (hints from c0): its 1:0 is stale, hint c0: remote
 	}
 	m, a := run(t, params(2, 1, 2), tr)
-	if v := a.Server().Version(1); v != 3 {
+	if v := a.Server().Version(a.FileNo(1)); v != 3 {
 		t.Errorf("file version %d, want 3 (writer's tenure, then the write after the forward)", v)
 	}
-	if ok, master := a.Client(0).Cached(blkID(1, 0), 3); !ok || !master {
+	if ok, master := a.Client(0).Cached(a.Block(1, 0), 3); !ok || !master {
 		t.Errorf("writer's copy cached %v master %v, want the current master", ok, master)
 	}
 	if m.Hits.Remote != 2 {
 		t.Errorf("remote hits %d, want 2 (the second from the writer, not the stale copy)", m.Hits.Remote)
 	}
-	if ok, master := a.Client(1).Cached(blkID(1, 0), 0); ok && master {
+	if ok, master := a.Client(1).Cached(a.Block(1, 0), 0); ok && master {
 		t.Error("the stale master copy at the forward target survived")
 	}
 }

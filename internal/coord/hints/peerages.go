@@ -1,0 +1,95 @@
+package hints
+
+import "math"
+
+// peerAges holds a client's oldest-block list as the two scans of
+// best-guess replacement want it: one Time per peer position, side by side
+// (the peer records hold more), with a failed peer's entry replaced by dead
+// so that no branch is needed to skip it. The forward target and the
+// discard test are each one pass over a few cache lines. (A tournament
+// tree answers both in O(1) but costs more to keep up than the scans: the
+// list changes on every forward and its acknowledgement.)
+type peerAges struct {
+	olds []Time
+}
+
+// dead is the entry of a failed peer: never the oldest, never compared.
+const dead = Time(math.MaxInt64)
+
+// resize makes room for peers positions, all dead until set.
+func (t *peerAges) resize(peers int) {
+	t.olds = make([]Time, peers)
+	for i := range t.olds {
+		t.olds[i] = dead
+	}
+}
+
+// set records peer position i's entry (oldest) and whether it is live.
+func (t *peerAges) set(i int, oldest Time, live bool) {
+	if !live {
+		oldest = dead
+	}
+	t.olds[i] = oldest
+}
+
+// oldest returns the live peer position with the oldest entry (the first
+// on ties), -1 if none; live is whether position i is live (asked only
+// when every entry looks dead).
+func (t *peerAges) oldest(live func(i int) bool) int {
+	low := minTime(t.olds)
+	if low == dead { // no entry below dead: a live peer may still hold that age
+		for i := range t.olds {
+			if live(i) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, o := range t.olds {
+		if o == low {
+			return i
+		}
+	}
+	return -1
+}
+
+// minTime returns the smallest of ts (dead if none), four at a time.
+func minTime(ts []Time) Time {
+	a, b, c, d := dead, dead, dead, dead
+	for len(ts) >= 4 {
+		a, b, c, d = min(a, ts[0]), min(b, ts[1]), min(c, ts[2]), min(d, ts[3])
+		ts = ts[4:]
+	}
+	for _, o := range ts {
+		a = min(a, o)
+	}
+	return min(a, b, c, d)
+}
+
+// young applies the discard test to age stamp over the live entries that
+// are blocks (Free entries are free memory): pessimistic, is some entry
+// older; optimistic, is every entry older (and there is one). live is
+// asked only of an entry that looks dead.
+func (t *peerAges) young(stamp Time, test DiscardTest, live func(i int) bool) bool {
+	switch test {
+	case DiscardPessimistic:
+		for _, o := range t.olds {
+			if o != Free && o < stamp {
+				return true
+			}
+		}
+	case DiscardOptimistic:
+		n := 0
+		for i, o := range t.olds {
+			if o == Free || o == dead && !live(i) {
+				continue
+			}
+			if o >= stamp {
+				return false
+			}
+			n++
+		}
+		return n > 0
+	}
+	return false
+}
