@@ -251,8 +251,8 @@ func (c *ageCache) check() error {
 				return true
 			}
 			indexed++
-			if e := &c.ents[s.ent]; e.id.File != c.idx.recs[r].id || e.id.Index != idx || e.rec != r {
-				err = errorf("age cache: slot %d of file %d holds %v", idx, c.idx.recs[r].id, e.id)
+			if e := &c.ents[s.ent]; e.id.File != c.idx.rec(r).id || e.id.Index != idx || e.rec != r {
+				err = errorf("age cache: slot %d of file %d holds %v", idx, c.idx.rec(r).id, e.id)
 			}
 			return err == nil
 		})

@@ -575,7 +575,7 @@ func (c *Client) deleteHintOf(v *entry) {
 // recOf returns the record of the file of v, an entry just evicted: v.rec
 // while the self hint kept it indexed (the invariant), else found anew.
 func (c *Client) recOf(v *entry) int32 {
-	if r := v.rec; int(r) < len(c.idx.recs) && c.idx.recs[r].used > 0 && c.idx.recs[r].id == v.id.File {
+	if r := v.rec; c.idx.made(r) && c.idx.rec(r).used > 0 && c.idx.rec(r).id == v.id.File {
 		return r
 	}
 	return c.idx.ensure(v.id.File)

@@ -76,13 +76,13 @@ func (x *fileIndex) ensure(file uint64) int32 {
 		return r
 	}
 	r := x.add(file)
-	x.recs[r].id = file
+	x.rec(r).id = file
 	return r
 }
 
 // at returns the slot of index idx in record r, nil if it has none.
 func (x *fileIndex) at(r int32, idx uint64) *slot {
-	f := &x.recs[r]
+	f := x.rec(r)
 	if idx == 0 {
 		return &f.s0
 	}
@@ -101,7 +101,7 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 // make returns the slot of index idx in record r, made if need be (valid
 // until the next make in r).
 func (x *fileIndex) make(r int32, idx uint64) *slot {
-	f := &x.recs[r]
+	f := x.rec(r)
 	if idx == 0 {
 		return &f.s0
 	}
@@ -125,12 +125,12 @@ func (x *fileIndex) lookup(b block.ID) *slot {
 }
 
 // filled records that a slot of r went from empty to used.
-func (x *fileIndex) filled(r int32) { x.recs[r].used++ }
+func (x *fileIndex) filled(r int32) { x.rec(r).used++ }
 
 // emptied records that a slot of r went from used to empty, and drops the
 // record when it was its last.
 func (x *fileIndex) emptied(r int32) {
-	f := &x.recs[r]
+	f := x.rec(r)
 	if f.used--; f.used > 0 {
 		return
 	}
@@ -148,7 +148,7 @@ func (x *fileIndex) emptied(r int32) {
 // below lru.SparseNear pages), until f returns false. f may change the
 // slot but not the index.
 func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
-	rec := &x.recs[r]
+	rec := x.rec(r)
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}

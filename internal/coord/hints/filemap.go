@@ -98,14 +98,30 @@ func (m *fileMap) each(f func(id uint64, v int32) bool) {
 // found by file id through a fileMap, and remembers the last file found:
 // the calls of one access, or of a client streaming through a file, name
 // one file again and again. Released records are reused as they are (the
-// caller resets what it needs, keeping their memory).
+// caller resets what it needs, keeping their memory). The records lie in
+// pages of slabPage that never move: a new file costs no copy of the
+// others (a slice grown by doubling moved every record, pointers and all,
+// a few times over: a tenth of a single-client simulation of many files).
 type fileSlab[T any] struct {
 	ids     fileMap
-	recs    []T
+	pages   [][]T
+	n       int32 // records made, record 0 included (0: none yet)
 	free    []int32
 	last    uint64 // the file of lastRec
 	lastRec int32  // 0: none
 }
+
+// slabPageBits sets the records per page of a fileSlab.
+const (
+	slabPageBits = 10
+	slabPage     = 1 << slabPageBits
+)
+
+// rec returns record r, which has been made (r < s.n).
+func (s *fileSlab[T]) rec(r int32) *T { return &s.pages[r>>slabPageBits][r&(slabPage-1)] }
+
+// made reports whether record r has been made.
+func (s *fileSlab[T]) made(r int32) bool { return r >= 0 && r < s.n }
 
 // find returns file's record number, 0 if it has none.
 func (s *fileSlab[T]) find(file uint64) int32 {
@@ -125,11 +141,14 @@ func (s *fileSlab[T]) add(file uint64) int32 {
 	if n := len(s.free); n > 0 {
 		r, s.free = s.free[n-1], s.free[:n-1]
 	} else {
-		if len(s.recs) == 0 {
-			s.recs = append(s.recs, *new(T))
+		if s.n == 0 {
+			s.n = 1
 		}
-		r = int32(len(s.recs))
-		s.recs = append(s.recs, *new(T))
+		r = s.n
+		if int(r>>slabPageBits) == len(s.pages) {
+			s.pages = append(s.pages, make([]T, slabPage))
+		}
+		s.n++
 	}
 	s.ids.put(file, r)
 	s.last, s.lastRec = file, r
@@ -146,4 +165,4 @@ func (s *fileSlab[T]) release(file uint64, r int32) {
 }
 
 // len returns the number of files with a record.
-func (s *fileSlab[T]) len() int { return max(len(s.recs)-1, 0) - len(s.free) }
+func (s *fileSlab[T]) len() int { return max(int(s.n)-1, 0) - len(s.free) }

@@ -67,11 +67,11 @@ func TestFileSlabAgainstMap(t *testing.T) {
 			if o, taken := owner[r]; taken || r <= 0 {
 				t.Fatalf("step %d: %d got record %d, held by %d", step, f, r, o)
 			}
-			s.recs[r] = f
+			*s.rec(r) = f
 			ref[f], owner[r] = r, f
 		case had && rng.IntN(3) == 0:
-			if s.recs[r] != f {
-				t.Fatalf("step %d: record %d holds %d, want %d", step, r, s.recs[r], f)
+			if *s.rec(r) != f {
+				t.Fatalf("step %d: record %d holds %d, want %d", step, r, *s.rec(r), f)
 			}
 			s.release(f, r)
 			delete(ref, f)
@@ -84,7 +84,7 @@ func TestFileSlabAgainstMap(t *testing.T) {
 			t.Fatalf("step %d: len %d, want %d", step, s.len(), len(ref))
 		}
 	}
-	if len(s.recs) > 3000+1 {
-		t.Fatalf("%d records for at most 3000 files: released ones are not reused", len(s.recs))
+	if s.n > 3000+1 {
+		t.Fatalf("%d records for at most 3000 files: released ones are not reused", s.n)
 	}
 }

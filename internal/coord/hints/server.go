@@ -181,7 +181,7 @@ func (s *Server) MemoryLen() int {
 // the next file call).
 func (s *Server) lookup(f uint64) *fileState {
 	if i := s.files.find(f); i != 0 {
-		return &s.files.recs[i]
+		return s.files.rec(i)
 	}
 	return nil
 }
@@ -190,9 +190,9 @@ func (s *Server) lookup(f uint64) *fileState {
 // file call).
 func (s *Server) file(f uint64) *fileState {
 	if i := s.files.find(f); i != 0 {
-		return &s.files.recs[i]
+		return s.files.rec(i)
 	}
-	fs := &s.files.recs[s.files.add(f)]
+	fs := s.files.rec(s.files.add(f))
 	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
 	return fs
 }
@@ -385,7 +385,8 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 func (s *Server) Forget(file uint64) {
 	if i := s.files.find(file); i != 0 {
 		s.files.release(file, i)
-		s.files.recs[i] = fileState{holders: holderSet{rest: s.files.recs[i].holders.rest[:0]}}
+		fs := s.files.rec(i)
+		*fs = fileState{holders: holderSet{rest: fs.holders.rest[:0]}}
 	}
 }
 
