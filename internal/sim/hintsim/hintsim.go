@@ -378,6 +378,9 @@ func (a *Algorithm) candidates(b block.ID, except hints.ClientID) uint64 {
 // (version v or newer), whether it holds the master copy, until f returns
 // false.
 func (a *Algorithm) cachedBy(b block.ID, v block.Version, except hints.ClientID, f func(master bool) bool) {
+	if len(a.clients) == 1 && except == 0 { // no other client
+		return
+	}
 	if !a.holders.on {
 		for i, cl := range a.clients {
 			if hints.ClientID(i) == except {
