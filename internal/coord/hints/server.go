@@ -130,7 +130,7 @@ type FetchResult struct {
 // as a state machine. Not safe for concurrent use.
 type Server struct {
 	cfg   ServerConfig
-	files fileSlab[fileState] // the file states
+	files serverFiles // the file states
 	boots idMap[BootID]
 	down  idMap[bool]
 	mem   *ageCache // disk cache or discard cache
@@ -144,7 +144,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg}
-	s.files.ids.dense = cfg.DenseFiles
+	s.files.dense = cfg.DenseFiles
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
@@ -179,22 +179,84 @@ func (s *Server) MemoryLen() int {
 
 // lookup returns file f's state, nil if the server has none (valid until
 // the next file call).
-func (s *Server) lookup(f uint64) *fileState {
-	if i := s.files.find(f); i != 0 {
-		return s.files.rec(i)
-	}
-	return nil
-}
+func (s *Server) lookup(f uint64) *fileState { return s.files.find(f) }
 
 // file returns file f's state, made if need be (valid until the next
 // file call).
 func (s *Server) file(f uint64) *fileState {
-	if i := s.files.find(f); i != 0 {
-		return s.files.rec(i)
+	if fs := s.files.find(f); fs != nil {
+		return fs
 	}
-	fs := s.files.rec(s.files.add(f))
+	fs := s.files.add(f)
 	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
 	return fs
+}
+
+// serverFiles is the manager's per-file state: in a fileSlab, or, when
+// file ids are dense (ServerConfig.DenseFiles: the simulator's), in pages
+// indexed by the id itself, a state of version 0 being none (a file's
+// version starts at 1 and only grows): a lookup is then one memory access
+// fewer (no id-to-record map).
+type serverFiles struct {
+	dense bool
+	slab  fileSlab[fileState]
+	pages [][]fileState // dense: file f's state is pages[f/slabPage][f%slabPage]
+	n     int           // dense: files with state
+}
+
+// find returns file f's state, nil if none.
+func (t *serverFiles) find(f uint64) *fileState {
+	if !t.dense {
+		if i := t.slab.find(f); i != 0 {
+			return t.slab.rec(i)
+		}
+		return nil
+	}
+	if p := f >> slabPageBits; p < uint64(len(t.pages)) {
+		if fs := &t.pages[p][f&(slabPage-1)]; fs.version != 0 {
+			return fs
+		}
+	}
+	return nil
+}
+
+// add returns the state to make for file f, which has none: the caller
+// sets a nonzero version (the memory of a released state is kept).
+func (t *serverFiles) add(f uint64) *fileState {
+	if !t.dense {
+		return t.slab.rec(t.slab.add(f))
+	}
+	for f>>slabPageBits >= uint64(len(t.pages)) {
+		t.pages = append(t.pages, make([]fileState, slabPage))
+	}
+	t.n++
+	return &t.pages[f>>slabPageBits][f&(slabPage-1)]
+}
+
+// forget drops file f's state, if any.
+func (t *serverFiles) forget(f uint64) {
+	var fs *fileState
+	if !t.dense {
+		i := t.slab.find(f)
+		if i == 0 {
+			return
+		}
+		t.slab.release(f, i)
+		fs = t.slab.rec(i)
+	} else if fs = t.find(f); fs == nil {
+		return
+	} else {
+		t.n--
+	}
+	*fs = fileState{holders: holderSet{rest: fs.holders.rest[:0]}}
+}
+
+// len returns how many files have state.
+func (t *serverFiles) len() int {
+	if t.dense {
+		return t.n
+	}
+	return t.slab.len()
 }
 
 // holds reports whether c is among fs's token holders.
@@ -382,13 +444,7 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // version): a live server whose own version table changed or forgot the
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
-func (s *Server) Forget(file uint64) {
-	if i := s.files.find(file); i != 0 {
-		s.files.release(file, i)
-		fs := s.files.rec(i)
-		*fs = fileState{holders: holderSet{rest: fs.holders.rest[:0]}}
-	}
-}
+func (s *Server) Forget(file uint64) { s.files.forget(file) }
 
 // Files returns how many files the manager has state for.
 func (s *Server) Files() int { return s.files.len() }

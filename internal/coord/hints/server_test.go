@@ -196,19 +196,26 @@ func TestAgeCacheAgainstReference(t *testing.T) {
 }
 
 func TestServerForgetDropsTheLastOpener(t *testing.T) {
-	s, err := NewServer(ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Open(1, 1, 1, 7, false)
-	if r := s.Open(2, 2, 1, 7, false); r.HintsFrom != 1 {
-		t.Fatalf("hints from %d, want 1", r.HintsFrom)
-	}
-	s.Forget(7)
-	if s.Files() != 0 {
-		t.Fatalf("%d files remembered after Forget", s.Files())
-	}
-	if r := s.Open(3, 3, 1, 7, false); r.HintsFrom != NoClient {
-		t.Fatalf("hints from %d after Forget, want none", r.HintsFrom)
+	for _, dense := range []bool{false, true} {
+		s, err := NewServer(ServerConfig{DenseFiles: dense})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Open(1, 1, 1, 7, false)
+		if r := s.Open(2, 2, 1, 7, false); r.HintsFrom != 1 {
+			t.Fatalf("dense %v: hints from %d, want 1", dense, r.HintsFrom)
+		}
+		s.Open(3, 1, 1, 2000, false) // another page when dense
+		if s.Files() != 2 {
+			t.Fatalf("dense %v: %d files, want 2", dense, s.Files())
+		}
+		s.Forget(7)
+		s.Forget(8) // never opened: nothing to forget
+		if s.Files() != 1 || s.Holds(1, 7, false) || !s.Holds(1, 2000, false) {
+			t.Fatalf("dense %v: %d files remembered after Forget, want 1 (file 2000)", dense, s.Files())
+		}
+		if r := s.Open(3, 3, 1, 7, false); r.HintsFrom != NoClient || r.Version != 1 {
+			t.Fatalf("dense %v: hints from %d, version %d after Forget, want none, 1", dense, r.HintsFrom, r.Version)
+		}
 	}
 }
