@@ -44,5 +44,7 @@ func (s *Starter) Start(cmd *exec.Cmd) error {
 }
 
 // Close ends the thread, which delivers the Pdeathsig of every child it
-// started that is still running: close it once they are gone.
+// started that is still running — unless the runtime ran the starter on
+// the process's main thread, which it never ends. Stop the children first:
+// close it once they are gone.
 func (s *Starter) Close() { close(s.reqs) }
