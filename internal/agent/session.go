@@ -151,12 +151,19 @@ func (s *session) dialOnce(ctx context.Context) error {
 	if s.connected != nil {
 		s.connected(gen, registered)
 	}
-	if s.lost != nil {
-		go func() {
-			<-c.Done()
+	go func() {
+		<-c.Done()
+		if s.lost != nil {
 			s.lost(gen)
-		}()
-	}
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if !closed {
+			s.log.Warn("lost the connection to the server: cached entries and callbacks dropped; the next request reconnects",
+				"server", s.addr, "err", c.Err())
+		}
+	}()
 	return nil
 }
 
