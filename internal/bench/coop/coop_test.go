@@ -3,7 +3,6 @@ package coop
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,7 +255,7 @@ func cooperativeRead(t *testing.T, bin, policy string) {
 		t.Fatal(err)
 	}
 	defer c.close()
-	defer logsOnFailure(t, filepath.Join(dir, "tb"))
+	defer logsOnFailure(t, c)
 	args := func(i int, m *mount) []string {
 		return []string{"--mode", "copy", "--file", filepath.Join(m.dir, "f"), "--digest", d.String()}
 	}
@@ -311,24 +310,19 @@ func checkLaterReaders(t *testing.T, policy string, st2 Stats) {
 	}
 }
 
-// logsOnFailure logs the tail of every process log under dir if t failed:
-// the testbed's directory is a temporary one, gone once the test ends.
-func logsOnFailure(t *testing.T, dir string) {
+// logsOnFailure logs the tail of the server's and the mounts' logs if t
+// failed: the testbed's directory is a temporary one, gone once the test
+// ends.
+func logsOnFailure(t *testing.T, c *cluster) {
 	t.Helper()
 	if !t.Failed() {
 		return
 	}
-	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".log") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		lines = lines[max(0, len(lines)-40):]
-		t.Logf("%s (last %d lines):\n%s", p, len(lines), strings.Join(lines, "\n"))
-		return nil
-	})
+	procs := []*testbed.Proc{c.serve}
+	for _, m := range c.mounts {
+		procs = append(procs, m.proc)
+	}
+	for _, p := range procs {
+		t.Logf("%s (last 40 lines):\n%s", p.Log, p.LogTail(40))
+	}
 }
