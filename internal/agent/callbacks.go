@@ -167,20 +167,28 @@ func (c *cbCache) put(p string, a wire.Attr) bool {
 }
 
 // installList caches the listing of directory p read after tok, and every
-// entry's attributes.
+// entry's attributes. The listing itself is kept only if every entry's
+// attributes were: one of an entry that broke since tok (the server's
+// break of a raced grant comes before its reply) would be handed out again
+// by the next listing, long after the break that said it is stale.
 func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
 	h, ok := c.paths[p]
 	if !ok || !h.dir || !c.fresh(tok, h.ino) {
 		return
 	}
+	whole := true
 	for _, e := range ents {
 		if e.HasAttr && e.Name != "." && e.Name != ".." {
-			c.install(tok, join(p, e.Name), e.Attr)
+			if !c.install(tok, join(p, e.Name), e.Attr) {
+				whole = false
+			}
 		}
 	}
 	if _, still := c.paths[p]; still {
-		c.lists[p] = ents
 		c.setFull(p, ents)
+		if whole {
+			c.lists[p] = ents
+		}
 	}
 }
 
