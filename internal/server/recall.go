@@ -242,7 +242,10 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 	}
 	wire.HandOver(ctx) // an inline open waits for other clients from here
 	var wg sync.WaitGroup
-	var lost sync.Map // client name → struct{}: holders that did not write back in time
+	// Holders that did not write back: in time (lost), or because their
+	// connection ended first (gone: the file is their orphan, waited for
+	// as any orphan is).
+	var lost, gone sync.Map // client name → struct{}
 	for id, m := range msgs {
 		c := conns[id]
 		if c == nil {
@@ -251,54 +254,69 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !r.send(ctx, id, c, m) && m.Kind == wire.CallbackWrite {
-				name := ""
-				if hc, ok := c.Value.Load().(*client); ok {
-					name = hc.name
-				}
+			acked, dropped := r.send(ctx, id, c, m)
+			if acked || m.Kind != wire.CallbackWrite {
+				return
+			}
+			name := ""
+			if hc, ok := c.Value.Load().(*client); ok {
+				name = hc.name
+			}
+			if dropped {
+				gone.Store(name, struct{}{})
+			} else {
 				lost.Store(name, struct{}{})
 			}
 		}()
 	}
 	wg.Wait()
-	failed := ""
+	failed, left := "", ""
 	lost.Range(func(k, _ any) bool { failed = k.(string); return false })
-	if failed == "" && ctx.Err() == nil {
+	gone.Range(func(k, _ any) bool { left = k.(string); return false })
+	if failed == "" && left == "" && ctx.Err() == nil {
 		r.recalled.Add(1)
 		return nil
 	}
-	r.failed.Add(1)
 	r.mu.Lock()
 	r.orphans[ino] = failed
+	if failed == "" && left != "" {
+		r.orphans[ino] = left
+	}
 	r.mu.Unlock()
-	return r.unreachable(path, failed)
+	if failed == "" && left != "" && ctx.Err() == nil {
+		return r.waitOrphan(ctx, opener, ino, path)
+	}
+	r.failed.Add(1)
+	return r.unreachable(path, failed+left)
 }
 
 // send delivers one break with the recall timeout and reports whether the
-// holder acked; one that did not is disconnected (callbacks.send).
-func (r *recalls) send(ctx context.Context, client uint32, c *wire.Conn, m *wire.CallbackBreak) bool {
+// holder acked, and if not, whether its connection had ended; one that
+// did not ack in time is disconnected (callbacks.send).
+func (r *recalls) send(ctx context.Context, client uint32, c *wire.Conn, m *wire.CallbackBreak) (acked, dropped bool) {
 	cb := r.cb
 	cb.breaksSent.Add(1)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
 	_, err := c.Call(cctx, m)
 	if err == nil {
-		return true
+		return true, false
 	}
-	if c.Err() == nil {
-		cb.breakTimeouts.Add(1)
-		r.log.Warn("a client did not write back a recalled file in time: disconnecting it",
-			"client", client, "timeout", r.timeout.String(), "err", err)
-		cb.mu.Lock()
-		if cb.conns[client] == c {
-			delete(cb.conns, client)
-			r.orphanLocked(client)
-			cb.t.dropClient(client)
-		}
-		cb.mu.Unlock()
-		c.Close()
+	if c.Err() != nil {
+		return false, true
 	}
-	return false
+	cb.breakTimeouts.Add(1)
+	r.log.Warn("a client did not write back a recalled file in time: disconnecting it",
+		"client", client, "timeout", r.timeout.String(), "err", err)
+	cb.mu.Lock()
+	if cb.conns[client] == c {
+		delete(cb.conns, client)
+		r.orphanLocked(client)
+		cb.t.dropClient(client)
+	}
+	cb.mu.Unlock()
+	c.Close()
+	return false, false
 }
 
 // waitOrphan waits up to the recall timeout for the client that left ino

@@ -337,6 +337,41 @@ func TestCloseReturnsDelegations(t *testing.T) {
 // connects and declares at Start even then), and the file's opens proceed
 // instead of failing with EIO after the recall timeout. This is what lets
 // the engine delete a journal record before the delegation's return.
+// TestRecallOfHolderThatDies: a holder whose connection ends while its
+// delegation is being recalled leaves the file an orphan, which the open
+// waits for (up to the recall timeout) as for any orphan, rather than
+// failing at once; the open goes through when a client of the holder's
+// name comes back.
+func TestRecallOfHolderThatDies(t *testing.T) {
+	export, addr := startServer(t, 10*time.Second)
+	nf := create(t, export, addr, "f")
+	var c *wire.Conn
+	dies := wire.HandlerFunc(func(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+		if _, ok := m.(*wire.CallbackBreak); ok {
+			go c.Close() // the holder dies before it acks the recall
+			return nil, context.Canceled
+		}
+		return &wire.OK{}, nil
+	})
+	c = dial(t, addr, "holder", dies)
+	for _, m := range []wire.Msg{&wire.CallbackRegister{}, &wire.DelegateWrite{Ino: nf.Ino}} {
+		if _, err := c.Call(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := dial(t, addr, "reader", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := reader.Call(ctx, &wire.Open{Path: "f", Flags: syscall.O_RDONLY})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("open while the holder died during its recall: %v, want it to wait for the orphan's holder", err)
+	}
+	newEngine(t, addr, "holder")
+	if err := openElsewhere(t, addr, "f"); err != nil {
+		t.Fatalf("open of the orphan after its holder's name came back: %v", err)
+	}
+}
+
 func TestStartReleasesOrphans(t *testing.T) {
 	export, addr := startServer(t, 10*time.Second)
 	nf := create(t, export, addr, "f")
