@@ -39,30 +39,34 @@ type entry struct {
 // maskClients bounds the client ids kept in an entry's mask.
 const maskClients = 64
 
-// table is the bounded table of entries with an LRU list and a list per
-// file (so that a file change drops the file's entries in time proportional
-// to their number), over a slab of entries and lru.Lists of handles.
+// table is the bounded table of entries with an LRU list and, once a file
+// has changed, a list per file (so that a file change drops the file's
+// entries in time proportional to their number), over a slab of entries
+// and lru.Lists of handles.
 //
-// Blocks and files are found through hash tables (lru.Table: open
-// addressing, no tombstones under the table's constant insert/delete
-// churn), or, when the caller numbers them densely (Config.Dense), in
-// slices indexed by the numbers.
+// Blocks are found through a hash table (lru.Table: open addressing, no
+// tombstones under the table's constant insert/delete churn), or, when the
+// caller numbers them densely (Config.Dense), an entry's handle is its
+// block's number: the slab is indexed by it and holds a slot for every
+// number up to the largest seen.
 //
-// INVARIANT: the index, the LRU list and the file lists hold exactly the
-// live entries; free holds the other handles below len(ents).
+// The file lists are kept from the first dropFile on (built then from the
+// entries): a workload that never changes a file never pays for them.
+//
+// INVARIANT: the index (dense: the slab's entries whose id.Index is their
+// handle), the LRU list and, when byFile, the file lists hold exactly the
+// live entries; free holds the slab's other handles (not dense).
 type table struct {
 	max    int
 	dense  bool
 	ents   []entry    // the slab; ents[0] is unused (handle 0 is none)
 	lruLk  []lru.Link // links on the LRU list, by handle
-	fileLk []lru.Link // links on the file lists, by handle
 	lru    lru.List   // newest first
 	free   []int32
-
-	index lru.Table[bkey, int32]    // block → handle (not dense)
-	files lru.Table[fkey, lru.List] // file → its entries (not dense)
-	slot  []int32                   // dense: block number (ID.Index) → handle
-	flist []lru.List                // dense: file number (ID.File) → its entries
+	index  lru.Table[bkey, int32] // block → handle (not dense)
+	byFile bool                   // the file lists are kept
+	files  lru.Table[fkey, lru.List]
+	fileLk []lru.Link // links on the file lists, by handle
 
 	more     [][]ClientID // holders from 64 on, by entry.more; more[0] is unused
 	moreFree []int32
@@ -70,7 +74,7 @@ type table struct {
 
 func newTable(max int, dense bool) *table {
 	return &table{max: max, dense: dense, ents: make([]entry, 1), lruLk: make([]lru.Link, 1),
-		fileLk: make([]lru.Link, 1), more: make([][]ClientID, 1)}
+		more: make([][]ClientID, 1)}
 }
 
 func (t *table) len() int { return t.lru.Len() }
@@ -78,31 +82,13 @@ func (t *table) len() int { return t.lru.Len() }
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
 	if t.dense {
-		if id.Index < uint64(len(t.slot)) {
-			return t.slot[id.Index]
+		if id.Index < uint64(len(t.ents)) && t.ents[id.Index].id.Index == id.Index {
+			return int32(id.Index)
 		}
 		return 0
 	}
 	h, _ := t.index.Get(bkey(id))
 	return h
-}
-
-// fileList returns file's list, creating it (empty) if asked.
-func (t *table) fileList(file uint64, create bool) *lru.List {
-	if t.dense {
-		if file >= uint64(len(t.flist)) {
-			if !create {
-				return nil
-			}
-			t.flist = lru.Extend(t.flist, int(file)+1, 1<<62)
-		}
-		return &t.flist[file]
-	}
-	if l := t.files.Ref(fkey(file)); l != nil || !create {
-		return l
-	}
-	t.files.Put(fkey(file), lru.List{})
-	return t.files.Ref(fkey(file))
 }
 
 // touch makes h the most recently used entry.
@@ -118,23 +104,26 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 		recycled = true
 	}
 	var h int32
-	if n := len(t.free); n > 0 {
-		h, t.free = t.free[n-1], t.free[:n-1]
-	} else {
+	switch {
+	case t.dense:
+		h = int32(id.Index)
+		t.ents = lru.Extend(t.ents, int(h)+1, 1<<62)
+		t.lruLk = lru.Extend(t.lruLk, int(h)+1, 1<<62)
+	case len(t.free) > 0:
+		h, t.free = t.free[len(t.free)-1], t.free[:len(t.free)-1]
+	default:
 		h = int32(len(t.ents))
 		t.ents = append(t.ents, entry{})
 		t.lruLk = append(t.lruLk, lru.Link{})
-		t.fileLk = append(t.fileLk, lru.Link{})
 	}
 	t.ents[h] = entry{id: id, ver: v, last: NoClient}
-	if t.dense {
-		t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
-		t.slot[id.Index] = h
-	} else {
+	if !t.dense {
 		t.index.Put(bkey(id), h)
 	}
 	t.lru.PushFront(t.lruLk, h)
-	t.fileList(id.File, true).PushFront(t.fileLk, h)
+	if t.byFile {
+		t.fileAdd(h)
+	}
 	return h, recycled
 }
 
@@ -142,27 +131,45 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 func (t *table) remove(h int32) {
 	e := &t.ents[h]
 	t.lru.Remove(t.lruLk, h)
-	fl := t.fileList(e.id.File, false)
-	if fl.Remove(t.fileLk, h); fl.Len() == 0 && !t.dense {
-		t.files.Delete(fkey(e.id.File))
+	if t.byFile {
+		fl := t.files.Ref(fkey(e.id.File))
+		if fl.Remove(t.fileLk, h); fl.Len() == 0 {
+			t.files.Delete(fkey(e.id.File))
+		}
 	}
-	if t.dense {
-		t.slot[e.id.Index] = 0
-	} else {
+	if !t.dense {
 		t.index.Delete(bkey(e.id))
+		t.free = append(t.free, h)
 	}
 	if e.more != 0 {
 		t.more[e.more] = t.more[e.more][:0]
 		t.moreFree = append(t.moreFree, e.more)
 	}
 	*e = entry{}
-	t.free = append(t.free, h)
+}
+
+// fileAdd puts h on its file's list.
+func (t *table) fileAdd(h int32) {
+	t.fileLk = lru.Extend(t.fileLk, int(h)+1, 1<<62)
+	file := fkey(t.ents[h].id.File)
+	fl := t.files.Ref(file)
+	if fl == nil {
+		t.files.Put(file, lru.List{})
+		fl = t.files.Ref(file)
+	}
+	fl.PushFront(t.fileLk, h)
 }
 
 // dropFile removes every entry of file and returns how many there were.
 func (t *table) dropFile(file uint64) int {
+	if !t.byFile {
+		t.byFile = true
+		for h := t.lru.Back(); h != 0; h = t.lruLk[h].Prev {
+			t.fileAdd(h)
+		}
+	}
 	n := 0
-	for fl := t.fileList(file, false); fl != nil && fl.Len() > 0; fl = t.fileList(file, false) {
+	for fl := t.files.Ref(fkey(file)); fl != nil; fl = t.files.Ref(fkey(file)) {
 		t.remove(fl.Front())
 		n++
 	}

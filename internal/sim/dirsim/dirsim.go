@@ -49,8 +49,8 @@ type Sim struct {
 	holders []*directory.Holder
 	caches  []*cache
 	server  *cache
-	ids     sim.IDs         // numbers blocks and files: the caches and the directory index by number
-	vers    []block.Version // by file number: the current version of written/deleted files (0: 1)
+	ids     sim.IDs                           // numbers blocks: the caches and the directory index by number
+	vers    lru.Table[fileKey, block.Version] // the current version of written/deleted files (1 otherwise)
 
 	msg, local, remote, srvMs, diskMs time.Duration
 	xferSrv, xferCli                  time.Duration
@@ -72,7 +72,6 @@ func New(p sim.Params) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{p: p}
-	s.ids.NumberFiles()
 	switch pol := p.Option(OptPolicy, "directory"); pol {
 	case "directory":
 	case "none":
@@ -171,9 +170,9 @@ func floatOption(p sim.Params, key string, def float64) (float64, error) {
 	return f, nil
 }
 
-// IDs implements sim.Numberer: the blocks' and files' numbers, which the
-// caches and the directory (directory.Config.Dense) index by. The
-// directory names blocks {File: file number, Index: block number}.
+// IDs implements sim.Numberer: the blocks' numbers, which the caches and
+// the directory (directory.Config.Dense) index by. The directory names
+// blocks {File: the file, Index: the block's number}.
 func (s *Sim) IDs() *sim.IDs { return &s.ids }
 
 // Directory returns the server's directory (for its counters).
@@ -189,34 +188,40 @@ func (s *Sim) Clock(i int) time.Duration { return s.done[i] }
 // PreloadServer puts blocks 0..n-1 of file in the server's memory (as far
 // as it holds), as the seed did before its benchmarks.
 func (s *Sim) PreloadServer(file uint64, n int) {
-	fno := s.ids.FileID(file)
 	for i := range n {
 		id := s.ids.ID(sim.Key{File: file, Block: uint64(i)})
-		s.serverInsert(ref{id, fno}, s.version(fno))
+		s.serverInsert(ref{id, file}, s.version(file))
 	}
 }
 
-// ref names a block by its number and its file's.
-type ref struct{ id, file uint32 }
+// ref names a block by its number, with its file.
+type ref struct {
+	id   uint32
+	file uint64
+}
 
 // dirID is how the directory names the block (directory.Config.Dense).
-func (r ref) dirID() block.ID { return block.ID{File: uint64(r.file), Index: uint64(r.id)} }
+func (r ref) dirID() block.ID { return block.ID{File: r.file, Index: uint64(r.id)} }
 
-// refOf numbers a's block and file (Run has, unless a came another way).
+// refOf numbers a's block (Run has, unless a came another way).
 func (s *Sim) refOf(a *sim.Access) ref {
-	r := ref{a.ID, a.FileID}
+	r := ref{a.ID, a.File}
 	if r.id == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
 		r.id = s.ids.ID(a.Key())
-	}
-	if r.file == 0 {
-		r.file = s.ids.FileID(a.File)
 	}
 	return r
 }
 
-func (s *Sim) version(file uint32) block.Version {
-	if int(file) < len(s.vers) && s.vers[file] != 0 {
-		return s.vers[file]
+// fileKey is a file id hashable by lru.Table.
+type fileKey uint64
+
+func (k fileKey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
+func (s *Sim) version(file uint64) block.Version {
+	if s.vers.Len() > 0 {
+		if v, ok := s.vers.Get(fileKey(file)); ok {
+			return v
+		}
 	}
 	return 1
 }
@@ -229,19 +234,18 @@ func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	case sim.OpWrite:
 		s.write(a, s.refOf(&a), c)
 	case sim.OpDelete:
-		s.changed(s.refOf(&a).file, c)
+		s.changed(a.File, c)
 	}
 	return sim.Outcome{}
 }
 
 // changed makes a new version of file: the server's directory drops its
 // entries; cached copies of the old version are found stale when next used.
-func (s *Sim) changed(file uint32, c *sim.Counters) block.Version {
+func (s *Sim) changed(file uint64, c *sim.Counters) block.Version {
 	v := s.version(file) + 1
-	s.vers = lru.Extend(s.vers, int(file)+1, 1<<62)
-	s.vers[file] = v
+	s.vers.Put(fileKey(file), v)
 	if !s.none {
-		s.dir.FileChanged(uint64(file))
+		s.dir.FileChanged(file)
 		c.Manager(sim.CauseConsistency, 1)
 	}
 	return v

@@ -8,31 +8,35 @@ import (
 )
 
 // cache is one cache (a client's or the server's memory): an exact LRU
-// over blocks named by their dense numbers (sim.IDs), a slab of nodes on
-// one lru.List. Each block remembers its file's number, the file version
-// it belongs to and when its data arrived (a block whose data is still on
-// its way is pending). A block is found through an lru.IDTable, or, for a
-// cache that may use memory in proportion to every block numbered (the
-// server's, the only client's), in a slice indexed by block number.
+// over blocks named by their dense numbers (sim.IDs), nodes on one
+// lru.List. Each block remembers its file, the file version it belongs to
+// (never 0 while cached) and when its data arrived (a block whose data is
+// still on its way is pending).
 //
-// INVARIANT: len() <= capacity; the index and the list hold the same
-// blocks; free holds the other handles below len(nodes).
+// A cache that may use memory in proportion to every block numbered (the
+// server's, a lone client's) is direct: a block's handle is its number,
+// its node and links sit in slices indexed by it, and a lookup is one
+// load. The others keep a slab of at most capacity nodes, found through an
+// lru.IDTable.
+//
+// INVARIANT: len() <= capacity; the list holds exactly the cached blocks'
+// handles, which are the index's (direct: the nodes with a version);
+// free holds the slab's other handles below len(nodes).
 type cache struct {
 	capacity int
 	direct   bool
 	at       lru.IDTable // block number → handle (not direct)
-	one      []int32     // direct: block number → handle, 0 if absent
-	nodes    []lnode     // nodes[0] is unused: handle 0 is none
+	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
 	list     lru.List // newest first
 	free     []int32
 }
 
 type lnode struct {
-	id    uint32 // block number
-	file  uint32 // its file's number
-	ver   block.Version
+	ver   block.Version // 0: not cached (direct)
 	ready time.Duration
+	file  uint64
+	id    uint32 // block number
 }
 
 func newLRU(capacity int, direct bool) *cache {
@@ -44,8 +48,8 @@ func (l *cache) len() int { return l.list.Len() }
 // find returns block id's handle, 0 if absent.
 func (l *cache) find(id uint32) int32 {
 	if l.direct {
-		if int(id) < len(l.one) {
-			return l.one[id]
+		if int(id) < len(l.nodes) && l.nodes[id].ver != 0 {
+			return int32(id)
 		}
 		return 0
 	}
@@ -66,19 +70,18 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 
 // remove drops handle h.
 func (l *cache) remove(h int32) {
-	id := l.nodes[h].id
-	if l.direct {
-		l.one[id] = 0
-	} else {
-		l.at.Delete(id)
-	}
 	l.list.Remove(l.links, h)
+	if l.direct {
+		l.nodes[h].ver = 0
+		return
+	}
+	l.at.Delete(l.nodes[h].id)
 	l.free = append(l.free, h)
 }
 
 // relabel moves the cached blocks of file at version from to version to
 // (O(cache size); recency unchanged).
-func (l *cache) relabel(file uint32, from, to block.Version) {
+func (l *cache) relabel(file uint64, from, to block.Version) {
 	for h := l.list.Front(); h != 0; h = l.links[h].Next {
 		if n := &l.nodes[h]; n.file == file && n.ver == from {
 			n.ver = to
@@ -86,15 +89,16 @@ func (l *cache) relabel(file uint32, from, to block.Version) {
 	}
 }
 
-// insert caches block id of file (version ver, data ready at ready) as
-// the newest block, replacing a cached copy. It returns the evicted block,
-// if any.
-func (l *cache) insert(id, file uint32, ver block.Version, ready time.Duration) (victim lnode, evicted bool) {
+// insert caches block id of file (version ver, not 0; data ready at
+// ready) as the newest block, replacing a cached copy. It returns the
+// evicted block, if any.
+func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) (victim lnode, evicted bool) {
 	if l.capacity <= 0 {
 		return lnode{}, false
 	}
+	n := lnode{ver, ready, file, id}
 	if h := l.find(id); h != 0 {
-		l.nodes[h] = lnode{id, file, ver, ready}
+		l.nodes[h] = n
 		l.touch(h)
 		return lnode{}, false
 	}
@@ -103,21 +107,28 @@ func (l *cache) insert(id, file uint32, ver block.Version, ready time.Duration) 
 		victim, evicted = l.nodes[h], true
 		l.remove(h)
 	}
+	l.list.PushFront(l.links, l.slot(n))
+	return victim, evicted
+}
+
+// slot stores n, which is not cached, and returns its handle.
+func (l *cache) slot(n lnode) int32 {
+	if l.direct {
+		h := int32(n.id)
+		l.nodes = lru.Extend(l.nodes, int(h)+1, 1<<62)
+		l.links = lru.Extend(l.links, int(h)+1, 1<<62)
+		l.nodes[h] = n
+		return h
+	}
 	var h int32
-	if n := len(l.free); n > 0 {
-		h, l.free = l.free[n-1], l.free[:n-1]
+	if k := len(l.free); k > 0 {
+		h, l.free = l.free[k-1], l.free[:k-1]
 	} else {
 		h = int32(len(l.nodes))
 		l.nodes = append(l.nodes, lnode{})
 		l.links = append(l.links, lru.Link{})
 	}
-	l.nodes[h] = lnode{id, file, ver, ready}
-	if l.direct {
-		l.one = lru.Extend(l.one, int(id)+1, 1<<62)
-		l.one[id] = h
-	} else {
-		l.at.Put(id, h)
-	}
-	l.list.PushFront(l.links, h)
-	return victim, evicted
+	l.nodes[h] = n
+	l.at.Put(n.id, h)
+	return h
 }
