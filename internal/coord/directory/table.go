@@ -64,6 +64,7 @@ type table struct {
 	lru    lru.List   // newest first
 	free   []int32
 	index  lru.Table[bkey, int32] // block → handle (not dense)
+	slot   []int32                // dense: block number → handle
 	byFile bool                   // the file lists are kept
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
@@ -82,8 +83,8 @@ func (t *table) len() int { return t.lru.Len() }
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
 	if t.dense {
-		if id.Index < uint64(len(t.ents)) && t.ents[id.Index].id.Index == id.Index {
-			return int32(id.Index)
+		if id.Index < uint64(len(t.slot)) {
+			return t.slot[id.Index]
 		}
 		return 0
 	}
@@ -105,10 +106,6 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	}
 	var h int32
 	switch {
-	case t.dense:
-		h = int32(id.Index)
-		t.ents = lru.Extend(t.ents, int(h)+1, 1<<62)
-		t.lruLk = lru.Extend(t.lruLk, int(h)+1, 1<<62)
 	case len(t.free) > 0:
 		h, t.free = t.free[len(t.free)-1], t.free[:len(t.free)-1]
 	default:
@@ -117,7 +114,10 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 		t.lruLk = append(t.lruLk, lru.Link{})
 	}
 	t.ents[h] = entry{id: id, ver: v, last: NoClient}
-	if !t.dense {
+	if t.dense {
+		t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
+		t.slot[id.Index] = h
+	} else {
 		t.index.Put(bkey(id), h)
 	}
 	t.lru.PushFront(t.lruLk, h)
@@ -137,10 +137,12 @@ func (t *table) remove(h int32) {
 			t.files.Delete(fkey(e.id.File))
 		}
 	}
-	if !t.dense {
+	if t.dense {
+		t.slot[e.id.Index] = 0
+	} else {
 		t.index.Delete(bkey(e.id))
-		t.free = append(t.free, h)
 	}
+	t.free = append(t.free, h)
 	if e.more != 0 {
 		t.more[e.more] = t.more[e.more][:0]
 		t.moreFree = append(t.moreFree, e.more)

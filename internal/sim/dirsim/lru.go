@@ -26,6 +26,7 @@ type cache struct {
 	capacity int
 	direct   bool
 	at       lru.IDTable // block number → handle (not direct)
+	one      []int32     // direct: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
 	list     lru.List // newest first
@@ -48,8 +49,8 @@ func (l *cache) len() int { return l.list.Len() }
 // find returns block id's handle, 0 if absent.
 func (l *cache) find(id uint32) int32 {
 	if l.direct {
-		if int(id) < len(l.nodes) && l.nodes[id].ver != 0 {
-			return int32(id)
+		if int(id) < len(l.one) {
+			return l.one[id]
 		}
 		return 0
 	}
@@ -72,10 +73,10 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
 	if l.direct {
-		l.nodes[h].ver = 0
-		return
+		l.one[l.nodes[h].id] = 0
+	} else {
+		l.at.Delete(l.nodes[h].id)
 	}
-	l.at.Delete(l.nodes[h].id)
 	l.free = append(l.free, h)
 }
 
@@ -113,13 +114,6 @@ func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Dur
 
 // slot stores n, which is not cached, and returns its handle.
 func (l *cache) slot(n lnode) int32 {
-	if l.direct {
-		h := int32(n.id)
-		l.nodes = lru.Extend(l.nodes, int(h)+1, 1<<62)
-		l.links = lru.Extend(l.links, int(h)+1, 1<<62)
-		l.nodes[h] = n
-		return h
-	}
 	var h int32
 	if k := len(l.free); k > 0 {
 		h, l.free = l.free[k-1], l.free[:k-1]
@@ -129,6 +123,11 @@ func (l *cache) slot(n lnode) int32 {
 		l.links = append(l.links, lru.Link{})
 	}
 	l.nodes[h] = n
-	l.at.Put(n.id, h)
+	if l.direct {
+		l.one = lru.Extend(l.one, int(n.id)+1, 1<<62)
+		l.one[n.id] = h
+	} else {
+		l.at.Put(n.id, h)
+	}
 	return h
 }
