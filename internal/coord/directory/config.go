@@ -18,6 +18,8 @@ const (
 	DefaultForwardTTL    = time.Minute
 	DefaultQueueLen      = 400 // seed 000's page discard queue length
 	DefaultLoadHalfLife  = 5 * time.Second
+	// NoForwardMemory as Config.ForwardMemory remembers no forwards.
+	NoForwardMemory = -1
 )
 
 // Config is the server-side directory's configuration. Zero fields take the
@@ -36,7 +38,9 @@ type Config struct {
 	PingTimeout time.Duration
 	// ForwardMemory is the number of recent forwards remembered so that a
 	// Retry that does not name the holder (the requester timed out) can
-	// still blame it: the seed's request cache.
+	// still blame it: the seed's request cache. NoForwardMemory keeps none,
+	// for a caller that always names the holder (the simulator, whose
+	// requests never time out): a Retry without one then blames no one.
 	ForwardMemory int
 	// ForwardTTL is how long a remembered forward stays valid for that.
 	ForwardTTL time.Duration
@@ -95,8 +99,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: miss threshold = %d, want at least 1", ErrConfig, c.MissThreshold)
 	case c.PingTimeout < 0:
 		return fmt.Errorf("%w: ping timeout = %v, want > 0", ErrConfig, c.PingTimeout)
-	case c.ForwardMemory < 1:
-		return fmt.Errorf("%w: forward memory = %d, want at least 1", ErrConfig, c.ForwardMemory)
+	case c.ForwardMemory < 1 && c.ForwardMemory != NoForwardMemory:
+		return fmt.Errorf("%w: forward memory = %d, want at least 1 (or %d for none)", ErrConfig, c.ForwardMemory, NoForwardMemory)
 	case c.ForwardTTL < 0:
 		return fmt.Errorf("%w: forward TTL = %v, want > 0", ErrConfig, c.ForwardTTL)
 	}

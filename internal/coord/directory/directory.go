@@ -156,7 +156,7 @@ func New(cfg Config) (*Directory, error) {
 		cfg:  cfg,
 		tab:  newTable(cfg.Entries, cfg.Dense),
 		mem:  blockSet{dense: cfg.Dense},
-		ring: make([]fwdRec, cfg.ForwardMemory),
+		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
 	}, nil
 }
 
@@ -522,6 +522,9 @@ func (d *Directory) purge(c ClientID) {
 
 // remember notes that c's request for id went to holder.
 func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder ClientID) {
+	if len(d.ring) == 0 {
+		return // NoForwardMemory
+	}
 	k := fwdKey{c, id}
 	if i, ok := d.ringIdx.Get(k); ok {
 		d.ring[i].live = false

@@ -110,7 +110,8 @@ func New(p sim.Params) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	dc := directory.Config{Entries: entries, Dense: true}
+	// the simulator always names the holder in a retry: no forward memory
+	dc := directory.Config{Entries: entries, Dense: true, ForwardMemory: directory.NoForwardMemory}
 	switch fc := p.Option(OptForward, "round-robin"); fc {
 	case "round-robin":
 	case "balanced":
@@ -121,15 +122,19 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
+	var mask *presence
+	if p.Clients <= 64 {
+		mask = new(presence)
+	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
 	for i := range p.Clients {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, mask, i)
 	}
-	s.server = newLRU(p.ServerCacheBlocks, true)
+	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	s.msg, s.local, s.remote, s.srvMs, s.diskMs = ms(p.MessageMs), ms(p.LocalMs), ms(p.RemoteMs), ms(p.ServerMs), ms(p.DiskMs)
 	s.xferSrv, s.xferCli = xfer(p.BlockSize, srvMbps), xfer(p.BlockSize, cliMbps)
