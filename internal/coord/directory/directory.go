@@ -3,6 +3,7 @@ package directory
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -439,27 +440,31 @@ func (d *Directory) current(id block.ID, v block.Version) int32 {
 // (Config.ServerLast, or RequestPeersFirst) the server is left out of the rotation and chosen only when no holder
 // can be. NoClient if none.
 func (d *Directory) pick(e int32, requester ClientID, serverLast bool) ClientID {
-	first, next, last := NoClient, NoClient, d.tab.ents[e].last
-	consider := func(c ClientID) bool {
-		if first == NoClient {
-			first = c
+	ent := &d.tab.ents[e]
+	last, first := ent.last, NoClient // first: the first node that can serve, in rotation order
+	inMem := d.mem.has(ent.id)
+	if inMem && !serverLast {
+		if last == NoClient {
+			return Server // the server (0) comes first in the rotation
 		}
-		if c > last || last == NoClient {
-			next = c
-			return true
-		}
-		return false
+		first = Server
 	}
-	inMem := d.mem.has(d.tab.ents[e].id)
-	if inMem && !serverLast && consider(Server) {
-		return next
-	}
-	for c := range d.tab.holders(e) {
-		if c == requester || d.clients.get(c).Pinging {
-			continue
+	for m := ent.mask &^ (1 << requester); m != 0; m &= m - 1 {
+		if c := ClientID(bits.TrailingZeros64(m)); !d.clients.get(c).Pinging {
+			if c > last || last == NoClient {
+				return c
+			}
+			first = min(first, c)
 		}
-		if consider(c) {
-			return next
+	}
+	if ent.more != 0 {
+		for _, c := range d.tab.more[ent.more] {
+			if c != requester && !d.clients.get(c).Pinging {
+				if c > last || last == NoClient {
+					return c
+				}
+				first = min(first, c)
+			}
 		}
 	}
 	if first == NoClient && inMem {
