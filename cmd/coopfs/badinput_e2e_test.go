@@ -494,6 +494,10 @@ func TestE2EUnmount(t *testing.T) {
 	})
 	t.Run("FusermountFromOutside", func(t *testing.T) {
 		m := startMount(t, srv.addr)
+		// The mount point shows up at mount(2), before go-fuse has
+		// finished its start-up; an unmount then fails the mount
+		// itself. Wait for the mount's own line.
+		m.waitStderr(t, "write_policy=", 10*time.Second)
 		// Right after mounting, go-fuse's poll probe file may still be
 		// being released, and the kernel answers EBUSY; a user retries.
 		for i := 0; ; i++ {

@@ -45,6 +45,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
 	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fuseDebug := fs.Bool("fuse-debug", false, "log every FUSE request and reply (with --log-level debug)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
-		ReadOnly: writePolicy == cache.ReadOnly, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks}, log)
+		ReadOnly: writePolicy == cache.ReadOnly, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks, Debug: *fuseDebug}, log)
 	if err != nil {
 		return err
 	}

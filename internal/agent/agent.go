@@ -401,7 +401,7 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 		return wire.Attr{}, err
 	}
 	if in.Valid&(wire.SetMode|wire.SetUID|wire.SetGID) != 0 && of == nil {
-		a.delegs.invalidate(ctx, path) // deleg.go: the verdicts rest on permissions
+		defer a.delegs.invalidate(ctx, path)() // deleg.go: the verdicts rest on permissions
 	}
 	t := a.dirs.begin(path) // dirattrs.go: a directory's change the replies do not describe
 	defer a.dirs.end(t, nil)

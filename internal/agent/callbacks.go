@@ -167,20 +167,28 @@ func (c *cbCache) put(p string, a wire.Attr) bool {
 }
 
 // installList caches the listing of directory p read after tok, and every
-// entry's attributes.
+// entry's attributes. The listing itself is kept only if every entry's
+// attributes were: one of an entry that broke since tok (the server's
+// break of a raced grant comes before its reply) would be handed out again
+// by the next listing, long after the break that said it is stale.
 func (c *cbCache) installList(tok cbToken, p string, ents []wire.DirEntryPlus) {
 	h, ok := c.paths[p]
 	if !ok || !h.dir || !c.fresh(tok, h.ino) {
 		return
 	}
+	whole := true
 	for _, e := range ents {
 		if e.HasAttr && e.Name != "." && e.Name != ".." {
-			c.install(tok, join(p, e.Name), e.Attr)
+			if !c.install(tok, join(p, e.Name), e.Attr) {
+				whole = false
+			}
 		}
 	}
 	if _, still := c.paths[p]; still {
-		c.lists[p] = ents
 		c.setFull(p, ents)
+		if whole {
+			c.lists[p] = ents
+		}
 	}
 }
 
@@ -295,21 +303,13 @@ func (c *cbCache) drop(p string) {
 	}
 }
 
-// brokenObj is what a break tells the kernel to forget: the attributes of
-// the object at path and, for a directory, its entry name
-// (wire.BreakEntries: all of them; wire.BreakAttr: none).
-type brokenObj struct {
-	path string
-	name string
-}
-
-// breakItems applies a server's break and returns what the kernel must
-// forget. A file's attributes go (its callback is revoked); a directory
-// keeps its callback and its name, and loses its attributes, its listing
-// and the subtree of the entry that changed.
-func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
+// breakItems applies a server's break. A file's attributes go (its
+// callback is revoked); a directory keeps its callback and its name, and
+// loses its attributes, its listing and the subtree of the entry that
+// changed. (The kernel is told by inode, not from here: it may hold what
+// this cache forgot.)
+func (c *cbCache) breakItems(items []wire.BreakItem) {
 	c.seq++
-	var out []brokenObj
 	for _, it := range items {
 		c.broke[it.Ino] = c.seq
 		for p := range c.byIno[it.Ino] {
@@ -317,7 +317,6 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 			if h == nil {
 				continue // dropped with an entry broken above
 			}
-			out = append(out, brokenObj{path: p, name: it.Name})
 			h.hasAttr = false
 			if p != "" {
 				delete(c.lists, parentOf(p)) // the listing carries its attributes
@@ -342,7 +341,6 @@ func (c *cbCache) breakItems(items []wire.BreakItem) []brokenObj {
 		c.broke = make(map[uint64]uint64)
 		c.floor = c.seq
 	}
-	return out
 }
 
 // changedHere notes a change the agent made itself through path p (the
@@ -435,19 +433,20 @@ func (cb *callbacks) invalidateAll() {
 func (cb *callbacks) serveBreak(m *wire.CallbackBreak) wire.Msg {
 	cb.breaks.Add(1)
 	cb.mu.Lock()
-	var objs []brokenObj
 	if m.All {
 		cb.c.reset(cb.c.gen)
 	} else {
-		objs = cb.c.breakItems(m.Items)
+		cb.c.breakItems(m.Items)
 	}
 	cb.mu.Unlock()
 	if b := cb.inv.Load(); b != nil {
 		if m.All {
 			b.InvalidateAll()
 		}
-		for _, o := range objs {
-			b.Invalidate(o.path, o.name)
+		// By inode, not by the paths this cache still holds: the kernel
+		// may hold objects it forgot or never held.
+		for _, it := range m.Items {
+			b.Invalidate(it.Ino, it.Name)
 		}
 	}
 	return &wire.OK{}

@@ -419,8 +419,11 @@ func (d *delegs) end(ctx context.Context, hit []*deleg, give bool) {
 
 // invalidate gives back the delegations of directory p and of those below
 // it, after sending what was answered under them: this agent is about to
-// change p's permissions or ACLs, on which their verdicts rest.
-func (d *delegs) invalidate(ctx context.Context, p string) {
+// change p's permissions or ACLs, on which their verdicts rest. It returns
+// done, to call once the change is answered: a delegation asked for before
+// then (a request in flight, or one sent meanwhile) may carry a verdict
+// the server gave before the change, and is not used.
+func (d *delegs) invalidate(ctx context.Context, p string) (done func()) {
 	d.mu.Lock()
 	var hit []*deleg
 	for dp, dl := range d.byPath {
@@ -428,8 +431,14 @@ func (d *delegs) invalidate(ctx context.Context, p string) {
 			hit = append(hit, dl)
 		}
 	}
+	d.epoch++ // requests in flight
 	d.mu.Unlock()
 	d.end(ctx, hit, true)
+	return func() {
+		d.mu.Lock()
+		d.epoch++ // requests sent during the change
+		d.mu.Unlock()
+	}
 }
 
 // returnAll forgets every delegation, giving them back when tell is set.

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -369,4 +370,54 @@ func TestDirectChangeInDelegatedDir(t *testing.T) {
 			t.Errorf("%s in the export: %q, %v", p, data, err)
 		}
 	}
+}
+
+// defaultACL is the system.posix_acl_default value of user::rwx, user
+// uid:rw-, group::r-x, mask::rwx, other::r-x.
+func defaultACL(uid uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2) // POSIX_ACL_XATTR_VERSION
+	entry := func(tag, perm uint16, id uint32) {
+		b = binary.LittleEndian.AppendUint16(b, tag)
+		b = binary.LittleEndian.AppendUint16(b, perm)
+		b = binary.LittleEndian.AppendUint32(b, id)
+	}
+	const undefined = ^uint32(0)
+	entry(0x01, 7, undefined) // ACL_USER_OBJ
+	entry(0x02, 6, uid)       // ACL_USER
+	entry(0x04, 5, undefined) // ACL_GROUP_OBJ
+	entry(0x10, 7, undefined) // ACL_MASK
+	entry(0x20, 5, undefined) // ACL_OTHER
+	return b
+}
+
+// TestACLChangeDropsDelegationInFlight: a directory made here is asked
+// for its delegation at once; a default ACL set on it right after must win
+// over a verdict the server gave before the ACL (a create answered under
+// it would neither inherit the ACL nor get the ACL's mode). Every file made
+// in such a directory inherits the ACL.
+func TestACLChangeDropsDelegationInFlight(t *testing.T) {
+	export := t.TempDir()
+	c := startServer(t, export, "127.0.0.1:0", nil, 0)
+	a := newMetricAgent(t, c.addr)
+	ctx := asMaker()
+	for i := range 20 {
+		d := fmt.Sprintf("d%d", i)
+		if _, err := a.Mkdir(ctx, d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetXattr(asRoot(), d, "system.posix_acl_default", defaultACL(4242), 0); err != nil {
+			if errors.Is(err, syscall.EOPNOTSUPP) {
+				t.Skip("the export's file system has no ACLs")
+			}
+			t.Fatal(err)
+		}
+		for j := range 3 {
+			p := fmt.Sprintf("%s/f%d", d, j)
+			create(t, a.Agent, p, syscall.O_EXCL, []byte("x"))
+			if n, err := unix.Getxattr(filepath.Join(export, p), "system.posix_acl_access", nil); err != nil || n <= 0 {
+				t.Errorf("%s made in a directory with a default ACL did not inherit it: %v", p, err)
+			}
+		}
+	}
+	t.Logf("Create %v, CommitNew %v, DirDelegate %v", a.sent(t, "Create"), a.sent(t, "CommitNew"), a.sent(t, "DirDelegate"))
 }

@@ -50,11 +50,19 @@ func (a *Agent) ListXattr(ctx context.Context, path string, size uint32) ([]byte
 	return a.xattrCall(ctx, &wire.ListXattr{Path: path, Size: size})
 }
 
+// isACL reports whether extended attribute name is a POSIX ACL, on which
+// the permissions to act in a directory, and a new file's mode, rest.
+func isACL(name string) bool {
+	return name == "system.posix_acl_access" || name == "system.posix_acl_default"
+}
+
 // SetXattr sets an extended attribute (fusefs.Xattrer).
 func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	a.endAllHolds(ctx)             // a held write would drop security.capability after it
-	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
-	t := a.dirs.begin(path)        // an ACL changes a directory's mode
+	a.endAllHolds(ctx) // a held write would drop security.capability after it
+	if isACL(name) {
+		defer a.delegs.invalidate(ctx, path)() // deleg.go: an ACL changes what the verdicts rest on
+	}
+	t := a.dirs.begin(path) // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
 	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
@@ -63,7 +71,9 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
 func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	a.endAllHolds(ctx)
-	a.delegs.invalidate(ctx, path) // deleg.go: an ACL changes what the verdicts rest on
+	if isACL(name) {
+		defer a.delegs.invalidate(ctx, path)() // deleg.go: an ACL changes what the verdicts rest on
+	}
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)

@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +14,11 @@ import (
 // callbacks (vfs.Callbacks) says which answers a callback covers; the
 // kernel caches those for Config.CoveredTimeout (long) instead of the
 // attribute and entry timeouts, and the backend tells the adapter when a
-// callback breaks (vfs.Invalidator), which makes the kernel forget:
+// callback breaks (vfs.Invalidator). A break names an inode; the adapter
+// finds the kernel's inodes by number (inodes.go), whatever the backend
+// still caches, and an answer read before a break of what it hands out is
+// not cached by the kernel at all (the break may have come before the
+// kernel knew the inode). A break makes the kernel forget:
 //
 //   - an object's attributes: FUSE_NOTIFY_INVAL_INODE without a range,
 //     which only bumps the inode's attribute version (it takes no lock a
@@ -36,6 +39,11 @@ import (
 // entries that a callback covers.
 const DefaultCoveredTimeout = time.Hour
 
+// uncached is the timeout of an answer the kernel must not cache: go-fuse
+// replaces 0 with the mount's default; the kernel rounds this up to one
+// clock tick.
+const uncached = time.Nanosecond
+
 // entryNotifyWait is how long a break waits for the kernel to drop an
 // entry before it is acked anyway.
 const entryNotifyWait = 50 * time.Millisecond
@@ -45,37 +53,49 @@ type kernelCache struct {
 	cbs     vfs.Callbacks // nil: the backend holds no callbacks
 	covered time.Duration
 	root    *fs.Inode
+	rootIno uint64        // the server's number of the root
+	inodes  *kernelInodes // nil: the backend holds no callbacks (inodes.go)
 }
 
 var _ vfs.Invalidator = (*adapter)(nil)
 
-// inodeAt finds the kernel's inode of path p in go-fuse's tree, nil if
-// the kernel does not know it.
-func (a *adapter) inodeAt(p string) *fs.Inode {
-	in := a.root
-	for p != "" && in != nil {
-		seg, rest, _ := strings.Cut(p, "/")
-		in, p = in.GetChild(seg), rest
+// inodesOf returns the kernel's inodes of the server's number ino.
+func (a *adapter) inodesOf(ino uint64) []*fs.Inode {
+	var out []*fs.Inode
+	if ino == a.rootIno && a.root != nil {
+		out = append(out, a.root)
 	}
-	return in
+	for _, n := range a.inodes.nodes(ino) {
+		out = append(out, &n.Inode)
+	}
+	return out
 }
 
 // Invalidate implements vfs.Invalidator.
-func (a *adapter) Invalidate(p, name string) {
-	in := a.inodeAt(p)
-	if in == nil {
-		return // the kernel does not know it
+func (a *adapter) Invalidate(ino uint64, name string) {
+	if a.inodes == nil {
+		return
 	}
-	in.NotifyContent(-1, 0) // attributes only
-	switch name {
-	case "":
-	case "/":
-		names := childFiles(in)
-		a.childAttrs(in, names)
-		a.notifyEntries(in, names)
-	default:
-		a.childAttrs(in, []string{name})
-		a.notifyEntries(in, []string{name})
+	a.inodes.noteBreak(ino)
+	for _, in := range a.inodesOf(ino) {
+		if n, ok := in.Operations().(*node); ok {
+			a.notifyAttr(n)
+		} else {
+			in.NotifyContent(-1, 0)
+		}
+		if !in.IsDir() {
+			continue
+		}
+		switch name {
+		case "":
+		case "/":
+			names := childFiles(in)
+			a.childAttrs(in, names)
+			a.notifyEntries(in, names)
+		default:
+			a.childAttrs(in, []string{name})
+			a.notifyEntries(in, []string{name})
+		}
 	}
 }
 
@@ -98,6 +118,7 @@ func (a *adapter) InvalidateAll() {
 	if a.root == nil {
 		return
 	}
+	a.inodes.noteBreakAll()
 	var dirs []*fs.Inode
 	var walk func(in *fs.Inode)
 	walk = func(in *fs.Inode) {
@@ -150,19 +171,50 @@ func (a *adapter) notifyEntries(dir *fs.Inode, names []string) {
 	}
 }
 
-// coveredEntry gives out the long timeouts when a callback covers path p.
-func (a *adapter) coveredEntry(p string, out *fuse.EntryOut) {
-	if a.cbs != nil && a.cbs.Covered(p) {
+// coveredEntry sets the timeouts of an entry answered for path p, in
+// directory dir, read after break sequence number since (kernelInodes.begin):
+// long when a callback covers p; none for what broke since it was read
+// (the break may have come before the kernel knew the inode, so that
+// nothing was forgotten); the entry and attribute timeouts otherwise, in
+// which a break of the object still reaches the kernel (Invalidate).
+func (a *adapter) coveredEntry(p string, dir *fs.Inode, since uint64, out *fuse.EntryOut) {
+	if a.cbs == nil {
+		return
+	}
+	dirBroke := a.inodes.brokeSince(dir.StableAttr().Ino, since)
+	if a.inodes.brokeSince(out.Attr.Ino, since) {
+		out.SetAttrTimeout(uncached)
+		out.SetEntryTimeout(uncached)
+		return
+	}
+	if dirBroke {
+		out.SetEntryTimeout(uncached)
+		return
+	}
+	if a.cbs.Covered(p) {
 		out.SetEntryTimeout(a.covered)
 		out.SetAttrTimeout(a.covered)
 	}
 }
 
-// coveredAttr gives out the long attribute timeout when a callback covers p.
-func (a *adapter) coveredAttr(p string, out *fuse.AttrOut) {
-	if a.cbs != nil && a.cbs.Covered(p) {
+// coveredAttr is coveredEntry for the attributes of p.
+func (a *adapter) coveredAttr(p string, since uint64, out *fuse.AttrOut) {
+	if a.cbs == nil {
+		return
+	}
+	if a.inodes.brokeSince(out.Attr.Ino, since) {
+		out.SetTimeout(uncached)
+	} else if a.cbs.Covered(p) {
 		out.SetTimeout(a.covered)
 	}
+}
+
+// breakSeq is kernelInodes.begin, 0 without callbacks.
+func (a *adapter) breakSeq() uint64 {
+	if a.inodes == nil {
+		return 0
+	}
+	return a.inodes.begin()
 }
 
 // childInos is the inode number of entry name of n, if the kernel knows it.

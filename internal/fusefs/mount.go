@@ -54,6 +54,7 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	}
 	if cb, ok := b.(vfs.Callbacks); ok && !dc.NoCallbacks {
 		root.a.cbs, root.a.covered, root.a.root = cb, dc.CoveredTimeout, &root.Inode
+		root.a.rootIno, root.a.inodes = rootAttr.Ino, newKernelInodes()
 		cb.SetInvalidator(root.a)
 	}
 	opts := MountOptions(cfg)

@@ -53,6 +53,7 @@ type node struct {
 	fs.Inode
 	a        *adapter
 	lookedUp atomic.Int64 // when the kernel last looked this node up (unix ns; stale.go)
+	handed   atomic.Int64 // when a reply last handed it to the kernel (unix ns; inodes.go)
 	caps     capsCache    // security.capability while open for writing (killpriv.go)
 	// held is the handle of the create that made this node while its file
 	// holds operations back (vfs.Holder): attribute changes by path go
@@ -116,10 +117,24 @@ func (n *node) childPath(name string) (string, bool) {
 	return p + "/" + name, true
 }
 
-// newChild makes (or finds, for a hard link) the inode of attr.
+// newChild makes (or finds, for a hard link or an inode the kernel already
+// knows) the inode of attr.
 func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
 	fillAttr(&out.Attr, attr)
-	return n.NewInode(ctx, &node{a: n.a}, fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen})
+	sa := fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen}
+	if n.a.inodes == nil {
+		return n.NewInode(ctx, &node{a: n.a}, sa)
+	}
+	// The table's node is the one go-fuse would pick: reusing it spares
+	// a node go-fuse would throw away, which the table would keep.
+	c := n.a.inodes.find(sa)
+	if c == nil {
+		c = &node{a: n.a}
+	}
+	c.handed.Store(time.Now().UnixNano())
+	in := n.NewInode(ctx, c, sa)
+	n.a.inodes.add(c)
+	return in
 }
 
 func fillAttr(out *fuse.Attr, a wire.Attr) {
@@ -152,6 +167,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, syscall.ENOENT
 	}
 	var attr wire.Attr
+	since := n.a.breakSeq()
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
 		attr, err = n.lookupBackend(ctx, p)
 		return err
@@ -160,7 +176,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, n.a.errno("lookup", p, err)
 	}
 	in := n.newChild(ctx, attr, out)
-	n.a.coveredEntry(p, out)
+	n.a.coveredEntry(p, &n.Inode, since, out)
 	lookedUpNow(in)
 	return in, 0
 }
@@ -179,6 +195,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return syscall.ENOENT
 	}
 	var attr wire.Attr
+	since := n.a.breakSeq()
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
 		attr, err = n.a.b.GetAttr(ctx, p)
 		return err
@@ -187,7 +204,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return n.a.errno("getattr", p, err)
 	}
 	fillAttr(&out.Attr, attr)
-	n.a.coveredAttr(p, out)
+	n.a.coveredAttr(p, since, out)
 	return 0
 }
 

@@ -48,6 +48,7 @@ type dirHandle struct {
 	mu     sync.Mutex
 	loaded bool
 	at     time.Time // when the listing was read
+	since  uint64    // the break sequence number before it was read (inodes.go)
 	ents   []wire.DirEntryPlus
 	pos    int // index of the next entry to hand out
 }
@@ -65,6 +66,7 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 		return syscall.ENOENT
 	}
 	var ents []wire.DirEntryPlus
+	since := n.a.breakSeq()
 	err := n.a.run(ctx, func(ctx context.Context) (err error) {
 		if dp, ok := n.a.b.(DirPlusReader); ok {
 			ents, err = dp.ReadDirPlus(ctx, p)
@@ -86,7 +88,7 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 			d.ents = append(d.ents, e)
 		}
 	}
-	d.loaded, d.pos, d.at = true, 0, time.Now()
+	d.loaded, d.pos, d.at, d.since = true, 0, time.Now(), since
 	return 0
 }
 
@@ -137,11 +139,14 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
 // handed out by Readdirent, for READDIRPLUS.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n := d.n
-	e, at, ok := d.entry(name)
+	e, at, since, ok := d.entry(name)
 	if !ok || !e.HasAttr || time.Since(at) > n.a.listingTTL {
 		// Not in the listing, or older than the kernel may cache
 		// attributes (a big directory read slowly): ask the server.
 		return n.Lookup(ctx, name, out)
+	}
+	if n.a.inodes != nil && n.a.inodes.brokeSince(e.Attr.Ino, since) {
+		return n.Lookup(ctx, name, out) // the listing's attributes are stale
 	}
 	p, ok := n.childPath(name)
 	if !ok {
@@ -150,25 +155,26 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		return n.Lookup(ctx, name, out) // the retry's lookup pins the file
 	}
 	in := n.newChild(ctx, e.Attr, out)
-	n.a.coveredEntry(p, out)
+	n.a.coveredEntry(p, &n.Inode, since, out)
 	lookedUpNow(in)
 	return in, 0
 }
 
 // entry finds name in the listing, looking first at the entry handed out
-// last (go-fuse looks up each entry right after reading it).
-func (d *dirHandle) entry(name string) (wire.DirEntryPlus, time.Time, bool) {
+// last (go-fuse looks up each entry right after reading it), and returns
+// it with when the listing was read and the break sequence number before.
+func (d *dirHandle) entry(name string) (wire.DirEntryPlus, time.Time, uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i := d.pos - 1; i >= 0 && i < len(d.ents) && d.ents[i].Name == name {
-		return d.ents[i], d.at, true
+		return d.ents[i], d.at, d.since, true
 	}
 	for i, e := range d.ents {
 		if e.Name == name {
 			d.n.a.dirScans.Add(int64(i + 1))
-			return e, d.at, true
+			return e, d.at, d.since, true
 		}
 	}
 	d.n.a.dirScans.Add(int64(len(d.ents)))
-	return wire.DirEntryPlus{}, d.at, false
+	return wire.DirEntryPlus{}, d.at, d.since, false
 }

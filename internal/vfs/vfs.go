@@ -95,11 +95,14 @@ type Holder interface {
 // Invalidator is the kernel's cache of a mount (the FUSE adapter), which
 // a backend holding the server's callbacks tells what broke.
 type Invalidator interface {
-	// Invalidate drops the kernel's attributes of the object at path (a
-	// path of the mount as the backend's calls name them) and, when name
-	// is not "" (wire.BreakAttr), the entry name of that directory; name
-	// "/" (wire.BreakEntries) is every entry of it.
-	Invalidate(path, name string)
+	// Invalidate drops the kernel's attributes of the object whose inode
+	// number the server gives as ino and, when name is not ""
+	// (wire.BreakAttr), the entry name of that directory; name "/"
+	// (wire.BreakEntries) is every entry of it. It reaches whatever the
+	// kernel holds of the object, whether or not the backend still caches
+	// it, and an answer about the object the backend read before the call
+	// is not cached by the kernel.
+	Invalidate(ino uint64, name string)
 	// InvalidateAll drops everything the kernel cached of the mount.
 	InvalidateAll()
 }
