@@ -115,7 +115,9 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	}
 	t.ents[h] = entry{id: id, ver: v, last: NoClient}
 	if t.dense {
-		t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
+		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
+			t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
+		}
 		t.slot[id.Index] = h
 	} else {
 		t.index.Put(bkey(id), h)
@@ -152,7 +154,9 @@ func (t *table) remove(h int32) {
 
 // fileAdd puts h on its file's list.
 func (t *table) fileAdd(h int32) {
-	t.fileLk = lru.Extend(t.fileLk, int(h)+1, 1<<62)
+	if int(h) >= len(t.fileLk) {
+		t.fileLk = lru.Extend(t.fileLk, int(h)+1, 1<<62)
+	}
 	file := fkey(t.ents[h].id.File)
 	fl := t.files.Ref(file)
 	if fl == nil {
@@ -274,7 +278,9 @@ func (s *blockSet) has(id block.ID) bool {
 
 func (s *blockSet) put(id block.ID) {
 	if s.dense {
-		s.bits = lru.Extend(s.bits, int(id.Index/64)+1, 1<<62)
+		if id.Index/64 >= uint64(len(s.bits)) {
+			s.bits = lru.Extend(s.bits, int(id.Index/64)+1, 1<<62)
+		}
 		s.bits[id.Index/64] |= 1 << (id.Index % 64)
 		return
 	}

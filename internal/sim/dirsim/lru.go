@@ -148,10 +148,14 @@ func (l *cache) slot(n lnode) int32 {
 	l.nodes[h] = n
 	switch {
 	case l.direct:
-		l.one = lru.Extend(l.one, int(n.id)+1, 1<<62)
+		if int(n.id) >= len(l.one) { // no store (and write barrier) when it fits
+			l.one = lru.Extend(l.one, int(n.id)+1, 1<<62)
+		}
 		l.one[n.id] = h
 	case l.mask != nil:
-		l.mask.m = lru.Extend(l.mask.m, int(n.id)+1, 1<<62)
+		if int(n.id) >= len(l.mask.m) {
+			l.mask.m = lru.Extend(l.mask.m, int(n.id)+1, 1<<62)
+		}
 		l.mask.m[n.id] |= l.bit
 		fallthrough
 	default:
