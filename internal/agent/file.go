@@ -100,6 +100,11 @@ func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 	return ar.Attr, nil
 }
 
+// sameFile reports whether attributes a and b are of one file: the inode
+// number and its generation (a file system reuses the number of a removed
+// file at once, a replace by rename often gets the number just freed).
+func sameFile(a, b wire.Attr) bool { return a.Ino == b.Ino && a.Gen == b.Gen }
+
 // coveredAttr returns the file's attributes when a callback covers them:
 // its path still names it (a removal or rename here, or a break, drops
 // the path's) and nothing changed it since (a write here drops them too).
@@ -107,10 +112,10 @@ func (f *file) serverAttr(ctx context.Context) (wire.Attr, error) {
 // not know (fusefs drops the attributes it had).
 func (f *file) coveredAttr() (wire.Attr, bool) {
 	f.mu.Lock()
-	path, ino := f.path, f.attr.Ino
+	path, opened := f.path, f.attr
 	f.mu.Unlock()
 	at, ok := f.a.cachedAttr(path)
-	if !ok || at.Ino != ino {
+	if !ok || !sameFile(at, opened) {
 		return wire.Attr{}, false
 	}
 	f.a.holds.overlay(&at) // another open file of ino holds writes (pipe.go)
@@ -155,7 +160,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 		f.mu.Unlock()
 		return h, nil
 	}
-	ino, reopen := f.attr.Ino, f.gen != 0 // gen 0: opened from the cache (cached.go)
+	opened, reopen := f.attr, f.gen != 0 // gen 0: opened from the cache (cached.go)
 	f.mu.Unlock()
 	flags := f.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)
 	r, gen, err := f.a.pathCall(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: f.path, Flags: flags}, true)
@@ -166,7 +171,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("reopen %s: unexpected reply %v: %w", f.path, r.Type(), syscall.EIO)
 	}
-	if or.Attr.Ino != ino {
+	if !sameFile(or.Attr, opened) {
 		f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
 		return 0, fmt.Errorf("reopen %s after reconnecting: the file was replaced: %w", f.path, syscall.EIO)
 	}

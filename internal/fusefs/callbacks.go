@@ -54,7 +54,7 @@ type kernelCache struct {
 	covered time.Duration
 	root    *fs.Inode
 	rootIno uint64        // the server's number of the root
-	inodes  *kernelInodes // nil: the backend holds no callbacks (inodes.go)
+	inodes  *kernelInodes // the kernel's inodes by number (inodes.go)
 }
 
 var _ vfs.Invalidator = (*adapter)(nil)
@@ -73,9 +73,6 @@ func (a *adapter) inodesOf(ino uint64) []*fs.Inode {
 
 // Invalidate implements vfs.Invalidator.
 func (a *adapter) Invalidate(ino uint64, name string) {
-	if a.inodes == nil {
-		return
-	}
 	a.inodes.noteBreak(ino)
 	for _, in := range a.inodesOf(ino) {
 		if n, ok := in.Operations().(*node); ok {
@@ -209,13 +206,8 @@ func (a *adapter) coveredAttr(p string, since uint64, out *fuse.AttrOut) {
 	}
 }
 
-// breakSeq is kernelInodes.begin, 0 without callbacks.
-func (a *adapter) breakSeq() uint64 {
-	if a.inodes == nil {
-		return 0
-	}
-	return a.inodes.begin()
-}
+// breakSeq is kernelInodes.begin.
+func (a *adapter) breakSeq() uint64 { return a.inodes.begin() }
 
 // childInos is the inode number of entry name of n, if the kernel knows it.
 func (n *node) childInos(name string) []uint64 {

@@ -152,11 +152,7 @@ func (k *kernelInodes) brokeSince(ino, since uint64) bool {
 
 // OnForget implements fs.NodeOnForgetter: the kernel no longer holds the
 // node, no break needs to find it.
-func (n *node) OnForget() {
-	if n.a.inodes != nil {
-		n.a.inodes.remove(n)
-	}
-}
+func (n *node) OnForget() { n.a.inodes.remove(n) }
 
 var _ fs.NodeOnForgetter = (*node)(nil)
 

@@ -49,12 +49,13 @@ func Mount(ctx context.Context, mountpoint string, b Backend, cfg Config, log *s
 	}
 	dc := cfg.withDefaults()
 	root := &node{a: &adapter{b: b, log: log, ids: newIdentities(), listingTTL: min(dc.AttrTimeout, dc.EntryTimeout)}}
+	root.a.inodes = newKernelInodes()
 	if lb, ok := b.(LockBackend); ok && lb.SupportsLocks() {
 		root.a.locks = true
 	}
 	if cb, ok := b.(vfs.Callbacks); ok && !dc.NoCallbacks {
 		root.a.cbs, root.a.covered, root.a.root = cb, dc.CoveredTimeout, &root.Inode
-		root.a.rootIno, root.a.inodes = rootAttr.Ino, newKernelInodes()
+		root.a.rootIno = rootAttr.Ino
 		cb.SetInvalidator(root.a)
 	}
 	opts := MountOptions(cfg)

@@ -122,9 +122,6 @@ func (n *node) childPath(name string) (string, bool) {
 func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
 	fillAttr(&out.Attr, attr)
 	sa := fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen}
-	if n.a.inodes == nil {
-		return n.NewInode(ctx, &node{a: n.a}, sa)
-	}
 	// The table's node is the one go-fuse would pick: reusing it spares
 	// a node go-fuse would throw away, which the table would keep.
 	c := n.a.inodes.find(sa)

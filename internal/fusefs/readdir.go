@@ -145,7 +145,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		// attributes (a big directory read slowly): ask the server.
 		return n.Lookup(ctx, name, out)
 	}
-	if n.a.inodes != nil && n.a.inodes.brokeSince(e.Attr.Ino, since) {
+	if n.a.inodes.brokeSince(e.Attr.Ino, since) {
 		return n.Lookup(ctx, name, out) // the listing's attributes are stale
 	}
 	p, ok := n.childPath(name)
