@@ -235,7 +235,7 @@ func (s *Sim) version(file uint64) block.Version {
 func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	switch a.Op {
 	case sim.OpRead:
-		return s.read(a, s.refOf(&a), c)
+		return s.read(a.Client, a.Time, s.refOf(&a), c)
 	case sim.OpWrite:
 		s.write(a, s.refOf(&a), c)
 	case sim.OpDelete:
@@ -270,8 +270,7 @@ func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
 	s.clientInsert(a.Client, id, v, a.Time, c)
 }
 
-func (s *Sim) read(a sim.Access, id ref, c *sim.Counters) sim.Outcome {
-	cl, t := a.Client, a.Time
+func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome {
 	v := s.version(id.file)
 	cache := s.caches[cl]
 	if h := cache.find(id.id); h != 0 {
