@@ -58,14 +58,14 @@ type Config struct {
 	Balanced bool
 	// LoadHalfLife is the half-life of a client's forward count (Balanced).
 	LoadHalfLife time.Duration
-	// Dense says that the caller numbers blocks and files densely: every
-	// block.ID it passes is {File: the file's number, Index: the block's
-	// number}, small integers from 1, each block number naming one block
-	// across all files (the simulator's sim.IDs). The directory then finds
-	// entries, file lists and the server's memory in slices indexed by the
-	// numbers instead of hash tables; those slices grow with the largest
-	// number seen, not with the entries, so the live server (whose ids are
-	// inode numbers and block indexes) leaves it false.
+	// Dense says that the caller numbers blocks densely: every block.ID it
+	// passes is {File: the file, Index: the block's number}, a small
+	// integer from 1 naming one block across all files (the simulator's
+	// sim.IDs). The directory then finds an entry through a slice of
+	// handles indexed by the number, and the server's memory in a bitmap,
+	// instead of hash tables; both grow with the largest number seen, not
+	// with the entries, so the live server (whose ids are inode numbers and
+	// block indexes) leaves it false.
 	Dense bool
 }
 
