@@ -46,16 +46,16 @@ const maskClients = 64
 //
 // Blocks are found through a hash table (lru.Table: open addressing, no
 // tombstones under the table's constant insert/delete churn), or, when the
-// caller numbers them densely (Config.Dense), an entry's handle is its
-// block's number: the slab is indexed by it and holds a slot for every
-// number up to the largest seen.
+// caller numbers them densely (Config.Dense), through a slice of handles
+// indexed by the block's number (4 bytes for every number up to the
+// largest seen). Either way the slab holds at most max entries.
 //
 // The file lists are kept from the first dropFile on (built then from the
 // entries): a workload that never changes a file never pays for them.
 //
-// INVARIANT: the index (dense: the slab's entries whose id.Index is their
-// handle), the LRU list and, when byFile, the file lists hold exactly the
-// live entries; free holds the slab's other handles (not dense).
+// INVARIANT: the index (or slot), the LRU list and, when byFile, the file
+// lists hold exactly the live entries; free holds the slab's other
+// handles.
 type table struct {
 	max    int
 	dense  bool
