@@ -174,7 +174,7 @@ func (r *refDir) fail(c ClientID) {
 // same random event sequences and compares every decision and every
 // holder set, checking the invariants on the way. A third of the runs use
 // client ids from 64 on too (kept outside an entry's mask), a third number
-// blocks and files densely (Config.Dense, as the simulator does).
+// blocks densely (Config.Dense, as the simulator does).
 func TestPropertyAgainstReference(t *testing.T) {
 	runs := 300
 	if testing.Short() {
