@@ -18,6 +18,8 @@ const (
 	DefaultForwardTTL    = time.Minute
 	DefaultQueueLen      = 400 // seed 000's page discard queue length
 	DefaultLoadHalfLife  = 5 * time.Second
+	// NoForwardMemory as Config.ForwardMemory remembers no forwards.
+	NoForwardMemory = -1
 )
 
 // Config is the server-side directory's configuration. Zero fields take the
@@ -36,7 +38,9 @@ type Config struct {
 	PingTimeout time.Duration
 	// ForwardMemory is the number of recent forwards remembered so that a
 	// Retry that does not name the holder (the requester timed out) can
-	// still blame it: the seed's request cache.
+	// still blame it: the seed's request cache. NoForwardMemory keeps none,
+	// for a caller that always names the holder (the simulator, whose
+	// requests never time out): a Retry without one then blames no one.
 	ForwardMemory int
 	// ForwardTTL is how long a remembered forward stays valid for that.
 	ForwardTTL time.Duration
@@ -54,6 +58,15 @@ type Config struct {
 	Balanced bool
 	// LoadHalfLife is the half-life of a client's forward count (Balanced).
 	LoadHalfLife time.Duration
+	// Dense says that the caller numbers blocks densely: every block.ID it
+	// passes is {File: the file, Index: the block's number}, a small
+	// integer from 1 naming one block across all files (the simulator's
+	// sim.IDs). The directory then finds an entry through a slice of
+	// handles indexed by the number, and the server's memory in a bitmap,
+	// instead of hash tables; both grow with the largest number seen, not
+	// with the entries, so the live server (whose ids are inode numbers and
+	// block indexes) leaves it false.
+	Dense bool
 }
 
 func (c Config) withDefaults() Config {
@@ -86,8 +99,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: miss threshold = %d, want at least 1", ErrConfig, c.MissThreshold)
 	case c.PingTimeout < 0:
 		return fmt.Errorf("%w: ping timeout = %v, want > 0", ErrConfig, c.PingTimeout)
-	case c.ForwardMemory < 1:
-		return fmt.Errorf("%w: forward memory = %d, want at least 1", ErrConfig, c.ForwardMemory)
+	case c.ForwardMemory < 1 && c.ForwardMemory != NoForwardMemory:
+		return fmt.Errorf("%w: forward memory = %d, want at least 1 (or %d for none)", ErrConfig, c.ForwardMemory, NoForwardMemory)
 	case c.ForwardTTL < 0:
 		return fmt.Errorf("%w: forward TTL = %v, want > 0", ErrConfig, c.ForwardTTL)
 	}

@@ -3,6 +3,7 @@ package directory
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -136,7 +137,7 @@ type fwdRec struct {
 type Directory struct {
 	cfg     Config
 	tab     *table
-	mem     lru.Table[bkey, struct{}] // blocks in the server's memory
+	mem     blockSet // blocks in the server's memory
 	clients clientMap
 	stats   Stats
 
@@ -154,8 +155,9 @@ func New(cfg Config) (*Directory, error) {
 	}
 	return &Directory{
 		cfg:  cfg,
-		tab:  newTable(cfg.Entries),
-		ring: make([]fwdRec, cfg.ForwardMemory),
+		tab:  newTable(cfg.Entries, cfg.Dense),
+		mem:  blockSet{dense: cfg.Dense},
+		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
 	}, nil
 }
 
@@ -186,14 +188,14 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 	d.stats.Requests++
 	e := d.current(id, v)
 	to := NoClient
-	if e != nil {
+	if e != 0 {
 		d.tab.touch(e)
 		if d.cfg.Balanced {
 			to = d.pickBalanced(now, e, c)
 		} else {
 			to = d.pick(e, c, serverLast)
 		}
-	} else if _, ok := d.mem.Get(bkey(id)); ok {
+	} else if d.mem.has(id) {
 		to = Server
 	}
 	act := Action{Client: c, Block: id, Version: v}
@@ -203,7 +205,7 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		d.served(cl, act.FromMemory)
 	} else {
 		act.Kind, act.To = ActForward, to
-		e.last = to
+		d.tab.ents[e].last = to
 		d.stats.Forwards++
 		d.clients.get(to).Forwards++
 		if d.cfg.Balanced {
@@ -213,8 +215,8 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		d.remember(now, c, id, to)
 	}
 	e = d.record(e, id, v, c)
-	if act.FromMemory && e != nil {
-		e.last = Server
+	if act.FromMemory && e != 0 {
+		d.tab.ents[e].last = Server
 	}
 	return act
 }
@@ -238,9 +240,9 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 		h.Misses++
 		h.MissRun++
 		d.stats.ForwardMisses++
-		if e != nil && e.del(holder) && len(e.holders) == 0 {
+		if e != 0 && d.tab.del(e, holder) && d.tab.ents[e].empty() {
 			d.tab.remove(e)
-			e = nil
+			e = 0
 		}
 		if h.MissRun >= d.cfg.MissThreshold && !h.Pinging && !h.Failed {
 			h.Pinging = true
@@ -249,7 +251,7 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 			act.Ping = holder
 		}
 	}
-	if e != nil {
+	if e != 0 {
 		d.tab.touch(e)
 	}
 	d.served(cl, false)
@@ -264,7 +266,7 @@ func (d *Directory) Discarded(c ClientID, ids []block.ID) {
 	d.stats.Notifications++
 	d.stats.NotifiedBlocks += uint64(len(ids))
 	for _, id := range ids {
-		if e := d.tab.get(id); e != nil && e.del(c) && len(e.holders) == 0 {
+		if e := d.tab.get(id); e != 0 && d.tab.del(e, c) && d.tab.ents[e].empty() {
 			d.tab.remove(e)
 		}
 	}
@@ -273,11 +275,11 @@ func (d *Directory) Discarded(c ClientID, ids []block.ID) {
 
 // ServerCached tells the directory that the server now holds id in memory:
 // the server joins the block's rotation.
-func (d *Directory) ServerCached(id block.ID) { d.mem.Put(bkey(id), struct{}{}) }
+func (d *Directory) ServerCached(id block.ID) { d.mem.put(id) }
 
 // ServerEvicted tells the directory that the server dropped id from memory:
 // it leaves the rotation, so that a forward never costs a disk read.
-func (d *Directory) ServerEvicted(id block.ID) { d.mem.Delete(bkey(id)) }
+func (d *Directory) ServerEvicted(id block.ID) { d.mem.del(id) }
 
 // FileChanged drops every entry of file: its content changed on the server.
 // (Requests carrying a new version reset a stale entry anyway; this frees
@@ -388,8 +390,8 @@ func (d *Directory) Clients() []ClientID {
 // Holders returns the clients the directory believes cache id (a copy, in
 // increasing order), nil if none.
 func (d *Directory) Holders(id block.ID) []ClientID {
-	if e := d.tab.get(id); e != nil {
-		return slices.Clone(e.holders)
+	if e := d.tab.get(id); e != 0 {
+		return slices.Collect(d.tab.holders(e))
 	}
 	return nil
 }
@@ -422,12 +424,12 @@ func (d *Directory) served(cl *clientState, fromMem bool) {
 
 // current returns id's entry if it is for version v; an entry for another
 // version is dropped (its holders cache a stale or unknown version).
-func (d *Directory) current(id block.ID, v block.Version) *entry {
+func (d *Directory) current(id block.ID, v block.Version) int32 {
 	e := d.tab.get(id)
-	if e != nil && e.ver != v {
+	if e != 0 && d.tab.ents[e].ver != v {
 		d.tab.remove(e)
 		d.stats.VersionDrops++
-		return nil
+		return 0
 	}
 	return e
 }
@@ -437,28 +439,32 @@ func (d *Directory) current(id block.ID, v block.Version) *entry {
 // skipping the requester and clients being pinged. With serverLast
 // (Config.ServerLast, or RequestPeersFirst) the server is left out of the rotation and chosen only when no holder
 // can be. NoClient if none.
-func (d *Directory) pick(e *entry, requester ClientID, serverLast bool) ClientID {
-	first, next := NoClient, NoClient
-	consider := func(c ClientID) bool {
-		if first == NoClient {
-			first = c
+func (d *Directory) pick(e int32, requester ClientID, serverLast bool) ClientID {
+	ent := &d.tab.ents[e]
+	last, first := ent.last, NoClient // first: the first node that can serve, in rotation order
+	inMem := d.mem.has(ent.id)
+	if inMem && !serverLast {
+		if last == NoClient {
+			return Server // the server (0) comes first in the rotation
 		}
-		if c > e.last || e.last == NoClient {
-			next = c
-			return true
-		}
-		return false
+		first = Server
 	}
-	_, inMem := d.mem.Get(bkey(e.id))
-	if inMem && !serverLast && consider(Server) {
-		return next
-	}
-	for _, c := range e.holders {
-		if c == requester || d.clients.get(c).Pinging {
-			continue
+	for m := ent.mask &^ (1 << requester); m != 0; m &= m - 1 {
+		if c := ClientID(bits.TrailingZeros64(m)); !d.clients.get(c).Pinging {
+			if c > last || last == NoClient {
+				return c
+			}
+			first = min(first, c)
 		}
-		if consider(c) {
-			return next
+	}
+	if ent.more != 0 {
+		for _, c := range d.tab.more[ent.more] {
+			if c != requester && !d.clients.get(c).Pinging {
+				if c > last || last == NoClient {
+					return c
+				}
+				first = min(first, c)
+			}
 		}
 	}
 	if first == NoClient && inMem {
@@ -472,49 +478,47 @@ func (d *Directory) pick(e *entry, requester ClientID, serverLast bool) ClientID
 // the next in the rotation after e.last), so that no holder's link carries
 // several copies of a block while another's is idle. The server serves only
 // when no holder can (it holds the block in memory). NoClient if none.
-func (d *Directory) pickBalanced(now time.Duration, e *entry, requester ClientID) ClientID {
-	best, bestLoad, bestAfter := NoClient, math.Inf(1), false
-	for _, c := range e.holders {
+func (d *Directory) pickBalanced(now time.Duration, e int32, requester ClientID) ClientID {
+	best, bestLoad, bestAfter, last := NoClient, math.Inf(1), false, d.tab.ents[e].last
+	for c := range d.tab.holders(e) {
 		cl := d.clients.get(c)
 		if c == requester || cl.Pinging {
 			continue
 		}
 		l := d.recentLoad(cl, now)
-		after := e.last == NoClient || c > e.last
+		after := last == NoClient || c > last
 		if l < bestLoad || l == bestLoad && after && !bestAfter {
 			best, bestLoad, bestAfter = c, l, after
 		}
 	}
-	if best == NoClient {
-		if _, ok := d.mem.Get(bkey(e.id)); ok {
-			return Server
-		}
+	if best == NoClient && d.mem.has(d.tab.ents[e].id) {
+		return Server
 	}
 	return best
 }
 
 // record adds c as a holder of id (version v), creating the entry if needed,
 // and returns the entry.
-func (d *Directory) record(e *entry, id block.ID, v block.Version, c ClientID) *entry {
+func (d *Directory) record(e int32, id block.ID, v block.Version, c ClientID) int32 {
 	if cl := d.clients.get(c); cl != nil && cl.Distrusted {
 		return e // never a holder again
 	}
-	if e == nil {
+	if e == 0 {
 		var recycled bool
 		e, recycled = d.tab.create(id, v)
 		if recycled {
 			d.stats.Recycled++
 		}
 	}
-	e.add(c)
+	d.tab.add(e, c)
 	d.stats.Entries = d.tab.len()
 	return e
 }
 
 // purge removes c from every entry.
 func (d *Directory) purge(c ClientID) {
-	d.tab.each(func(e *entry) {
-		if e.del(c) && len(e.holders) == 0 {
+	d.tab.each(func(e int32) {
+		if d.tab.del(e, c) && d.tab.ents[e].empty() {
 			d.tab.remove(e)
 		}
 	})
@@ -523,6 +527,9 @@ func (d *Directory) purge(c ClientID) {
 
 // remember notes that c's request for id went to holder.
 func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder ClientID) {
+	if len(d.ring) == 0 {
+		return // NoForwardMemory
+	}
 	k := fwdKey{c, id}
 	if i, ok := d.ringIdx.Get(k); ok {
 		d.ring[i].live = false

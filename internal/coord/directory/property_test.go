@@ -172,7 +172,9 @@ func (r *refDir) fail(c ClientID) {
 
 // TestPropertyAgainstReference drives Directory and the reference with the
 // same random event sequences and compares every decision and every
-// holder set, checking the invariants on the way.
+// holder set, checking the invariants on the way. A third of the runs use
+// client ids from 64 on too (kept outside an entry's mask), a third number
+// blocks densely (Config.Dense, as the simulator does).
 func TestPropertyAgainstReference(t *testing.T) {
 	runs := 300
 	if testing.Short() {
@@ -186,7 +188,8 @@ func TestPropertyAgainstReference(t *testing.T) {
 func propertyRun(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	cfg := Config{Entries: 1 + rng.IntN(8), MissThreshold: 1 + rng.IntN(3),
-		PingTimeout: time.Duration(1+rng.IntN(5)) * time.Second, ForwardTTL: 5 * time.Second}
+		PingTimeout: time.Duration(1+rng.IntN(5)) * time.Second, ForwardTTL: 5 * time.Second,
+		Dense: seed%3 == 2}
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +200,18 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 	ids := []block.ID{}
 	for f := uint64(1); f <= 2; f++ {
 		for i := range uint64(4) {
-			ids = append(ids, block.ID{File: f, Index: i})
+			if cfg.Dense {
+				ids = append(ids, block.ID{File: f, Index: (f-1)*4 + i + 1})
+			} else {
+				ids = append(ids, block.ID{File: f, Index: i})
+			}
 		}
 	}
 	client := func() ClientID { return ClientID(1 + rng.IntN(5)) }
+	if seed%3 == 1 {
+		some := []ClientID{1, 5, 63, 64, 65, 200, 4103}
+		client = func() ClientID { return some[rng.IntN(len(some))] }
+	}
 	for step := range steps {
 		now += time.Duration(rng.IntN(1500)) * time.Millisecond
 		id := ids[rng.IntN(len(ids))]

@@ -193,6 +193,26 @@ func TestRetryAfterTimeoutBlamesRememberedHolder(t *testing.T) {
 	}
 }
 
+// With NoForwardMemory nothing is remembered: a retry that names the
+// holder blames it as always, one that does not blames no one.
+func TestNoForwardMemory(t *testing.T) {
+	d := newDir(t, Config{ForwardMemory: NoForwardMemory})
+	d.Request(0, 1, b0, 1)
+	wantAct(t, d.Request(time.Second, 2, b0, 1), ActForward, 1)
+	d.Retry(2*time.Second, 2, b0, 1, NoClient)
+	if cs, _ := d.ClientStats(1); cs.Misses != 0 {
+		t.Fatalf("misses of 1 = %d, want 0 (nothing remembered)", cs.Misses)
+	}
+	wantAct(t, d.Request(3*time.Second, 3, b0, 1), ActForward, 2) // round robin: after 1
+	d.Retry(4*time.Second, 3, b0, 1, 2)
+	if cs, _ := d.ClientStats(2); cs.Misses != 1 {
+		t.Fatalf("misses of 2 = %d, want 1 (named)", cs.Misses)
+	}
+	if _, err := New(Config{ForwardMemory: -2}); err == nil {
+		t.Fatal("ForwardMemory -2 accepted")
+	}
+}
+
 // Batched notifications: sent when the queue is full.
 func TestBatchedNotifications(t *testing.T) {
 	h := newHolder(t, HolderConfig{QueueLen: 3})

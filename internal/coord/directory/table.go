@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"math/bits"
 	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -12,104 +13,170 @@ type bkey block.ID
 
 func (k bkey) Hash() uint64 { return lru.Mix(k.File*0x9e3779b97f4a7c15 ^ k.Index) }
 
+// fkey is a file id hashable by lru.Table.
+type fkey uint64
+
+func (k fkey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
 // entry is one directory entry: the clients caching one block of one file
-// version.
+// version. Entries live in the table's slab and are named by handle (int32,
+// 0 is none); they hold no pointer, so the collector never scans them.
 //
-// INVARIANT: holders is sorted, has no duplicates, is never empty while the
-// entry is in the table, and never holds Server or a failed client.
+// INVARIANT: an entry in the table has at least one holder, never Server
+// or a failed client; the holders below 64 are the bits of mask (bit c for
+// client c), those from 64 on are the table's more[e.more], sorted, no
+// duplicates (e.more is 0 when there are none).
 type entry struct {
-	id      block.ID
-	ver     block.Version
-	holders []ClientID
+	id   block.ID
+	ver  block.Version
+	mask uint64
+	more int32
 	// last is the rotation pointer: the node that served the latest
 	// request for the block (NoClient before the first forward).
 	last ClientID
-
-	prev, next   *entry // LRU list; table.lru is the sentinel, lru.next the newest
-	fprev, fnext *entry // the file's list, nil-terminated, head in table.files
 }
 
-// table is the bounded hash table of entries with an LRU list and a list per
-// file (so that a file change drops the file's entries in time proportional
-// to their number). The index is an lru.Table: open addressing, no
-// tombstones under the table's constant insert/delete churn (Go maps
-// slowed down under it).
+// maskClients bounds the client ids kept in an entry's mask.
+const maskClients = 64
+
+// table is the bounded table of entries with an LRU list and, once a file
+// has changed, a list per file (so that a file change drops the file's
+// entries in time proportional to their number), over a slab of entries
+// and lru.Lists of handles.
+//
+// Blocks are found through a hash table (lru.Table: open addressing, no
+// tombstones under the table's constant insert/delete churn), or, when the
+// caller numbers them densely (Config.Dense), through a slice of handles
+// indexed by the block's number (4 bytes for every number up to the
+// largest seen). Either way the slab holds at most max entries.
+//
+// The file lists are kept from the first dropFile on (built then from the
+// entries): a workload that never changes a file never pays for them.
+//
+// INVARIANT: the index (or slot), the LRU list and, when byFile, the file
+// lists hold exactly the live entries; free holds the slab's other
+// handles.
 type table struct {
-	max     int
-	entries lru.Table[bkey, *entry]
-	files   map[uint64]*entry
-	lru     entry
-	free    []*entry
+	max    int
+	dense  bool
+	ents   []entry    // the slab; ents[0] is unused (handle 0 is none)
+	lruLk  []lru.Link // links on the LRU list, by handle
+	lru    lru.List   // newest first
+	free   []int32
+	index  lru.Table[bkey, int32] // block → handle (not dense)
+	slot   []int32                // dense: block number → handle
+	byFile bool                   // the file lists are kept
+	files  lru.Table[fkey, lru.List]
+	fileLk []lru.Link // links on the file lists, by handle
+
+	more     [][]ClientID // holders from 64 on, by entry.more; more[0] is unused
+	moreFree []int32
 }
 
-func newTable(max int) *table {
-	t := &table{max: max, files: make(map[uint64]*entry)}
-	t.lru.next, t.lru.prev = &t.lru, &t.lru
-	return t
+func newTable(max int, dense bool) *table {
+	return &table{max: max, dense: dense, ents: make([]entry, 1), lruLk: make([]lru.Link, 1),
+		more: make([][]ClientID, 1)}
 }
 
-func (t *table) len() int { return t.entries.Len() }
+func (t *table) len() int { return t.lru.Len() }
 
-func (t *table) get(id block.ID) *entry {
-	e, _ := t.entries.Get(bkey(id))
-	return e
+// get returns id's handle, 0 if none.
+func (t *table) get(id block.ID) int32 {
+	if t.dense {
+		if id.Index < uint64(len(t.slot)) {
+			return t.slot[id.Index]
+		}
+		return 0
+	}
+	h, _ := t.index.Get(bkey(id))
+	return h
 }
 
-// touch makes e the most recently used entry.
-func (t *table) touch(e *entry) {
-	t.unlinkLRU(e)
-	t.pushLRU(e)
-}
+// touch makes h the most recently used entry.
+func (t *table) touch(h int32) { t.lru.MoveToFront(t.lruLk, h) }
 
 // create adds an empty entry for id (the caller adds a holder at once),
 // recycling the least recently used entry when the table is full. It
 // reports whether an entry was recycled.
-func (t *table) create(id block.ID, v block.Version) (*entry, bool) {
+func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	recycled := false
-	if t.entries.Len() >= t.max {
-		t.remove(t.lru.prev)
+	if t.len() >= t.max {
+		t.remove(t.lru.Back())
 		recycled = true
 	}
-	var e *entry
-	if n := len(t.free); n > 0 {
-		e, t.free = t.free[n-1], t.free[:n-1]
+	var h int32
+	switch {
+	case len(t.free) > 0:
+		h, t.free = t.free[len(t.free)-1], t.free[:len(t.free)-1]
+	default:
+		h = int32(len(t.ents))
+		t.ents = append(t.ents, entry{})
+		t.lruLk = append(t.lruLk, lru.Link{})
+	}
+	t.ents[h] = entry{id: id, ver: v, last: NoClient}
+	if t.dense {
+		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
+			t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
+		}
+		t.slot[id.Index] = h
 	} else {
-		e = new(entry)
+		t.index.Put(bkey(id), h)
 	}
-	e.id, e.ver, e.last = id, v, NoClient
-	t.entries.Put(bkey(id), e)
-	t.pushLRU(e)
-	if head := t.files[id.File]; head != nil {
-		head.fprev = e
-		e.fnext = head
+	t.lru.PushFront(t.lruLk, h)
+	if t.byFile {
+		t.fileAdd(h)
 	}
-	t.files[id.File] = e
-	return e, recycled
+	return h, recycled
 }
 
-// remove drops e from the table.
-func (t *table) remove(e *entry) {
-	t.unlinkLRU(e)
-	if e.fprev != nil {
-		e.fprev.fnext = e.fnext
-	} else if e.fnext != nil {
-		t.files[e.id.File] = e.fnext
+// remove drops entry h from the table.
+func (t *table) remove(h int32) {
+	e := &t.ents[h]
+	t.lru.Remove(t.lruLk, h)
+	if t.byFile {
+		fl := t.files.Ref(fkey(e.id.File))
+		if fl.Remove(t.fileLk, h); fl.Len() == 0 {
+			t.files.Delete(fkey(e.id.File))
+		}
+	}
+	if t.dense {
+		t.slot[e.id.Index] = 0
 	} else {
-		delete(t.files, e.id.File)
+		t.index.Delete(bkey(e.id))
 	}
-	if e.fnext != nil {
-		e.fnext.fprev = e.fprev
+	t.free = append(t.free, h)
+	if e.more != 0 {
+		t.more[e.more] = t.more[e.more][:0]
+		t.moreFree = append(t.moreFree, e.more)
 	}
-	t.entries.Delete(bkey(e.id))
-	*e = entry{holders: e.holders[:0]}
-	t.free = append(t.free, e)
+	*e = entry{}
+}
+
+// fileAdd puts h on its file's list.
+func (t *table) fileAdd(h int32) {
+	if int(h) >= len(t.fileLk) {
+		t.fileLk = lru.Extend(t.fileLk, int(h)+1, 1<<62)
+	}
+	file := fkey(t.ents[h].id.File)
+	fl := t.files.Ref(file)
+	if fl == nil {
+		t.files.Put(file, lru.List{})
+		fl = t.files.Ref(file)
+	}
+	fl.PushFront(t.fileLk, h)
 }
 
 // dropFile removes every entry of file and returns how many there were.
 func (t *table) dropFile(file uint64) int {
+	if !t.byFile {
+		t.byFile = true
+		for h := t.lru.Back(); h != 0; h = t.lruLk[h].Prev {
+			t.fileAdd(h)
+		}
+	}
 	n := 0
-	for e := t.files[file]; e != nil; e = t.files[file] {
-		t.remove(e)
+	for fl := t.files.Ref(fkey(file)); fl != nil; fl = t.files.Ref(fkey(file)) {
+		t.remove(fl.Front())
 		n++
 	}
 	return n
@@ -117,47 +184,115 @@ func (t *table) dropFile(file uint64) int {
 
 // each calls f for every entry from the newest to the oldest; f may remove
 // the entry it is given.
-func (t *table) each(f func(*entry)) {
-	for e := t.lru.next; e != &t.lru; {
-		next := e.next
-		f(e)
-		e = next
+func (t *table) each(f func(int32)) {
+	for h := t.lru.Front(); h != 0; {
+		next := t.lruLk[h].Next
+		f(h)
+		h = next
 	}
 }
 
-func (t *table) pushLRU(e *entry) {
-	e.prev, e.next = &t.lru, t.lru.next
-	t.lru.next.prev = e
-	t.lru.next = e
+// empty reports whether e has no holder.
+func (e *entry) empty() bool { return e.mask == 0 && e.more == 0 }
+
+// add records c as a holder of h.
+func (t *table) add(h int32, c ClientID) {
+	e := &t.ents[h]
+	if c < maskClients {
+		e.mask |= 1 << c
+		return
+	}
+	if e.more == 0 {
+		if n := len(t.moreFree); n > 0 {
+			e.more, t.moreFree = t.moreFree[n-1], t.moreFree[:n-1]
+		} else {
+			e.more = int32(len(t.more))
+			t.more = append(t.more, nil)
+		}
+	}
+	hs := t.more[e.more]
+	if i, ok := slices.BinarySearch(hs, c); !ok {
+		t.more[e.more] = slices.Insert(hs, i, c)
+	}
 }
 
-func (t *table) unlinkLRU(e *entry) {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
-}
-
-// has reports whether c is a holder of e.
-func (e *entry) has(c ClientID) bool {
-	_, ok := slices.BinarySearch(e.holders, c)
-	return ok
-}
-
-// add records c as a holder; it reports whether c was new.
-func (e *entry) add(c ClientID) bool {
-	i, ok := slices.BinarySearch(e.holders, c)
-	if ok {
+// del removes c from h's holders; it reports whether c was one.
+func (t *table) del(h int32, c ClientID) bool {
+	e := &t.ents[h]
+	if c < maskClients {
+		had := e.mask&(1<<c) != 0
+		e.mask &^= 1 << c
+		return had
+	}
+	if e.more == 0 {
 		return false
 	}
-	e.holders = slices.Insert(e.holders, i, c)
+	hs := t.more[e.more]
+	i, ok := slices.BinarySearch(hs, c)
+	if !ok {
+		return false
+	}
+	t.more[e.more] = slices.Delete(hs, i, i+1)
+	if len(hs) == 1 {
+		t.moreFree = append(t.moreFree, e.more)
+		e.more = 0
+	}
 	return true
 }
 
-// del removes c; it reports whether c was a holder.
-func (e *entry) del(c ClientID) bool {
-	i, ok := slices.BinarySearch(e.holders, c)
-	if ok {
-		e.holders = slices.Delete(e.holders, i, i+1)
+// holders yields h's holders in increasing order.
+func (t *table) holders(h int32) func(yield func(ClientID) bool) {
+	return func(yield func(ClientID) bool) {
+		e := &t.ents[h]
+		for m := e.mask; m != 0; m &= m - 1 {
+			if !yield(ClientID(bits.TrailingZeros64(m))) {
+				return
+			}
+		}
+		if e.more != 0 {
+			for _, c := range t.more[e.more] {
+				if !yield(c) {
+					return
+				}
+			}
+		}
 	}
+}
+
+// blockSet is a set of blocks (the server's memory): a hash table, or a
+// bitmap by block number when the directory's blocks are numbered densely.
+type blockSet struct {
+	dense bool
+	bits  []uint64
+	index lru.Table[bkey, struct{}]
+}
+
+func (s *blockSet) has(id block.ID) bool {
+	if s.dense {
+		i := id.Index / 64
+		return i < uint64(len(s.bits)) && s.bits[i]&(1<<(id.Index%64)) != 0
+	}
+	_, ok := s.index.Get(bkey(id))
 	return ok
+}
+
+func (s *blockSet) put(id block.ID) {
+	if s.dense {
+		if id.Index/64 >= uint64(len(s.bits)) {
+			s.bits = lru.Extend(s.bits, int(id.Index/64)+1, 1<<62)
+		}
+		s.bits[id.Index/64] |= 1 << (id.Index % 64)
+		return
+	}
+	s.index.Put(bkey(id), struct{}{})
+}
+
+func (s *blockSet) del(id block.ID) {
+	if s.dense {
+		if i := id.Index / 64; i < uint64(len(s.bits)) {
+			s.bits[i] &^= 1 << (id.Index % 64)
+		}
+		return
+	}
+	s.index.Delete(bkey(id))
 }

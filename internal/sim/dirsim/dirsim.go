@@ -7,6 +7,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/coord/directory"
+	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -48,7 +49,8 @@ type Sim struct {
 	holders []*directory.Holder
 	caches  []*cache
 	server  *cache
-	vers    map[uint64]block.Version // current version of written/deleted files (1 otherwise)
+	ids     sim.IDs                           // numbers blocks: the caches and the directory index by number
+	vers    lru.Table[fileKey, block.Version] // the current version of written/deleted files (1 otherwise)
 
 	msg, local, remote, srvMs, diskMs time.Duration
 	xferSrv, xferCli                  time.Duration
@@ -60,6 +62,7 @@ type Sim struct {
 
 var _ sim.Algorithm = (*Sim)(nil)
 var _ sim.Checker = (*Sim)(nil)
+var _ sim.Numberer = (*Sim)(nil)
 
 // New returns the algorithm for p. Options: policy, notify, queue_len,
 // entries, server_link_mbps, client_link_mbps, forward_choice (see the Opt
@@ -68,7 +71,7 @@ func New(p sim.Params) (*Sim, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{p: p, vers: make(map[uint64]block.Version)}
+	s := &Sim{p: p}
 	switch pol := p.Option(OptPolicy, "directory"); pol {
 	case "directory":
 	case "none":
@@ -107,7 +110,8 @@ func New(p sim.Params) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	dc := directory.Config{Entries: entries}
+	// the simulator always names the holder in a retry: no forward memory
+	dc := directory.Config{Entries: entries, Dense: true, ForwardMemory: directory.NoForwardMemory}
 	switch fc := p.Option(OptForward, "round-robin"); fc {
 	case "round-robin":
 	case "balanced":
@@ -118,15 +122,19 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
+	var mask *presence
+	if p.Clients <= 64 {
+		mask = new(presence)
+	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
 	for i := range p.Clients {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, mask, i)
 	}
-	s.server = newLRU(p.ServerCacheBlocks)
+	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	s.msg, s.local, s.remote, s.srvMs, s.diskMs = ms(p.MessageMs), ms(p.LocalMs), ms(p.RemoteMs), ms(p.ServerMs), ms(p.DiskMs)
 	s.xferSrv, s.xferCli = xfer(p.BlockSize, srvMbps), xfer(p.BlockSize, cliMbps)
@@ -167,6 +175,11 @@ func floatOption(p sim.Params, key string, def float64) (float64, error) {
 	return f, nil
 }
 
+// IDs implements sim.Numberer: the blocks' numbers, which the caches and
+// the directory (directory.Config.Dense) index by. The directory names
+// blocks {File: the file, Index: the block's number}.
+func (s *Sim) IDs() *sim.IDs { return &s.ids }
+
 // Directory returns the server's directory (for its counters).
 func (s *Sim) Directory() *directory.Directory { return s.dir }
 
@@ -181,13 +194,39 @@ func (s *Sim) Clock(i int) time.Duration { return s.done[i] }
 // as it holds), as the seed did before its benchmarks.
 func (s *Sim) PreloadServer(file uint64, n int) {
 	for i := range n {
-		s.serverInsert(block.ID{File: file, Index: uint64(i)}, s.version(file))
+		id := s.ids.ID(sim.Key{File: file, Block: uint64(i)})
+		s.serverInsert(ref{id, file}, s.version(file))
 	}
 }
 
+// ref names a block by its number, with its file.
+type ref struct {
+	id   uint32
+	file uint64
+}
+
+// dirID is how the directory names the block (directory.Config.Dense).
+func (r ref) dirID() block.ID { return block.ID{File: r.file, Index: uint64(r.id)} }
+
+// refOf numbers a's block (Run has, unless a came another way).
+func (s *Sim) refOf(a *sim.Access) ref {
+	r := ref{a.ID, a.File}
+	if r.id == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
+		r.id = s.ids.ID(a.Key())
+	}
+	return r
+}
+
+// fileKey is a file id hashable by lru.Table.
+type fileKey uint64
+
+func (k fileKey) Hash() uint64 { return lru.Mix(uint64(k)) }
+
 func (s *Sim) version(file uint64) block.Version {
-	if v, ok := s.vers[file]; ok {
-		return v
+	if s.vers.Len() > 0 {
+		if v, ok := s.vers.Get(fileKey(file)); ok {
+			return v
+		}
 	}
 	return 1
 }
@@ -196,9 +235,9 @@ func (s *Sim) version(file uint64) block.Version {
 func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	switch a.Op {
 	case sim.OpRead:
-		return s.read(a, c)
+		return s.read(a.Client, a.Time, s.refOf(&a), c)
 	case sim.OpWrite:
-		s.write(a, c)
+		s.write(a, s.refOf(&a), c)
 	case sim.OpDelete:
 		s.changed(a.File, c)
 	}
@@ -209,7 +248,7 @@ func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 // entries; cached copies of the old version are found stale when next used.
 func (s *Sim) changed(file uint64, c *sim.Counters) block.Version {
 	v := s.version(file) + 1
-	s.vers[file] = v
+	s.vers.Put(fileKey(file), v)
 	if !s.none {
 		s.dir.FileChanged(file)
 		c.Manager(sim.CauseConsistency, 1)
@@ -220,30 +259,27 @@ func (s *Sim) changed(file uint64, c *sim.Counters) block.Version {
 // write is write-through: a new version of the file at the server (the
 // block in its memory), the writer keeping the new copy (with OptKeepOwn,
 // its copies of the version before too: nobody else changed them).
-func (s *Sim) write(a sim.Access, c *sim.Counters) {
-	id := block.ID{File: a.File, Index: a.Block}
-	prev := s.version(a.File)
-	v := s.changed(a.File, c)
+func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
+	prev := s.version(id.file)
+	v := s.changed(id.file, c)
 	if s.keepOwn {
-		s.caches[a.Client].relabel(a.File, prev, v)
+		s.caches[a.Client].relabel(id.file, prev, v)
 	}
 	c.Msg(a.Client, sim.NodeServer, true)
 	s.serverInsert(id, v)
 	s.clientInsert(a.Client, id, v, a.Time, c)
 }
 
-func (s *Sim) read(a sim.Access, c *sim.Counters) sim.Outcome {
-	cl, t := a.Client, a.Time
-	id := block.ID{File: a.File, Index: a.Block}
-	v := s.version(a.File)
+func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome {
+	v := s.version(id.file)
 	cache := s.caches[cl]
-	if n := cache.get(id); n != nil {
-		if n.ver == v {
-			cache.touch(id)
+	if h := cache.find(id.id); h != 0 {
+		if cache.nodes[h].ver == v {
+			cache.touch(h)
 			s.done[cl] = t + s.local
 			return sim.Outcome{Layer: sim.LayerLocal}
 		}
-		cache.remove(id) // stale: a newer version exists
+		cache.remove(h) // stale: a newer version exists
 		c.Invalidations++
 	}
 	var out sim.Outcome
@@ -273,10 +309,10 @@ func (s *Sim) read(a sim.Access, c *sim.Counters) sim.Outcome {
 // cooperative runs one miss through the directory: serve, or forward to a
 // holder who sends, waits for pending data, or answers negatively (then the
 // requester retries and the server serves).
-func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version, c *sim.Counters) (sim.Outcome, time.Duration) {
+func (s *Sim) cooperative(t time.Duration, cl int, id ref, v block.Version, c *sim.Counters) (sim.Outcome, time.Duration) {
 	me := directory.ClientID(cl + 1)
 	c.Msg(cl, sim.NodeServer, false)
-	act := s.dir.Request(t, me, id, v)
+	act := s.dir.Request(t, me, id.dirID(), v)
 	c.Manager(sim.CauseLookup, 2) // the request in, the reply or forward out
 	if act.Kind == directory.ActServe {
 		c.Lookup(2)
@@ -288,13 +324,14 @@ func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version,
 	c.Msg(sim.NodeServer, h, false)
 	arrive := t + 2*s.msg
 	local := directory.Local{}
-	if n := s.caches[h].get(id); n != nil {
+	n := s.caches[h].get(id.id)
+	if n != nil {
 		local = directory.Local{State: directory.Present, Version: n.ver}
 		if n.ready > arrive {
 			local.State = directory.Pending
 		}
 	}
-	r := s.holders[h].Forward(id, act.Version, local)
+	r := s.holders[h].Forward(act.Block, act.Version, local)
 	if r.Notify != nil {
 		s.notify(h, r.Notify, c)
 	}
@@ -302,7 +339,7 @@ func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version,
 	case directory.Send, directory.Wait:
 		start := arrive
 		if r.Answer == directory.Wait {
-			start = max(start, s.caches[h].get(id).ready)
+			start = max(start, n.ready)
 		}
 		begin := max(start, s.cliLink[h])
 		s.cliLink[h] = begin + s.xferCli
@@ -322,7 +359,7 @@ func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version,
 		// found stale lazily (version check on use), so nothing to do.
 		c.Invalidations++
 	}
-	rt := s.dir.Retry(t, me, id, v, act.To)
+	rt := s.dir.Retry(t, me, act.Block, v, act.To)
 	if rt.Ping != 0 {
 		s.dir.PingOK(rt.Ping) // simulated clients never fail
 		c.Manager(sim.CauseLookup, 2)
@@ -334,13 +371,13 @@ func (s *Sim) cooperative(t time.Duration, cl int, id block.ID, v block.Version,
 // serve has the server send id to client cl, from memory or from disk,
 // queueing for the disk and the server's link. The request reaches the
 // server at t + MessageMs.
-func (s *Sim) serve(t time.Duration, id block.ID, v block.Version, cl int, c *sim.Counters) (sim.Layer, time.Duration) {
+func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Counters) (sim.Layer, time.Duration) {
 	arrive := t + s.msg
 	at, layer := arrive, sim.LayerServer
 	var wait time.Duration
 	c.ServerMemLookups++
-	if n := s.server.get(id); n != nil && n.ver == v {
-		s.server.touch(id)
+	if h := s.server.find(id.id); h != 0 && s.server.nodes[h].ver == v {
+		s.server.touch(h)
 	} else {
 		layer = sim.LayerDisk
 		begin := max(arrive, s.disk)
@@ -357,28 +394,28 @@ func (s *Sim) serve(t time.Duration, id block.ID, v block.Version, cl int, c *si
 	return layer, wait
 }
 
-func (s *Sim) serverInsert(id block.ID, v block.Version) {
+func (s *Sim) serverInsert(id ref, v block.Version) {
 	if s.p.ServerCacheBlocks <= 0 {
 		return
 	}
-	victim, ev := s.server.insert(id, v, 0)
+	victim, ev := s.server.insert(id.id, id.file, v, 0)
 	if s.none {
 		return
 	}
 	if ev {
-		s.dir.ServerEvicted(victim)
+		s.dir.ServerEvicted(ref{victim.id, victim.file}.dirID())
 	}
-	s.dir.ServerCached(id)
+	s.dir.ServerCached(id.dirID())
 }
 
 // clientInsert caches id at client cl, its data arriving at ready; an
 // evicted block goes to the discard queue.
-func (s *Sim) clientInsert(cl int, id block.ID, v block.Version, ready time.Duration, c *sim.Counters) {
-	victim, ev := s.caches[cl].insert(id, v, ready)
+func (s *Sim) clientInsert(cl int, id ref, v block.Version, ready time.Duration, c *sim.Counters) {
+	victim, ev := s.caches[cl].insert(id.id, id.file, v, ready)
 	if !ev || s.none {
 		return
 	}
-	if batch := s.holders[cl].Evicted(victim); batch != nil {
+	if batch := s.holders[cl].Evicted(ref{victim.id, victim.file}.dirID()); batch != nil {
 		s.notify(cl, batch, c)
 	}
 }
