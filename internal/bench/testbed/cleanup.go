@@ -37,17 +37,27 @@ func Cleanup(prefix string) error {
 		return err
 	}
 	var errs []error
-	pids, err := testbedPids(prefix, names)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			errs = append(errs, fmt.Errorf("testbed: kill %d: %w", pid, err))
+	// A process in the middle of an exec (nsenter becoming the program it
+	// runs) may show neither its namespace nor its environment for a
+	// moment: scan again until a scan finds nothing.
+	for pass := 0; pass < 5; pass++ {
+		pids, err := testbedPids(prefix, names)
+		if err != nil {
+			errs = append(errs, err)
 		}
-	}
-	if left := waitGone(pids, 5*time.Second); len(left) > 0 {
-		errs = append(errs, fmt.Errorf("testbed: processes %v still alive 5s after SIGKILL", left))
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("testbed: kill %d: %w", pid, err))
+			}
+		}
+		if left := waitGone(pids, 5*time.Second); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("testbed: processes %v still alive 5s after SIGKILL", left))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := unmountPrefix(prefix); err != nil {
 		errs = append(errs, err)

@@ -366,7 +366,11 @@ func TestCleanupAfterAbandonedRun(t *testing.T) {
 	if err := Cleanup(tb.Prefix()); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done()
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("process %d of the testbed still running 10s after Cleanup", p.Pid)
+	}
 	assertClean(t, tb.Prefix(), p.Pid)
 	if _, err := New(context.Background(), Config{Prefix: tb.Prefix(), Dir: t.TempDir()}); err != nil {
 		t.Errorf("New with a cleaned-up prefix: %v", err)
