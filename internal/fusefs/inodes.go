@@ -25,10 +25,14 @@ import (
 // raises its floor (answers begun before count as raced).
 const maxBrokeMemory = 1 << 16
 
-// lateNotifyDelays are the retries of a break's invalidation the kernel
-// answered ENOENT for an inode the adapter has just handed it: the reply
-// carrying the inode may still be on its way into the kernel.
-var lateNotifyDelays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond}
+// The retries of a break's invalidation the kernel answered ENOENT for an
+// inode the adapter has just handed it (the reply carrying the inode may
+// still be on its way into the kernel): after 1 ms, then five times longer
+// each time, up to lateNotifyLast (1, 5, 25, 125 ms).
+const (
+	lateNotifyFirst = time.Millisecond
+	lateNotifyLast  = 125 * time.Millisecond
+)
 
 // recentHandout is how recently a node must have been handed to the kernel
 // for an ENOENT of its invalidation to be retried (and for the table to
@@ -164,7 +168,7 @@ func (a *adapter) notifyAttr(n *node) {
 		return
 	}
 	go func() {
-		for _, d := range lateNotifyDelays {
+		for d := lateNotifyFirst; d <= lateNotifyLast; d *= 5 {
 			time.Sleep(d)
 			if n.NotifyContent(-1, 0) != syscall.ENOENT {
 				return
