@@ -294,12 +294,29 @@ func (cb *callbacks) register(client uint32, c *wire.Conn) {
 // left forgets a client whose connection ended.
 func (cb *callbacks) left(client uint32) {
 	cb.mu.Lock()
+	cb.dropLocked(client)
+	cb.mu.Unlock()
+}
+
+// dropLocked forgets client and everything it holds (beforeDrop first).
+func (cb *callbacks) dropLocked(client uint32) {
 	delete(cb.conns, client)
 	if cb.beforeDrop != nil {
 		cb.beforeDrop(client)
 	}
 	cb.t.dropClient(client)
+}
+
+// disconnect drops client, whose connection c did not acknowledge a break
+// in time, unless it has reconnected since, and closes c.
+func (cb *callbacks) disconnect(client uint32, c *wire.Conn) {
+	cb.breakTimeouts.Add(1)
+	cb.mu.Lock()
+	if cb.conns[client] == c {
+		cb.dropLocked(client)
+	}
 	cb.mu.Unlock()
+	c.Close()
 }
 
 // registered reports whether client registered for callbacks.
@@ -460,17 +477,7 @@ func (cb *callbacks) send(ctx context.Context, client uint32, c *wire.Conn, m *w
 		cb.log.Warn("a client answered a callback break with an error", "client", client, "err", err)
 		return
 	}
-	cb.breakTimeouts.Add(1)
 	cb.log.Warn("a client did not acknowledge a callback break in time: disconnecting it",
 		"client", client, "timeout", cb.timeout.String(), "err", err)
-	cb.mu.Lock()
-	if cb.conns[client] == c {
-		delete(cb.conns, client)
-		if cb.beforeDrop != nil {
-			cb.beforeDrop(client)
-		}
-		cb.t.dropClient(client)
-	}
-	cb.mu.Unlock()
-	c.Close()
+	cb.disconnect(client, c)
 }

@@ -305,17 +305,9 @@ func (r *recalls) send(ctx context.Context, client uint32, c *wire.Conn, m *wire
 	if c.Err() != nil {
 		return false, true
 	}
-	cb.breakTimeouts.Add(1)
 	r.log.Warn("a client did not write back a recalled file in time: disconnecting it",
 		"client", client, "timeout", r.timeout.String(), "err", err)
-	cb.mu.Lock()
-	if cb.conns[client] == c {
-		delete(cb.conns, client)
-		r.orphanLocked(client)
-		cb.t.dropClient(client)
-	}
-	cb.mu.Unlock()
-	c.Close()
+	cb.disconnect(client, c) // its delegations become orphans (beforeDrop)
 	return false, false
 }
 
