@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -81,15 +82,11 @@ func (k *kernelInodes) add(n *node) {
 	ino := n.StableAttr().Ino
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	list := k.byIno[ino][:0:0]
-	for _, o := range k.byIno[ino] {
-		if o == n {
-			return
-		}
-		if !o.Forgotten() || o.handedRecently() {
-			list = append(list, o)
-		}
+	list := k.byIno[ino]
+	if slices.Contains(list, n) {
+		return
 	}
+	list = slices.DeleteFunc(list, func(o *node) bool { return o.Forgotten() && !o.handedRecently() })
 	k.byIno[ino] = append(list, n)
 }
 
@@ -98,12 +95,7 @@ func (k *kernelInodes) remove(n *node) {
 	ino := n.StableAttr().Ino
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	list := k.byIno[ino][:0:0]
-	for _, o := range k.byIno[ino] {
-		if o != n {
-			list = append(list, o)
-		}
-	}
+	list := slices.DeleteFunc(k.byIno[ino], func(o *node) bool { return o == n })
 	if len(list) == 0 {
 		delete(k.byIno, ino)
 	} else {
