@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -50,28 +49,8 @@ func (c *cbMemFS) Lookup(ctx context.Context, p string) (wire.Attr, error) {
 // mountCB mounts a cbMemFS whose answers the kernel would cache for an hour.
 func mountCB(t *testing.T) (*cbMemFS, *Mounted) {
 	t.Helper()
-	requireFuse(t)
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	mem := &cbMemFS{memFS: newMemFS(), duringLookup: map[string]func(wire.Attr){}}
-	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := Mount(ctx, dir, mem, Config{AttrTimeout: time.Hour, EntryTimeout: time.Hour, CoveredTimeout: time.Hour}, log)
-	if err != nil {
-		cancel()
-		t.Fatalf("mount: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := m.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
-	return mem, m
+	return mem, mountBackend(t, mem, Config{AttrTimeout: time.Hour, EntryTimeout: time.Hour, CoveredTimeout: time.Hour})
 }
 
 func statSize(t *testing.T, p string) int64 {

@@ -124,6 +124,13 @@ func requireFuse(t *testing.T) {
 // can reach; the mount is removed at the end of the test, even on failure.
 func mountMem(t *testing.T, cfg Config) (*memFS, *Mounted) {
 	t.Helper()
+	mem := newMemFS()
+	return mem, mountBackend(t, mem, cfg)
+}
+
+// mountBackend mounts b as mountMem does.
+func mountBackend(t *testing.T, b Backend, cfg Config) *Mounted {
+	t.Helper()
 	requireFuse(t)
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} {
@@ -131,10 +138,9 @@ func mountMem(t *testing.T, cfg Config) (*memFS, *Mounted) {
 			t.Fatal(err)
 		}
 	}
-	mem := newMemFS()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := Mount(ctx, dir, mem, cfg, log)
+	m, err := Mount(ctx, dir, b, cfg, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("mount: %v", err)
@@ -148,7 +154,7 @@ func mountMem(t *testing.T, cfg Config) (*memFS, *Mounted) {
 			t.Errorf("%s still mounted after the test", m.Dir())
 		}
 	})
-	return mem, m
+	return m
 }
 
 type testWriter struct{ t *testing.T }
