@@ -15,6 +15,7 @@ import (
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -24,19 +25,7 @@ func startDirServer(t *testing.T, export string, m *obs.Metrics) string {
 
 func startDirServerWith(t *testing.T, export string, m *obs.Metrics, dc directory.Config) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m, Directory: dc, Squash: server.SquashNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	return servertest.Serve(t, server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: m, Directory: dc, Squash: server.SquashNone})
 }
 
 func readAll(ctx context.Context, a *agent.Agent, path string) ([]byte, error) {

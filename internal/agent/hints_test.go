@@ -12,6 +12,7 @@ import (
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -22,20 +23,8 @@ const hbs = 4096
 
 func startPolicyServer(t *testing.T, export, policy string, m *obs.Metrics, discard int64) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Export: export, BlockSize: hbs, Policy: policy, Metrics: m,
+	return servertest.Serve(t, server.Config{Export: export, BlockSize: hbs, Policy: policy, Metrics: m,
 		Squash: server.SquashNone, DiscardCacheSize: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
 }
 
 // hintsAgent is one client under test.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -40,19 +41,8 @@ func identityCluster(t *testing.T, squash string) (*agent.Agent, string) {
 			t.Fatal(err)
 		}
 	}
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Squash: squash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	a, err := agent.New(context.Background(), agent.Config{Server: ln.Addr().String(), ReconnectTimeout: 3 * time.Second})
+	addr := servertest.Serve(t, server.Config{Export: export, BlockSize: 4096, Squash: squash})
+	a, err := agent.New(context.Background(), agent.Config{Server: addr, ReconnectTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

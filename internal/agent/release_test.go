@@ -11,6 +11,7 @@ import (
 	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -24,20 +25,9 @@ func TestReleasesAreBatched(t *testing.T) {
 	export := t.TempDir()
 	os.WriteFile(filepath.Join(export, "f"), make([]byte, 200<<10), 0o644) // its open brings no data: a handle
 	os.WriteFile(filepath.Join(export, "small"), []byte("data"), 0o644)
-	srv, err := server.New(server.Config{Export: export, Squash: server.SquashNone, Limits: server.Limits{MaxHandles: 8}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := servertest.Serve(t, server.Config{Export: export, Squash: server.SquashNone, Limits: server.Limits{MaxHandles: 8}})
 	m := obs.NewMetrics()
-	a, err := agent.New(context.Background(), agent.Config{Server: ln.Addr().String(), Metrics: m, ReconnectTimeout: 3 * time.Second})
+	a, err := agent.New(context.Background(), agent.Config{Server: addr, Metrics: m, ReconnectTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -29,17 +30,9 @@ func TestMaliciousPeerCannotPoisonCaches(t *testing.T) {
 	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
 	secret := []byte("a cluster secret of more than 128 bits")
 	sm := obs.NewMetrics()
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: sm,
+	addr := servertest.Serve(t, server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: sm,
 		Secret: secret, Directory: directory.Config{ServerLast: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := server.Listen("127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	addr := ln.Addr().String()
+	ctx := t.Context() // the malicious member runs until the test ends
 	sec := wire.MustSecurity(wire.SecurityConfig{Secret: secret})
 
 	// The malicious member: a raw client that reads every block (so the
@@ -226,20 +219,13 @@ func TestDirectoryPeersWithCertificates(t *testing.T) {
 	export := t.TempDir()
 	data := pattern(64<<10, 4)
 	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
-	srv, err := server.New(server.Config{Export: export, BlockSize: 4096, Policy: "directory", Security: sec("server"),
+	addr := servertest.Serve(t, server.Config{Export: export, BlockSize: 4096, Policy: "directory", Security: sec("server"),
 		Directory: directory.Config{ServerLast: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := server.Listen("127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := t.Context()
 	var ms []*obs.Metrics
 	for _, name := range []string{"client1", "client2"} {
 		m := obs.NewMetrics()
-		a, err := agent.New(ctx, agent.Config{Server: ln.Addr().String(), Security: sec(name), Policy: "directory", Metrics: m})
+		a, err := agent.New(ctx, agent.Config{Server: addr, Security: sec(name), Policy: "directory", Metrics: m})
 		if err != nil {
 			t.Fatal(err)
 		}

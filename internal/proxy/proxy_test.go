@@ -16,6 +16,7 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/proxy"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -34,16 +35,7 @@ func serve(t *testing.T, export string) (addr string, m *obs.Metrics) {
 func servePolicy(t *testing.T, export, policy string) (addr string, m *obs.Metrics) {
 	t.Helper()
 	m = obs.NewMetrics()
-	srv, err := server.New(server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: m, Policy: policy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, func(ctx context.Context) { srv.Serve(ctx, ln) })
-	return ln.Addr().String(), m
+	return servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: m, Policy: policy}), m
 }
 
 // run runs f until the test ends.

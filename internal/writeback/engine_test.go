@@ -16,6 +16,7 @@ import (
 	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/cache/mem"
 	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 	"github.com/coopfs/coopfs/internal/writeback"
@@ -34,19 +35,7 @@ var me = vfs.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
 func startServer(t *testing.T, recallTimeout time.Duration) (export, addr string) {
 	t.Helper()
 	export = t.TempDir()
-	s, err := server.New(server.Config{Export: export, BlockSize: bs, Squash: server.SquashNone, RecallTimeout: recallTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return export, ln.Addr().String()
+	return export, servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Squash: server.SquashNone, RecallTimeout: recallTimeout})
 }
 
 // dial connects a raw protocol client named name, serving what the server
