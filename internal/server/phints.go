@@ -29,7 +29,7 @@ type hintsPolicy struct {
 	s       *Server
 	timeout time.Duration // how long the last opener has to hand its hints over
 
-	bcastMu sync.Mutex // orders the client-list messages (broadcast)
+	bcastMu sync.Mutex // orders the client-list messages (joined, left, broadcast); taken before mu
 
 	mu      sync.Mutex
 	hs      *hints.Server
@@ -96,6 +96,8 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 	if cl.listen == "" {
 		return // not a peer: it reads through the server only
 	}
+	p.bcastMu.Lock() // the messages of this change leave before the next one's
+	defer p.bcastMu.Unlock()
 	p.mu.Lock()
 	id, ok := p.ids[cl.listen]
 	if !ok {
@@ -132,6 +134,8 @@ func (p *hintsPolicy) forgetIDs() {
 }
 
 func (p *hintsPolicy) left(cl *client) {
+	p.bcastMu.Lock()
+	defer p.bcastMu.Unlock()
 	p.mu.Lock()
 	id, ok := p.byConn[cl.id]
 	delete(p.byConn, cl.id)
@@ -171,10 +175,10 @@ func (p *hintsPolicy) peerList() *wire.HintsPeers {
 
 // broadcast tells the clients of a join or a leave: the joiner (conn
 // joiner, id joinerID) gets the whole list, the others the delta. The
-// messages of successive broadcasts leave in order (bcastMu).
+// caller holds bcastMu from the membership change to here, so the messages
+// of successive changes leave in the order of the changes: a client hears
+// of its peers in id order.
 func (p *hintsPolicy) broadcast(joiner *wire.Conn, joinerID uint32, delta *wire.HintsPeers) {
-	p.bcastMu.Lock()
-	defer p.bcastMu.Unlock()
 	p.mu.Lock()
 	var full *wire.HintsPeers
 	if joiner != nil {

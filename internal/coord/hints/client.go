@@ -1,7 +1,9 @@
 package hints
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/coopfs/coopfs/internal/block"
 )
@@ -18,6 +20,7 @@ type ClientConfig struct {
 	// Peers are the other participants that may receive forwarded master
 	// copies and requests: the other clients, and the server memory's
 	// CoopID when it is part of the cooperative cache. ID itself is skipped.
+	// Their order does not matter: ties between peers go to the lowest id.
 	Peers []ClientID
 	// Discard is the test that sends a young master copy evicted by a
 	// forward to the server's discard cache. Use DiscardNever when the
@@ -106,11 +109,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	idx := newFileIndex(cfg.DenseFiles)
 	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, idx, cfg.Watch), idx: idx}
-	for _, id := range cfg.Peers {
+	ids := slices.Clone(cfg.Peers)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
 		if id == cfg.ID || id < 0 {
-			continue
-		}
-		if _, dup := c.index.get(id); dup {
 			continue
 		}
 		c.index.set(id, len(c.peers))
@@ -314,7 +316,8 @@ func (c *Client) makeRoom(now Time) Eviction {
 }
 
 // target returns the position of the live peer with the oldest entry in the
-// oldest-block list (first in Peers order on ties), or -1.
+// oldest-block list (the lowest id on ties: peers are kept in id order, so
+// the choice does not depend on the order the peers became known in), or -1.
 func (c *Client) target() int { return c.ages.oldest(c.live) }
 
 // live reports whether peer position i is not marked failed.
@@ -471,8 +474,12 @@ func (c *Client) Join(p ClientID, boot BootID) {
 		c.PeerBooted(p, boot)
 		return
 	}
-	c.index.set(p, len(c.peers))
-	c.peers = append(c.peers, peer{id: p, boot: boot, oldest: Free})
+	// Peers stay in id order (target's tie-break); those after p move up.
+	at, _ := slices.BinarySearchFunc(c.peers, p, func(q peer, id ClientID) int { return cmp.Compare(q.id, id) })
+	c.peers = slices.Insert(c.peers, at, peer{id: p, boot: boot, oldest: Free})
+	for i := at; i < len(c.peers); i++ {
+		c.index.set(c.peers[i].id, i)
+	}
 	c.resetAges()
 }
 

@@ -74,3 +74,33 @@ func TestMaxHintsBoundsHintsOfOthers(t *testing.T) {
 		t.Fatal("negative MaxHints accepted")
 	}
 }
+
+// The first guess among peers believed alike is the lowest id, whatever the
+// order they became known in: a live client learns its peers from pushes
+// that may arrive in any order, and its choices must not depend on that.
+func TestFirstGuessIsLowestIDWhateverTheJoinOrder(t *testing.T) {
+	joined, err := NewClient(ClientConfig{ID: 1, Boot: 1, CacheBlocks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []ClientID{4, 3, 2} {
+		joined.Join(p, 1)
+	}
+	listed, err := NewClient(ClientConfig{ID: 1, Boot: 1, CacheBlocks: 1, Peers: []ClientID{4, 1, 3, 2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Client{"joined": joined, "listed": listed} {
+		c.Fill(1, blk(1, 0), 1, true, NoClient, 0, false)
+		ev := c.Fill(2, blk(1, 1), 1, true, NoClient, 0, false)
+		if ev.Kind != EvictForward || ev.To != 2 {
+			t.Errorf("%s: eviction %+v, want a forward to peer 2", name, ev)
+		}
+		// 2's entry is now the evicted block's age; 3 (free) is next.
+		ev = c.Fill(3, blk(1, 2), 1, true, NoClient, 0, false)
+		if ev.Kind != EvictForward || ev.To != 3 {
+			t.Errorf("%s: second eviction %+v, want a forward to peer 3", name, ev)
+		}
+		checkAll(t, c)
+	}
+}
