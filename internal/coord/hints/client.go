@@ -155,12 +155,12 @@ func (c *Client) OldestOf(p ClientID) (Time, bool) {
 // a miss says where to send the request: the hinted holder of the master
 // copy, or the server.
 func (c *Client) Read(now Time, b block.ID, v block.Version) Route {
-	e, stale := c.lookup(b, v)
+	s, e, stale := c.find(b, v)
 	if e != 0 {
 		c.cache.touch(e, now)
 		return Route{Kind: RouteLocal, Master: c.cache.at(e).master}
 	}
-	r := c.follow(b, NoClient)
+	r := c.followIn(s, b, NoClient, stale)
 	r.Stale = stale
 	return r
 }
@@ -168,20 +168,28 @@ func (c *Client) Read(now Time, b block.ID, v block.Version) Route {
 // lookup finds b for version v (0: any). A copy of an older version is
 // dropped (stale = true) and not returned.
 func (c *Client) lookup(b block.ID, v block.Version) (h int32, stale bool) {
-	h = c.cache.get(b)
-	if h == 0 {
-		return 0, false
+	_, h, stale = c.find(b, v)
+	return h, stale
+}
+
+// find is lookup that also returns b's slot (nil if none), valid unless
+// stale (dropping the stale copy may have emptied it).
+func (c *Client) find(b block.ID, v block.Version) (s *slot, h int32, stale bool) {
+	s = c.idx.lookup(b)
+	if s == nil || s.ent == 0 {
+		return s, 0, false
 	}
+	h = s.ent
 	e := c.cache.at(h)
 	if v == 0 || e.ver == 0 || e.ver >= v {
-		return h, false
+		return s, h, false
 	}
 	master := e.master
 	c.cache.remove(h)
 	if master {
 		c.deleteHint(b)
 	}
-	return 0, true
+	return nil, 0, true
 }
 
 // ServeRequest handles a request for b that a peer (from) sent here
@@ -190,7 +198,7 @@ func (c *Client) lookup(b block.ID, v block.Version) (h int32, stale bool) {
 // counts as a reference and makes the block young). Otherwise the client
 // follows its own hint or sends the request to the server.
 func (c *Client) ServeRequest(now Time, b block.ID, v block.Version, from ClientID, hops int) Route {
-	e, stale := c.lookup(b, v)
+	s, e, stale := c.find(b, v)
 	if e != 0 {
 		c.cache.touch(e, now)
 		return Route{Kind: RouteLocal, Master: c.cache.at(e).master}
@@ -198,15 +206,28 @@ func (c *Client) ServeRequest(now Time, b block.ID, v block.Version, from Client
 	if hops >= c.cfg.MaxHops {
 		return Route{Kind: RouteServer, Stale: stale}
 	}
-	r := c.follow(b, from)
+	r := c.followIn(s, b, from, stale)
 	r.Stale = stale
 	return r
 }
 
-// follow routes a request for b using the client's hint; from (if not
-// NoClient) is the requester, never sent back to.
-func (c *Client) follow(b block.ID, from ClientID) Route {
-	h, ok := c.HintFor(b)
+// followIn is follow with b's slot s as find returned it: its hint, unless
+// stale (then b is looked up anew).
+func (c *Client) followIn(s *slot, b block.ID, from ClientID, stale bool) Route {
+	if stale {
+		h, ok := c.HintFor(b)
+		return c.route(b, from, h, ok)
+	}
+	if s == nil {
+		return c.route(b, from, Hint{}, false)
+	}
+	h, ok := s.hint()
+	return c.route(b, from, h, ok)
+}
+
+// route routes a request for b using the client's hint h (ok: there is
+// one); from (if not NoClient) is the requester, never sent back to.
+func (c *Client) route(b block.ID, from ClientID, h Hint, ok bool) Route {
 	if !ok || h.Holder == c.cfg.ID || h.Holder == from {
 		if ok && h.Holder == c.cfg.ID { // self-hint without the block: repair
 			c.deleteHint(b)
@@ -252,17 +273,17 @@ func (c *Client) Fill(now Time, b block.ID, v block.Version, master bool, from C
 		return Eviction{}
 	}
 	ev := c.makeRoom(now)
-	c.cache.insert(b, v, now, master, false)
+	r := c.cache.at(c.cache.insert(b, v, now, master, false)).rec // b's record: no second lookup
 	if ev.Kind == EvictForward {
 		ev.FromOldest = c.cache.oldest() // after the insertion, as the target will see it
 	}
 	switch {
 	case master:
-		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+		c.setHintIn(r, b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 	case servedMaster && from != NoClient:
 		c.Observe(from, fromBoot)
-		if h, ok := c.HintFor(b); !ok || h.Holder != from {
-			c.setHint(b, Hint{Holder: from, Boot: fromBoot, Since: now})
+		if h, ok := c.idx.at(r, b.Index).hint(); !ok || h.Holder != from {
+			c.setHintIn(r, b, Hint{Holder: from, Boot: fromBoot, Since: now})
 		}
 	}
 	return ev

@@ -95,9 +95,10 @@ func (m *fileMap) each(f func(id uint64, v int32) bool) {
 }
 
 // fileSlab keeps a record of type T per file in a slab (record 0 is none),
-// found by file id through a fileMap, and remembers the last file found:
-// the calls of one access, or of a client streaming through a file, name
-// one file again and again. Released records are reused as they are (the
+// found by file id through a fileMap, and remembers the last file looked
+// up, found or not: the calls of one access, or of a client streaming
+// through a file, name one file again and again (a read miss asks for a
+// file without a record three or four times). Released records are reused as they are (the
 // caller resets what it needs, keeping their memory). The records lie in
 // pages of slabPage that never move: a new file costs no copy of the
 // others (a slice grown by doubling moved every record, pointers and all,
@@ -107,8 +108,9 @@ type fileSlab[T any] struct {
 	pages   [][]T
 	n       int32 // records made, record 0 included (0: none yet)
 	free    []int32
-	last    uint64 // the file of lastRec
-	lastRec int32  // 0: none
+	last    uint64 // the file looked up last (if lastOK) and its record
+	lastRec int32  // 0: last has none
+	lastOK  bool
 }
 
 // slabPageBits sets the records per page of a fileSlab.
@@ -125,13 +127,11 @@ func (s *fileSlab[T]) made(r int32) bool { return r >= 0 && r < s.n }
 
 // find returns file's record number, 0 if it has none.
 func (s *fileSlab[T]) find(file uint64) int32 {
-	if s.lastRec != 0 && s.last == file {
+	if s.lastOK && s.last == file {
 		return s.lastRec
 	}
 	r := s.ids.get(file)
-	if r != 0 {
-		s.last, s.lastRec = file, r
-	}
+	s.last, s.lastRec, s.lastOK = file, r, true
 	return r
 }
 
@@ -151,15 +151,15 @@ func (s *fileSlab[T]) add(file uint64) int32 {
 		s.n++
 	}
 	s.ids.put(file, r)
-	s.last, s.lastRec = file, r
+	s.last, s.lastRec, s.lastOK = file, r, true
 	return r
 }
 
 // release takes record r from file, which holds it.
 func (s *fileSlab[T]) release(file uint64, r int32) {
 	s.ids.del(file)
-	if s.lastRec == r {
-		s.lastRec = 0
+	if s.last == file {
+		s.lastRec = 0 // file has none now
 	}
 	s.free = append(s.free, r)
 }

@@ -328,6 +328,19 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 	return fs.holds(c)
 }
 
+// Token reports, in one lookup, file's current version (Version) and
+// whether client c holds a token for it that allows the access (Holds).
+func (s *Server) Token(c ClientID, file uint64, write bool) (v block.Version, held bool) {
+	fs := s.lookup(file)
+	if fs == nil {
+		return 1, false
+	}
+	if write {
+		return fs.version, fs.writer == c
+	}
+	return fs.version, fs.holds(c)
+}
+
 // OpenIsLocal reports whether client c can open file without contacting
 // the manager: it holds a sufficient token and is still the file's last
 // opener (no one has opened it since, so there are no newer hints to hand
@@ -403,16 +416,16 @@ func (s *Server) Delete(file uint64) []ClientID {
 // without a usable hint, or the end of a hint chain): from memory when it
 // is there, else from disk.
 func (s *Server) Fetch(now Time, b block.ID) FetchResult {
-	v := s.Version(b.File)
 	switch {
 	case s.coop != nil:
-		if r := s.coop.ServeRequest(now, b, v, NoClient, 0); r.Kind == RouteLocal {
+		if r := s.coop.ServeRequest(now, b, s.Version(b.File), NoClient, 0); r.Kind == RouteLocal {
 			return FetchResult{Memory: true}
 		}
 		return FetchResult{Master: true}
 	case s.mem == nil || s.cfg.MemoryBlocks == 0:
-		return FetchResult{Master: true}
+		return FetchResult{Master: true} // no memory: the version does not matter
 	}
+	v := s.Version(b.File)
 	e := s.mem.get(b)
 	if e != 0 && s.mem.at(e).ver < v { // stale
 		s.mem.remove(e)

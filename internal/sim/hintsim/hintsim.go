@@ -72,7 +72,9 @@ type Algorithm struct {
 	// oracle scans only them; nil with one client or more than 64 (then every
 	// client is asked).
 	holders holderIndex
-	ids     sim.IDs
+	// alone is set with one client: the oracle has no one else to ask.
+	alone bool
+	ids   sim.IDs
 	// SecondMasters counts server fetches that created a second master copy
 	// of a block (the documented race: a missing or wrong hint).
 	SecondMasters int64
@@ -120,6 +122,7 @@ func New(p sim.Params) (*Algorithm, error) {
 		peers = append(append([]hints.ClientID(nil), ids...), a.coopID)
 	}
 	a.holders.on = p.Clients > 1 && p.Clients <= 64 // one client: the oracle asks it directly
+	a.alone = p.Clients == 1
 	a.ids.NumberFiles()
 	for i := range ids {
 		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
@@ -240,10 +243,11 @@ func (a *Algorithm) write(cid hints.ClientID, b block.ID, c *sim.Counters) {
 }
 
 func (a *Algorithm) read(cid hints.ClientID, b block.ID, c *sim.Counters) sim.Outcome {
-	if !a.srv.Holds(cid, b.File, false) {
+	v, held := a.srv.Token(cid, b.File, false)
+	if !held {
 		a.open(cid, b.File, false, c)
+		v = a.srv.Version(b.File)
 	}
-	v := a.srv.Version(b.File)
 	cl := a.clients[cid]
 	r := cl.Read(a.now, b, v)
 	if r.Stale {
@@ -255,7 +259,7 @@ func (a *Algorithm) read(cid hints.ClientID, b block.ID, c *sim.Counters) sim.Ou
 	hinted := r.Kind == hints.RoutePeer
 	if hinted {
 		c.HintSaysClient++
-	} else if a.otherHas(b, v, cid) {
+	} else if !a.alone && a.otherHas(b, v, cid) {
 		c.HintFalseNeg++
 	}
 	msgs, from, first := 0, cid, true
@@ -295,7 +299,7 @@ func (a *Algorithm) read(cid hints.ClientID, b block.ID, c *sim.Counters) sim.Ou
 			c.HintAbsCorrect++
 		}
 	}
-	if f.Master && a.otherMaster(b, v, cid) {
+	if f.Master && !a.alone && a.otherMaster(b, v, cid) {
 		a.SecondMasters++
 	}
 	var ev hints.Eviction
