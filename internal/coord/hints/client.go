@@ -318,7 +318,7 @@ func (c *Client) makeRoom(now Time) Eviction {
 		return ev
 	}
 	t := -1
-	if !c.cfg.ServeOnly {
+	if !c.cfg.ServeOnly && len(c.peers) > 0 {
 		t = c.target()
 	}
 	if t < 0 || c.peers[t].oldest >= v.stamp {

@@ -82,10 +82,15 @@ func (x *fileIndex) ensure(file uint64) int32 {
 
 // at returns the slot of index idx in record r, nil if it has none.
 func (x *fileIndex) at(r int32, idx uint64) *slot {
-	f := x.rec(r)
-	if idx == 0 {
-		return &f.s0
+	if idx == 0 { // small enough to inline
+		return &x.rec(r).s0
 	}
+	return x.atFar(r, idx)
+}
+
+// atFar is at for an index past 0.
+func (x *fileIndex) atFar(r int32, idx uint64) *slot {
+	f := x.rec(r)
 	if idx <= nearSlots {
 		if idx <= uint64(len(f.near)) {
 			return &f.near[idx-1]
@@ -121,7 +126,10 @@ func (x *fileIndex) lookup(b block.ID) *slot {
 	if r == 0 {
 		return nil
 	}
-	return x.at(r, b.Index)
+	if b.Index == 0 { // at, without the call
+		return &x.rec(r).s0
+	}
+	return x.atFar(r, b.Index)
 }
 
 // filled records that a slot of r went from empty to used.

@@ -28,9 +28,14 @@ type fileMap struct {
 const directSlack = 4096
 
 func (m *fileMap) get(f uint64) int32 {
-	if f < uint64(len(m.direct)) {
+	if f < uint64(len(m.direct)) { // small enough to inline
 		return m.direct[f]
 	}
+	return m.getFar(f)
+}
+
+// getFar is get for an id past the slice.
+func (m *fileMap) getFar(f uint64) int32 {
 	if m.t.Len() == 0 {
 		return 0
 	}

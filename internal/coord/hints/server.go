@@ -207,15 +207,20 @@ type serverFiles struct {
 // find returns file f's state, nil if none.
 func (t *serverFiles) find(f uint64) *fileState {
 	if !t.dense {
-		if i := t.slab.find(f); i != 0 {
-			return t.slab.rec(i)
-		}
-		return nil
+		return t.findSlab(f)
 	}
 	if p := f >> slabPageBits; p < uint64(len(t.pages)) {
 		if fs := &t.pages[p][f&(slabPage-1)]; fs.version != 0 {
 			return fs
 		}
+	}
+	return nil
+}
+
+// findSlab is find without dense ids.
+func (t *serverFiles) findSlab(f uint64) *fileState {
+	if i := t.slab.find(f); i != 0 {
+		return t.slab.rec(i)
 	}
 	return nil
 }

@@ -256,6 +256,13 @@ func (a *Algorithm) read(cid hints.ClientID, b block.ID, c *sim.Counters) sim.Ou
 	if r.Kind == hints.RouteLocal {
 		return sim.Outcome{Layer: sim.LayerLocal}
 	}
+	return a.miss(cid, cl, b, v, r, c)
+}
+
+// miss carries out client cid's local read miss of b (version v), which cl
+// routed as r: along the hints, then to the server. (A function of its own:
+// a hit, seven reads in ten, does not set up its frame.)
+func (a *Algorithm) miss(cid hints.ClientID, cl *hints.Client, b block.ID, v block.Version, r hints.Route, c *sim.Counters) sim.Outcome {
 	hinted := r.Kind == hints.RoutePeer
 	if hinted {
 		c.HintSaysClient++
