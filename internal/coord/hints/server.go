@@ -87,12 +87,14 @@ func (c *ServerConfig) validate() error {
 }
 
 // fileState is the manager's view of one file.
+// Pointer-free and 32 bytes: a simulated server keeps one for every file
+// ever read (every object of an object trace), looked up on every access.
 type fileState struct {
-	last     ClientID // last client that opened the file (NoClient: none)
-	lastBoot BootID
-	holders  holderSet     // clients holding a token (may cache blocks)
-	writer   ClientID      // holder of the write token (NoClient: none)
 	version  block.Version // grows with every new writer
+	lastBoot BootID
+	last     ClientID  // last client that opened the file (NoClient: none)
+	writer   ClientID  // holder of the write token (NoClient: none)
+	holders  holderSet // clients holding a token (may cache blocks)
 }
 
 // OpenResult is the manager's answer to an open (or a token request).
@@ -188,7 +190,7 @@ func (s *Server) file(f uint64) *fileState {
 		return fs
 	}
 	fs := s.files.add(f)
-	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{rest: fs.holders.rest[:0]}, version: 1}
+	*fs = fileState{last: NoClient, writer: NoClient, holders: holderSet{more: fs.holders.more}, version: 1}
 	return fs
 }
 
@@ -202,6 +204,7 @@ type serverFiles struct {
 	slab  fileSlab[fileState]
 	pages [][]fileState // dense: file f's state is pages[f/slabPage][f%slabPage]
 	n     int           // dense: files with state
+	more  holderLists   // the token holders past each file's first
 }
 
 // find returns file f's state, nil if none.
@@ -253,7 +256,8 @@ func (t *serverFiles) forget(f uint64) {
 	} else {
 		t.n--
 	}
-	*fs = fileState{holders: holderSet{rest: fs.holders.rest[:0]}}
+	fs.holders.reset(&t.more)
+	*fs = fileState{holders: holderSet{more: fs.holders.more}}
 }
 
 // len returns how many files have state.
@@ -265,51 +269,62 @@ func (t *serverFiles) len() int {
 }
 
 // holds reports whether c is among fs's token holders.
-func (fs *fileState) holds(c ClientID) bool { return fs.holders.has(c) }
+func (s *Server) holds(fs *fileState, c ClientID) bool { return fs.holders.has(c, &s.files.more) }
 
 // holderSet is a file's token holders, unordered: the first inline (most
 // files have one or two: no allocation, no pointer to follow), the others
-// in a slice.
+// in a list of the server's holderLists (kept, emptied, with the file's
+// state: its memory is reused).
 type holderSet struct {
-	n     int32
-	first ClientID
-	rest  []ClientID
+	first1 uint32 // the first holder's id + 1 (0: no holder)
+	more   int32  // the others: a list of holderLists (0: none yet)
 }
 
-func (h *holderSet) has(c ClientID) bool {
-	if h.n == 0 {
+// holderLists holds the holders past the first of every file that has
+// had more than one; list 0 is unused.
+type holderLists struct{ lists [][]ClientID }
+
+// has reports whether c is in the set.
+func (h *holderSet) has(c ClientID, more *holderLists) bool {
+	if h.first1 == 0 {
 		return false
 	}
-	if h.first == c {
+	if h.first1 == uint32(c)+1 {
 		return true
 	}
-	for _, x := range h.rest {
-		if x == c {
-			return true
+	return h.more != 0 && slices.Contains(more.lists[h.more], c)
+}
+
+// add puts c, which is not in the set, in it. c is a participant, never
+// NoClient (the one id first1 cannot hold).
+func (h *holderSet) add(c ClientID, more *holderLists) {
+	if h.first1 == 0 {
+		h.first1 = uint32(c) + 1
+		return
+	}
+	if h.more == 0 {
+		if len(more.lists) == 0 {
+			more.lists = append(more.lists, nil)
 		}
+		h.more = int32(len(more.lists))
+		more.lists = append(more.lists, nil)
 	}
-	return false
+	more.lists[h.more] = append(more.lists[h.more], c)
 }
 
-// add puts c, which is not in the set, in it.
-func (h *holderSet) add(c ClientID) {
-	if h.n == 0 {
-		h.first = c
-	} else {
-		h.rest = append(h.rest, c)
-	}
-	h.n++
-}
-
-// appendExcept appends the holders other than c to out.
-func (h *holderSet) appendExcept(out []ClientID, c ClientID) []ClientID {
-	if h.n == 0 {
+// appendExcept appends the holders other than c to out: the first, then
+// the others in the order they came.
+func (h *holderSet) appendExcept(out []ClientID, c ClientID, more *holderLists) []ClientID {
+	if h.first1 == 0 {
 		return out
 	}
-	if h.first != c {
-		out = append(out, h.first)
+	if first := ClientID(h.first1 - 1); first != c {
+		out = append(out, first)
 	}
-	for _, x := range h.rest {
+	if h.more == 0 {
+		return out
+	}
+	for _, x := range more.lists[h.more] {
 		if x != c {
 			out = append(out, x)
 		}
@@ -317,7 +332,13 @@ func (h *holderSet) appendExcept(out []ClientID, c ClientID) []ClientID {
 	return out
 }
 
-func (h *holderSet) reset() { h.n, h.rest = 0, h.rest[:0] }
+// reset empties the set (its list, if any, stays with it, emptied).
+func (h *holderSet) reset(more *holderLists) {
+	h.first1 = 0
+	if h.more != 0 {
+		more.lists[h.more] = more.lists[h.more][:0]
+	}
+}
 
 // Holds reports whether client c holds a token for file that allows the
 // access (any token to read; the write token to write). A client that does
@@ -330,7 +351,7 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 	if write {
 		return fs.writer == c
 	}
-	return fs.holds(c)
+	return s.holds(fs, c)
 }
 
 // Token reports, in one lookup, file's current version (Version) and
@@ -343,7 +364,7 @@ func (s *Server) Token(c ClientID, file uint64, write bool) (v block.Version, he
 	if write {
 		return fs.version, fs.writer == c
 	}
-	return fs.version, fs.holds(c)
+	return fs.version, s.holds(fs, c)
 }
 
 // OpenIsLocal reports whether client c can open file without contacting
@@ -372,11 +393,11 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	s.revok = s.revok[:0]
 	if write {
 		if fs.writer != c {
-			had := fs.holds(c)
-			s.revok = fs.holders.appendExcept(s.revok, c)
-			fs.holders.reset()
+			had := s.holds(fs, c)
+			s.revok = fs.holders.appendExcept(s.revok, c, &s.files.more)
+			fs.holders.reset(&s.files.more)
 			if had {
-				fs.holders.add(c)
+				fs.holders.add(c, &s.files.more)
 			}
 			sortIDs(s.revok)
 			fs.writer = c
@@ -387,8 +408,8 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 		r.Downgraded = fs.writer
 		fs.writer = NoClient
 	}
-	if !fs.holds(c) {
-		fs.holders.add(c)
+	if !s.holds(fs, c) {
+		fs.holders.add(c, &s.files.more)
 	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
@@ -399,12 +420,12 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 func (s *Server) Delete(file uint64) []ClientID {
 	s.revok = s.revok[:0]
 	if fs := s.lookup(file); fs != nil {
-		s.revok = fs.holders.appendExcept(s.revok, NoClient)
+		s.revok = fs.holders.appendExcept(s.revok, NoClient, &s.files.more)
 		sortIDs(s.revok)
 		// Keep the file's state with a new version: copies cached outside
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
-		fs.holders.reset()
+		fs.holders.reset(&s.files.more)
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}

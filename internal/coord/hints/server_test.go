@@ -2,7 +2,9 @@ package hints
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 func TestDiscardCacheEvictsOldestFirst(t *testing.T) {
@@ -217,5 +219,48 @@ func TestServerForgetDropsTheLastOpener(t *testing.T) {
 		if r := s.Open(3, 3, 1, 7, false); r.HintsFrom != NoClient || r.Version != 1 {
 			t.Fatalf("dense %v: hints from %d, version %d after Forget, want none, 1", dense, r.HintsFrom, r.Version)
 		}
+	}
+}
+
+// TestHolderSet checks the token holder set: membership, the order
+// revocations list holders in (first, then the others as they came), and
+// an emptied set's list reused; a file's state stays 32 pointer-free bytes.
+func TestHolderSet(t *testing.T) {
+	if n := unsafe.Sizeof(fileState{}); n != 32 {
+		t.Fatalf("fileState is %d bytes, want 32", n)
+	}
+	var more holderLists
+	var h, g holderSet
+	for _, c := range []ClientID{7, 0, 3, 12} {
+		if h.has(c, &more) {
+			t.Fatalf("%d in the set before it was added", c)
+		}
+		h.add(c, &more)
+	}
+	g.add(5, &more)
+	g.add(6, &more)
+	for _, c := range []ClientID{7, 0, 3, 12} {
+		if !h.has(c, &more) || g.has(c, &more) {
+			t.Fatalf("%d: in h %v, in g %v", c, h.has(c, &more), g.has(c, &more))
+		}
+	}
+	if h.has(NoClient, &more) || h.has(4, &more) {
+		t.Fatal("the set holds a client never added")
+	}
+	if got := h.appendExcept(nil, 3, &more); !slices.Equal(got, []ClientID{7, 0, 12}) {
+		t.Fatalf("appendExcept(3) = %v, want [7 0 12]", got)
+	}
+	if got := g.appendExcept(nil, NoClient, &more); !slices.Equal(got, []ClientID{5, 6}) {
+		t.Fatalf("appendExcept(NoClient) = %v, want [5 6]", got)
+	}
+	list := h.more
+	h.reset(&more)
+	if h.has(7, &more) || h.has(0, &more) || len(h.appendExcept(nil, NoClient, &more)) != 0 {
+		t.Fatal("a reset set still holds clients")
+	}
+	h.add(0, &more)
+	h.add(9, &more)
+	if h.more != list || !slices.Equal(h.appendExcept(nil, NoClient, &more), []ClientID{0, 9}) {
+		t.Fatalf("after reset: list %d (was %d), holders %v", h.more, list, h.appendExcept(nil, NoClient, &more))
 	}
 }
