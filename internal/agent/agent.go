@@ -244,6 +244,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 		a.pol.Store(&policyBox{p})
+		if h, ok := p.(*hintsClient); ok {
+			h.catchUp()
+		}
 		a.log.Info("cooperative caching on", "policy", policy, "peer_listener", ln.Addr().String())
 	case ln != nil:
 		ln.Close()

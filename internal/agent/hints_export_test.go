@@ -48,4 +48,5 @@ func ForgetHintsPeers(a *Agent) {
 		h.hc.PeerFailed(hints.ClientID(id))
 	}
 	clear(h.members)
+	h.seq = 0
 }

@@ -432,3 +432,20 @@ func TestHintsPeerServingWrongBytes(t *testing.T) {
 		t.Errorf("%v blocks admitted from the liar", n)
 	}
 }
+
+// A client that missed membership changes (here: it forgot its peers and
+// the changes it had heard of) finds out at the next change, whose number
+// is not the one after its own, and asks the server for the whole list: it
+// knows every peer again, not only the one the change names.
+func TestHintsMissedChangeAsksForTheList(t *testing.T) {
+	export := t.TempDir()
+	addr := startPolicyServer(t, export, "hints", obs.NewMetrics(), 0)
+	a := newHintsAgent(t, addr, "hints", 4, "")
+	b := newHintsAgent(t, addr, "hints", 4, "")
+	waitFor(t, "a to know b", func() bool { return agent.HintsPeerBoot(a.Agent, b.listen) != 0 })
+	agent.ForgetHintsPeers(a.Agent)
+	c := newHintsAgent(t, addr, "hints", 4, "")
+	waitFor(t, "a to know b and c again", func() bool {
+		return agent.HintsPeerBoot(a.Agent, b.listen) != 0 && agent.HintsPeerBoot(a.Agent, c.listen) != 0
+	})
+}

@@ -53,6 +53,9 @@ type hintsClient struct {
 	hc      *hints.Client // nil until the server named our id
 	me      uint32
 	members map[uint32]wire.HintsMember // the other clients, by id
+	seq     uint64                      // the last membership change members reflect (HintsPeers.Seq)
+	stale   bool                        // members may lack changes up to seq: the whole list is asked for
+	asking  bool                        // a resync is under way
 	digests map[digestKey][]byte        // the server's digests of blocks peers may serve
 	// last holds the files (and versions) this client is the last opener
 	// of, as far as it knows: the server asks for its hints (HintsExport)
@@ -123,7 +126,7 @@ func (h *hintsClient) askPeers(ctx context.Context) (named bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	h.setPeers(list)
+	h.setPeers(list, false)
 	return list.You != 0, nil
 }
 
@@ -141,29 +144,41 @@ func now() hints.Time { return hints.Time(time.Now().UnixNano()) }
 // setPeers takes the server's client list: our own id (a new one makes a
 // new state machine: the old one's hints and ids mean nothing now), new
 // peers and new lives join, peers gone are failed. A delta adds or
-// removes only the members it names.
-func (h *hintsClient) setPeers(list *wire.HintsPeers) {
+// removes only the members it names. pushed: the server sent it on its
+// own (the whole list comes so at a join: a (re)connection), not as the
+// answer to askPeers.
+//
+// Lists carry the number of the last change they reflect (Seq). A whole
+// list older than what was applied (an answer overtaken by the deltas that
+// followed it) is dropped, and so is a delta already applied. A delta that
+// cannot be applied (before our id is known), or that shows a change was
+// missed (the server sends changes in order, but one that arrives before
+// the policy is in place is lost), makes the members stale: the client
+// asks for the whole list until it gets one as new as the last change it
+// applied.
+func (h *hintsClient) setPeers(list *wire.HintsPeers, pushed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if list.Delta {
-		if h.hc == nil || list.You != h.me {
-			return // a delta for another life of ours: the whole list follows
-		}
-		for _, m := range list.Members {
-			if m.ID != h.me && m.ID != 0 {
-				h.members[m.ID] = m
-				h.hc.Join(hints.ClientID(m.ID), hints.BootID(m.Boot))
-			}
-		}
-		for _, id := range list.Gone {
-			if _, ok := h.members[id]; ok {
-				delete(h.members, id)
-				h.hc.PeerFailed(hints.ClientID(id))
-			}
-		}
+		h.applyDelta(list)
 		return
 	}
-	clear(h.last) // a (re)connection: the server may have forgotten who opened what
+	known := h.hc != nil && list.You == h.me
+	if known && list.Seq <= h.seq && !h.stale {
+		return // what members holds already, or older
+	}
+	if known && list.Seq < h.seq {
+		// Stale members, and a list older than a change applied since:
+		// take the members it has (the ones missed may be among them) and
+		// keep asking (resync) for one that holds every change.
+		h.takeList(list)
+		return
+	}
+	h.stale = false
+	h.seq = list.Seq
+	if pushed {
+		clear(h.last) // a (re)connection: the server may have forgotten who opened what
+	}
 	if list.You != 0 && (h.hc == nil || list.You != h.me) {
 		hc, err := hints.NewClient(hints.ClientConfig{ID: hints.ClientID(list.You), Boot: hints.BootID(h.boot),
 			CacheBlocks: h.blocks, Discard: hints.DiscardPessimistic, MaxHints: max(minHints, 16*h.blocks)})
@@ -174,6 +189,11 @@ func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 		h.hc, h.me = hc, list.You
 		h.members = make(map[uint32]wire.HintsMember)
 	}
+	h.takeList(list)
+}
+
+// takeList makes the members those of list (h.mu held).
+func (h *hintsClient) takeList(list *wire.HintsPeers) {
 	seen := make(map[uint32]bool, len(list.Members))
 	for _, m := range list.Members {
 		if m.ID == h.me || m.ID == 0 {
@@ -194,6 +214,78 @@ func (h *hintsClient) setPeers(list *wire.HintsPeers) {
 		}
 	}
 }
+
+// applyDelta applies one membership change (h.mu held); see setPeers.
+func (h *hintsClient) applyDelta(list *wire.HintsPeers) {
+	if h.hc == nil || list.You != h.me {
+		h.stale = true // a change for another life of ours, or before we had one
+		h.resync()
+		return
+	}
+	if list.Seq <= h.seq {
+		return // the whole list applied already holds it
+	}
+	if list.Seq != h.seq+1 {
+		h.stale = true // changes in between were missed
+		h.resync()
+	}
+	h.seq = list.Seq
+	for _, m := range list.Members {
+		if m.ID != h.me && m.ID != 0 {
+			h.members[m.ID] = m
+			h.hc.Join(hints.ClientID(m.ID), hints.BootID(m.Boot))
+		}
+	}
+	for _, id := range list.Gone {
+		if _, ok := h.members[id]; ok {
+			delete(h.members, id)
+			h.hc.PeerFailed(hints.ClientID(id))
+		}
+	}
+}
+
+// resync asks the server for the whole client list in the background,
+// one request at a time, until the members are no longer stale (at most
+// resyncTries times) (h.mu held).
+func (h *hintsClient) resync() {
+	if h.asking {
+		return
+	}
+	h.asking = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), resyncTimeout)
+		defer cancel()
+		for try := 0; ; try++ {
+			_, err := h.askPeers(ctx)
+			if err != nil {
+				h.a.log.Debug("hints policy: the client list could not be asked for again", "err", err)
+			}
+			h.mu.Lock()
+			if err != nil || !h.stale || try+1 >= resyncTries {
+				h.asking = false
+				h.mu.Unlock()
+				return
+			}
+			h.mu.Unlock()
+		}
+	}()
+}
+
+// resyncTries bounds the requests of one resync: each answer is as new as
+// the changes the server had made when it answered, so the second is
+// enough unless clients keep joining and leaving meanwhile.
+const resyncTries = 5
+
+// catchUp asks for the whole client list once the policy is in place: the
+// changes the server sent before it was were dropped.
+func (h *hintsClient) catchUp() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.resync()
+}
+
+// resyncTimeout bounds a background request for the whole client list.
+const resyncTimeout = 30 * time.Second
 
 // addr returns the peer listener of id (h.mu held); "" if unknown.
 func (h *hintsClient) addr(id hints.ClientID) string { return h.members[uint32(id)].Listen }
@@ -673,7 +765,7 @@ func (h *hintsClient) fileDropped(ino uint64) {
 func (h *hintsClient) serveServer(_ context.Context, m wire.Msg) (wire.Msg, error, bool) {
 	switch m := m.(type) {
 	case *wire.HintsPeers:
-		h.setPeers(m)
+		h.setPeers(m, true)
 		return nil, nil, true
 	case *wire.HintsExport:
 		h.mu.Lock()

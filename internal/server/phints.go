@@ -38,6 +38,7 @@ type hintsPolicy struct {
 	ids     map[string]uint32       // hints id of every peer listener address seen
 	nextID  uint32                  // the last hints id given
 	byConn  map[uint32]uint32       // connection's client id → hints id
+	seq     uint64                  // the last membership change's number (wire.HintsPeers.Seq)
 
 	opens, handouts, hinted, exportFails       atomic.Uint64
 	offered, kept, discardHits, digestRequests atomic.Uint64
@@ -70,7 +71,8 @@ const HintsExportTimeout = 3 * time.Second
 func newHintsPolicy(s *Server) (policy, error) {
 	s.digests = newDigests(DefaultDigestEntries)
 	p := &hintsPolicy{s: s, timeout: HintsExportTimeout, discard: make(map[block.ID]discarded),
-		members: make(map[uint32]*hintsMember), ids: make(map[string]uint32), byConn: make(map[uint32]uint32)}
+		members: make(map[uint32]*hintsMember), ids: make(map[string]uint32), byConn: make(map[uint32]uint32),
+		seq: s.bootID} // later than any number a server before this one gave (a boot id is its start time)
 	blocks := int(max(0, s.cfg.DiscardCacheSize) / int64(s.cfg.BlockSize))
 	hs, err := hints.NewServer(hints.ServerConfig{MemoryBlocks: blocks, Memory: hints.MemoryDiscard,
 		Watch: func(b block.ID, in bool) {
@@ -120,8 +122,10 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 	}
 	mb.conns++
 	p.hs.ClientSeen(hints.ClientID(id), hints.BootID(cl.bootID))
+	p.seq++
+	delta := &wire.HintsPeers{Delta: true, Members: []wire.HintsMember{{ID: id, Boot: mb.boot, Listen: mb.listen}}, Seq: p.seq}
 	p.mu.Unlock()
-	p.broadcast(c, id, &wire.HintsPeers{Delta: true, Members: []wire.HintsMember{{ID: id, Boot: mb.boot, Listen: mb.listen}}})
+	p.broadcast(c, id, delta)
 }
 
 // forgetIDs drops the ids of addresses no connected client uses (p.mu held).
@@ -151,8 +155,10 @@ func (p *hintsPolicy) left(cl *client) {
 	}
 	delete(p.members, id)
 	p.hs.ClientFailed(hints.ClientID(id))
+	p.seq++
+	delta := &wire.HintsPeers{Delta: true, Gone: []uint32{id}, Seq: p.seq}
 	p.mu.Unlock()
-	p.broadcast(nil, 0, &wire.HintsPeers{Delta: true, Gone: []uint32{id}})
+	p.broadcast(nil, 0, delta)
 }
 
 // hid is the hints id of a connection's client (p.mu held); 0: none.
@@ -163,9 +169,10 @@ func (p *hintsPolicy) hid(cl *client) uint32 {
 	return p.byConn[cl.id]
 }
 
-// peerList is the client list, ordered by id (p.mu held).
+// peerList is the client list, ordered by id, as of the last change (p.mu
+// held).
 func (p *hintsPolicy) peerList() *wire.HintsPeers {
-	m := &wire.HintsPeers{}
+	m := &wire.HintsPeers{Seq: p.seq}
 	for id, mb := range p.members {
 		m.Members = append(m.Members, wire.HintsMember{ID: id, Boot: mb.boot, Listen: mb.listen})
 	}

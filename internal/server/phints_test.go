@@ -68,33 +68,36 @@ func TestHintsMembership(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	addr := ln.Addr().String()
 
+	// Every change has the number after the last one's, from the server's
+	// boot id on; a whole list has the number of the last change it holds.
 	a := joinHints(t, addr, "10.0.0.1:1", 5)
-	if l := a.next(t); l.Delta || l.You != 1 || len(l.Members) != 1 {
-		t.Fatalf("first joiner got %+v", l)
+	l := a.next(t)
+	if l.Delta || l.You != 1 || len(l.Members) != 1 || l.Seq != s.bootID+1 {
+		t.Fatalf("first joiner got %+v (boot id %d)", l, s.bootID)
 	}
 	b := joinHints(t, addr, "10.0.0.2:1", 7)
-	if l := b.next(t); l.Delta || l.You != 2 || len(l.Members) != 2 {
+	if l := b.next(t); l.Delta || l.You != 2 || len(l.Members) != 2 || l.Seq != s.bootID+2 {
 		t.Fatalf("second joiner got %+v", l)
 	}
-	if l := a.next(t); !l.Delta || l.You != 1 || len(l.Members) != 1 || l.Members[0].ID != 2 || l.Members[0].Boot != 7 {
+	if l := a.next(t); !l.Delta || l.You != 1 || len(l.Members) != 1 || l.Members[0].ID != 2 || l.Members[0].Boot != 7 || l.Seq != s.bootID+2 {
 		t.Fatalf("first member got %+v for the join", l)
 	}
 	b.conn.Close()
-	if l := a.next(t); !l.Delta || len(l.Gone) != 1 || l.Gone[0] != 2 {
+	if l := a.next(t); !l.Delta || len(l.Gone) != 1 || l.Gone[0] != 2 || l.Seq != s.bootID+3 {
 		t.Fatalf("first member got %+v for the leave", l)
 	}
 	b2 := joinHints(t, addr, "10.0.0.2:1", 9) // restarted on the same address
 	if l := b2.next(t); l.You != 2 {
 		t.Fatalf("restarted client got id %d, want 2 (its address's)", l.You)
 	}
-	if l := a.next(t); !l.Delta || len(l.Members) != 1 || l.Members[0].ID != 2 || l.Members[0].Boot != 9 {
+	if l := a.next(t); !l.Delta || len(l.Members) != 1 || l.Members[0].ID != 2 || l.Members[0].Boot != 9 || l.Seq != s.bootID+4 {
 		t.Fatalf("first member got %+v for the restart", l)
 	}
 	r, err := a.conn.Call(context.Background(), &wire.HintsPeers{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := r.(*wire.HintsPeers); l.Delta || l.You != 1 || len(l.Members) != 2 {
+	if l := r.(*wire.HintsPeers); l.Delta || l.You != 1 || len(l.Members) != 2 || l.Seq != s.bootID+4 {
 		t.Fatalf("asked list: %+v", l)
 	}
 }

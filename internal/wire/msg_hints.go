@@ -30,11 +30,16 @@ type HintsMember struct {
 // of clients in the distributed file system" that a (re)started client gets
 // from the manager): the whole list to a client that joins or asks, and a
 // Delta to the others when a client joins (Members) or leaves (Gone).
+// Seq numbers the membership changes: a delta carries its change's number,
+// a whole list the number of the last change it holds. It grows across
+// server restarts (it starts from the server's boot id), so a client can
+// tell a list older than what it applied, and a change it missed.
 type HintsPeers struct {
 	Members []HintsMember
 	You     uint32 // the receiver's own id (0: not a member yet)
 	Delta   bool
 	Gone    []uint32
+	Seq     uint64
 }
 
 // HintsOpen asks the server, right after an open, for the hints of the last
@@ -192,6 +197,7 @@ func (m *HintsPeers) encode(e *encoder) {
 	for _, id := range m.Gone {
 		e.u32(id)
 	}
+	e.u64(m.Seq)
 }
 func (m *HintsPeers) decode(d *decoder) {
 	n := d.count(3)
@@ -207,6 +213,7 @@ func (m *HintsPeers) decode(d *decoder) {
 			m.Gone[i] = d.u32()
 		}
 	}
+	m.Seq = d.u64()
 }
 
 func (*HintsOpen) Type() Type { return THintsOpen }
