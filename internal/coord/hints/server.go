@@ -138,6 +138,7 @@ type Server struct {
 	mem   *ageCache // disk cache or discard cache
 	coop  *Client   // MemoryCoop participant
 	revok []ClientID
+	quick quickTokens // Token's answers for reads while every version is 1
 }
 
 // NewServer returns a server with empty memory and no file state.
@@ -147,6 +148,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg}
 	s.files.dense = cfg.DenseFiles
+	if cfg.DenseFiles {
+		s.quick.init(cfg.Clients)
+	}
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
@@ -357,6 +361,9 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 // Token reports, in one lookup, file's current version (Version) and
 // whether client c holds a token for it that allows the access (Holds).
 func (s *Server) Token(c ClientID, file uint64, write bool) (v block.Version, held bool) {
+	if s.quick.on && !write {
+		return 1, s.quick.has(c, file)
+	}
 	fs := s.lookup(file)
 	if fs == nil {
 		return 1, false
@@ -396,6 +403,7 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 			had := s.holds(fs, c)
 			s.revok = fs.holders.appendExcept(s.revok, c, &s.files.more)
 			fs.holders.reset(&s.files.more)
+			s.quick.off() // a new version
 			if had {
 				fs.holders.add(c, &s.files.more)
 			}
@@ -410,6 +418,7 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	}
 	if !s.holds(fs, c) {
 		fs.holders.add(c, &s.files.more)
+		s.quick.add(c, file)
 	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
@@ -426,6 +435,7 @@ func (s *Server) Delete(file uint64) []ClientID {
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
 		fs.holders.reset(&s.files.more)
+		s.quick.off() // a new version
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}
@@ -483,7 +493,10 @@ func (s *Server) diskCacheInsert(b block.ID, v block.Version, now Time) {
 // version): a live server whose own version table changed or forgot the
 // file calls it, which bounds this state by that table. The next open
 // hands out no hints (those of a changed file name stale copies anyway).
-func (s *Server) Forget(file uint64) { s.files.forget(file) }
+func (s *Server) Forget(file uint64) {
+	s.files.forget(file)
+	s.quick.clear(file)
+}
 
 // Files returns how many files the manager has state for.
 func (s *Server) Files() int { return s.files.len() }
@@ -494,6 +507,7 @@ func (s *Server) Files() int { return s.files.len() }
 func (s *Server) NewVersion(file uint64) block.Version {
 	fs := s.file(file)
 	fs.version++
+	s.quick.off()
 	return fs.version
 }
 

@@ -264,3 +264,49 @@ func TestHolderSet(t *testing.T) {
 		t.Fatalf("after reset: list %d (was %d), holders %v", h.more, list, h.appendExcept(nil, NoClient, &more))
 	}
 }
+
+// TestTokenMatchesHoldsAndVersion checks Token, whose reads a simulation's
+// server answers from bits while every version is 1, against Holds and
+// Version after every step of random opens, forgets, and (once the read
+// phase is over) writes and deletes.
+func TestTokenMatchesHoldsAndVersion(t *testing.T) {
+	for _, clients := range []int{1, 3, 42} {
+		ids := make([]ClientID, clients)
+		for i := range ids {
+			ids[i] = ClientID(i)
+		}
+		s, err := NewServer(ServerConfig{Clients: ids, DenseFiles: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(clients), 7))
+		for step := range 2000 {
+			c, f := ClientID(rng.IntN(clients)), uint64(rng.IntN(100))
+			switch op := rng.IntN(20); {
+			case op == 0:
+				s.Forget(f)
+			case step > 1500 && op == 1:
+				s.Delete(f)
+			case step > 1500 && op == 2:
+				s.NewVersion(f)
+			default:
+				s.Open(Time(step), c, 1, f, step > 1500 && op == 3)
+			}
+			if step == 1500 && !s.quick.on {
+				t.Fatalf("%d clients: the bits went off in the read phase", clients)
+			}
+			for cc := range ClientID(clients) {
+				for ff := range uint64(100) {
+					v, held := s.Token(cc, ff, false)
+					if v != s.Version(ff) || held != s.Holds(cc, ff, false) {
+						t.Fatalf("%d clients, step %d: Token(%d, %d) = %d, %v; Version %d, Holds %v",
+							clients, step, cc, ff, v, held, s.Version(ff), s.Holds(cc, ff, false))
+					}
+				}
+			}
+		}
+		if s.quick.on {
+			t.Fatalf("%d clients: the bits stayed on after new versions", clients)
+		}
+	}
+}
