@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestIDTable checks the id table against a Go map under churn.
+// TestIDTable checks the id table against a Go map under churn (Put, and
+// Insert for ids known to be absent).
 func TestIDTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	var tb IDTable
@@ -14,7 +15,11 @@ func TestIDTable(t *testing.T) {
 		id := uint32(1 + rng.IntN(700))
 		switch rng.IntN(3) {
 		case 0, 1:
-			tb.Put(id, int32(i))
+			if _, ok := ref[id]; !ok && i%2 == 0 {
+				tb.Insert(id, int32(i)) // known absent
+			} else {
+				tb.Put(id, int32(i))
+			}
 			ref[id] = int32(i)
 		default:
 			if got, want := tb.Delete(id), ref[id]; got != want {

@@ -18,7 +18,7 @@ func (c *caches) check() error {
 				lst = &c.gl[n]
 			}
 			cnt := 0
-			for h := lst.Front(); h != 0; h = c.lk[h].Next {
+			for h := lst.Front(); h != 0; h = c.es[h].ln[linkClient].Next {
 				cnt++
 				e := &c.es[h]
 				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) {
@@ -45,7 +45,7 @@ func (c *caches) check() error {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
 	}
 	var last int64 = 1 << 62
-	for h := c.glob.Front(); h != 0; h = c.lg[h].Next {
+	for h := c.glob.Front(); h != 0; h = c.es[h].ln[linkGlobal].Next {
 		if c.es[h].age > last {
 			return fmt.Errorf("global list out of age order at %v", c.ids.Key(c.es[h].id))
 		}
@@ -60,14 +60,19 @@ func (c *caches) check() error {
 			held++
 		}
 	}
-	for id := range c.hold {
+	for id := range c.bl {
 		seen := map[int32]bool{}
-		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
+		var mask uint64
+		for h := c.bl[id].hold.Front(); h != 0; h = c.es[h].ln[linkHolders].Next {
 			if c.es[h].id != uint32(id) || seen[c.es[h].node] {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
 			seen[c.es[h].node] = true
+			mask |= c.bit(int(c.es[h].node))
 			held++
+		}
+		if mask != c.bl[id].mask {
+			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)
 		}
 	}
 	if held != total {
@@ -82,9 +87,9 @@ func (c *caches) check() error {
 // checkNoGlobalDuplicates verifies the condition that holds at all times:
 // at most one copy of any block is a global (forwarded, unreferenced) copy.
 func (c *caches) checkNoGlobalDuplicates() error {
-	for id := range c.hold {
+	for id := range c.bl {
 		g := 0
-		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
+		for h := c.bl[id].hold.Front(); h != 0; h = c.es[h].ln[linkHolders].Next {
 			if c.es[h].global {
 				g++
 			}
