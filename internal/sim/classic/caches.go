@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -34,27 +33,18 @@ type caches struct {
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
-	one    []int32       // single: block number → entry handle, 0 if not cached
-	bl     []block       // block number → its holders
-	masks  bool          // clients fit block.mask (at most 64)
-	at     []lru.IDTable // by client: block number → its entry handle
-	size   []int32       // by client: blocks held
-	es     []entry       // the slab; es[0] is unused (handle 0 is nil)
+	one    []int32 // single: block number → entry handle, 0 if not cached
+	bl     []block // block number → its holders
+	arena  holderArena
+	masks  bool    // clients fit block.mask (at most 64)
+	size   []int32 // by client: blocks held
+	es     []entry // the slab; es[0] is unused (handle 0 is nil)
 	efree  []int32
 	server *lruSet
 	tick   int64
 	rng    *rand.Rand
 	free   []int // clients with free slots
 	freeAt []int // index in free, -1 if absent
-}
-
-// block is what the caches know of one block (more than one client): its
-// holders in the order they got it and, with at most 64 clients, which
-// clients hold it (bit n for client n), so that a local miss is one load
-// and a client's table is searched only for blocks it holds.
-type block struct {
-	hold elist
-	mask uint64
 }
 
 func newCaches(p sim.Params) (*caches, error) {
@@ -64,9 +54,6 @@ func newCaches(p sim.Params) (*caches, error) {
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
 		freeAt: make([]int, p.Clients), es: make([]entry, 1), size: make([]int32, p.Clients)}
-	if !c.single {
-		c.at = make([]lru.IDTable, p.Clients)
-	}
 	c.server = newLRUSet(p.ServerCacheBlocks)
 	for i := range c.cl {
 		c.freeAt[i] = -1
@@ -110,18 +97,6 @@ func (c *caches) bit(n int) uint64 {
 		return 0
 	}
 	return 1 << uint(n)
-}
-
-// index records that client n holds block id (b) as entry h: with masks
-// the client's table is known not to have id, so h goes in the first free
-// slot without a search for id.
-func (c *caches) index(b *block, n int, id uint32, h int32) {
-	if c.masks {
-		b.mask |= 1 << uint(n)
-		c.at[n].Insert(id, h)
-		return
-	}
-	c.at[n].Put(id, h)
 }
 
 // full reports whether client n has no free slot.
@@ -184,10 +159,16 @@ func (c *caches) lookup(n int, id uint32) int32 {
 	if c.single {
 		return c.one[id]
 	}
-	if b := &c.bl[id]; c.masks && b.mask&(1<<uint(n)) == 0 || b.hold.n == 0 {
+	b := &c.bl[id]
+	if c.masks && b.mask&(1<<uint(n)) == 0 {
 		return 0
 	}
-	return c.at[n].Get(id)
+	for _, x := range c.arena.run(b) {
+		if x.node == int32(n) {
+			return x.h
+		}
+	}
+	return 0
 }
 
 func (c *caches) copies(id uint32) int {
@@ -197,7 +178,7 @@ func (c *caches) copies(id uint32) int {
 		}
 		return 0
 	}
-	return c.bl[id].hold.Len()
+	return int(c.bl[id].n)
 }
 
 // holder returns a client entry of block id other than client n's, 0 if
@@ -209,9 +190,9 @@ func (c *caches) holder(id uint32, n int) int32 {
 		}
 		return 0
 	}
-	for h := c.bl[id].hold.Front(); h != 0; h = c.es[h].ln[linkHolders].Next {
-		if c.es[h].node != int32(n) {
-			return h
+	for _, x := range c.arena.run(&c.bl[id]) {
+		if x.node != int32(n) {
+			return x.h
 		}
 	}
 	return 0
@@ -223,14 +204,15 @@ func (c *caches) other(h int32) int32 {
 	if c.single {
 		return 0
 	}
-	l := &c.bl[c.es[h].id].hold
-	if l.Len() != 2 {
+	b := &c.bl[c.es[h].id]
+	if b.n != 2 {
 		return 0
 	}
-	if f := l.Front(); f != h {
-		return f
+	r := c.arena.run(b)
+	if r[0].h != h {
+		return r[0].h
 	}
-	return l.Back()
+	return r[1].h
 }
 
 // touch records a reference by the entry's own client.
@@ -278,8 +260,8 @@ func (c *caches) add(n int, id uint32) int32 {
 		c.one[id] = h
 	} else {
 		b := &c.bl[id]
-		b.hold.pushBack(c.es, linkHolders, h)
-		c.index(b, n, id, h)
+		c.arena.push(b, holder{h, int32(n)})
+		b.mask |= c.bit(n)
 	}
 	c.grew(n)
 	return h
@@ -297,9 +279,8 @@ func (c *caches) drop(h int32) {
 		c.one[e.id] = 0
 	} else {
 		b := &c.bl[e.id]
-		b.hold.remove(c.es, linkHolders, h)
+		c.arena.remove(b, h)
 		b.mask &^= c.bit(n)
-		c.at[n].Delete(e.id)
 	}
 	c.efree = append(c.efree, h)
 	c.shrank(n)
@@ -317,9 +298,13 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	c.listOf(h).remove(c.es, linkClient, h)
 	if !c.single {
 		b := &c.bl[e.id]
-		b.mask &^= c.bit(from)
-		c.at[from].Delete(e.id)
-		c.index(b, t, e.id, h)
+		b.mask = b.mask&^c.bit(from) | c.bit(t)
+		for i, r := 0, c.arena.run(b); i < len(r); i++ {
+			if r[i].h == h {
+				r[i].node = int32(t)
+				break
+			}
+		}
 	}
 	e.node, e.global = int32(t), true
 	c.gl[t].pushFront(c.es, linkClient, h)
@@ -345,13 +330,14 @@ func (c *caches) invalidate(id uint32, n int) int {
 		return 0
 	}
 	cnt := 0
-	for h := c.bl[id].hold.Front(); h != 0; {
-		nx := c.es[h].ln[linkHolders].Next
-		if c.es[h].node != int32(n) {
-			c.drop(h)
+	b := &c.bl[id]
+	for i := int32(0); i < b.n; {
+		if x := c.arena.s[b.off+i]; x.node != int32(n) {
+			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++
+		} else {
+			i++
 		}
-		h = nx
 	}
 	return cnt
 }

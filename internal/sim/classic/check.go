@@ -34,13 +34,6 @@ func (c *caches) check() error {
 	if total != len(c.es)-1-len(c.efree) {
 		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
 	}
-	indexed := 0
-	for n := range c.at {
-		indexed += c.at[n].Len()
-	}
-	if !c.single && total != indexed {
-		return fmt.Errorf("%d entries on client lists, %d in the clients' tables", total, indexed)
-	}
 	if c.ages && total != c.glob.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
 	}
@@ -63,8 +56,9 @@ func (c *caches) check() error {
 	for id := range c.bl {
 		seen := map[int32]bool{}
 		var mask uint64
-		for h := c.bl[id].hold.Front(); h != 0; h = c.es[h].ln[linkHolders].Next {
-			if c.es[h].id != uint32(id) || seen[c.es[h].node] {
+		for _, x := range c.arena.run(&c.bl[id]) {
+			h := x.h
+			if c.es[h].id != uint32(id) || c.es[h].node != x.node || seen[c.es[h].node] {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
 			seen[c.es[h].node] = true
@@ -89,8 +83,8 @@ func (c *caches) check() error {
 func (c *caches) checkNoGlobalDuplicates() error {
 	for id := range c.bl {
 		g := 0
-		for h := c.bl[id].hold.Front(); h != 0; h = c.es[h].ln[linkHolders].Next {
-			if c.es[h].global {
+		for _, x := range c.arena.run(&c.bl[id]) {
+			if c.es[x.h].global {
 				g++
 			}
 		}

@@ -4,9 +4,9 @@ import "github.com/coopfs/coopfs/internal/lru"
 
 // entry is one cached copy of a block in one client's cache, in the slab
 // caches.es, named by its handle. Its links are in the entry itself, one
-// per list kind (linkClient, linkGlobal, linkHolders), so that what an
-// access reads and writes of one copy is one cache line: 64 bytes, and a
-// slab of more than 32 KiB starts on a page.
+// per list kind (linkClient, linkGlobal), so that what an access reads and
+// writes of one copy is one cache line: 64 bytes, and a slab of more than
+// 32 KiB starts on a page.
 type entry struct {
 	age    int64  // tick of the last access (global age order)
 	id     uint32 // the block (sim.IDs)
@@ -14,15 +14,14 @@ type entry struct {
 	recirc int32  // N-chance: times forwarded since last referenced
 	global bool   // held on behalf of another client (forwarded, not referenced since)
 	single bool   // GMS: the client knows the block is a singlet
-	ln     [3]lru.Link
-	_      [16]byte
+	ln     [2]lru.Link
+	_      [24]byte
 }
 
 // The list kinds an entry is on, the index of its link for each.
 const (
-	linkClient  = iota // its client's list (caches.cl or caches.gl)
-	linkGlobal         // the global age list (caches.glob)
-	linkHolders        // its block's holders (caches.hold)
+	linkClient = iota // its client's list (caches.cl or caches.gl)
+	linkGlobal        // the global age list (caches.glob)
 )
 
 // elist is a doubly linked list of entry handles through the entries' links
