@@ -77,27 +77,6 @@ func (t *IDTable) Put(id uint32, h int32) {
 	}
 }
 
-// Insert sets the handle of id, which the caller knows is absent (id must
-// not be 0 or ^0): it takes the first free slot of id's probe, where Put
-// would put it after searching for id.
-func (t *IDTable) Insert(id uint32, h int32) {
-	if (t.n+t.dead+1)*4 > len(t.slots)*3 {
-		t.rebuild()
-	}
-	mask := uint64(len(t.slots) - 1)
-	for i := t.home(id); ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		if s.id == 0 || s.id == tomb {
-			if s.id == tomb {
-				t.dead--
-			}
-			*s = idslot{id, h}
-			t.n++
-			return
-		}
-	}
-}
-
 // Delete removes id and returns its handle (0 if absent).
 func (t *IDTable) Delete(id uint32) int32 {
 	if t.n == 0 {

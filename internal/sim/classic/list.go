@@ -90,17 +90,20 @@ func (l *elist) moveToFront(es []entry, k int, h int32) {
 
 // lruSet is an LRU set of blocks (the server's memory) on one lru.List
 // whose handles are the block numbers themselves: a block is in the set at
-// most once, so it needs no index and no slab.
+// most once, so it needs no index and no slab. A block is in the set if it
+// has a neighbour or is the set's only one (a block off the list has zero
+// links): one load.
 type lruSet struct {
 	cap   int
 	lst   lru.List
 	links []lru.Link
-	in    []bool
 }
 
 func newLRUSet(capacity int) *lruSet { return &lruSet{cap: capacity} }
 
-func (s *lruSet) has(id uint32) bool { return int(id) < len(s.in) && s.in[id] }
+func (s *lruSet) has(id uint32) bool {
+	return int(id) < len(s.links) && (s.links[id] != lru.Link{} || s.lst.Front() == int32(id))
+}
 
 // get reports whether id is cached, making it most recent.
 func (s *lruSet) get(id uint32) bool {
@@ -123,19 +126,13 @@ func (s *lruSet) put(id uint32) {
 	if s.lst.Len() >= s.cap {
 		old := s.lst.Back()
 		s.lst.Remove(s.links, old)
-		s.in[old] = false
 	}
-	if int(id) >= len(s.in) {
-		s.in = append(s.in, make([]bool, int(id)+1-len(s.in))...)
-		s.links = lru.Grow(s.links, int32(id))
-	}
-	s.in[id] = true
+	s.links = lru.Grow(s.links, int32(id))
 	s.lst.PushFront(s.links, int32(id))
 }
 
 func (s *lruSet) del(id uint32) {
 	if s.has(id) {
 		s.lst.Remove(s.links, int32(id))
-		s.in[id] = false
 	}
 }
