@@ -18,23 +18,18 @@ type block struct {
 	mask uint64
 	off  int32 // the run's start in holderArena.s
 	n    int32 // copies
+	cap  int32 // the run's capacity: 0 or a power of two
 }
 
-// holderArena keeps the runs of every block's holders in one slice. A run
-// of n holders has a capacity of the power of two at or above n (a size
-// class); it moves to the next class when it fills and back when it falls
-// to a power of two, and freed runs are reused by class.
+// holderArena keeps the runs of every block's holders in one slice. A run's
+// capacity is a power of two (a size class): it doubles when the run
+// fills, halves when the run falls to a quarter of it (so that a block
+// whose copies come and go around a power of two is not copied each
+// time), and is freed when the run empties; freed runs are reused by
+// class.
 type holderArena struct {
 	s    []holder
 	free [][]int32 // by class: starts of free runs
-}
-
-// capOf returns the capacity of a run of n holders (0 for none).
-func capOf(n int32) int32 {
-	if n == 0 {
-		return 0
-	}
-	return 1 << bits.Len32(uint32(n-1))
 }
 
 func (a *holderArena) alloc(capacity int32) int32 {
@@ -56,22 +51,18 @@ func (a *holderArena) release(off, capacity int32) {
 	a.free[c] = append(a.free[c], off)
 }
 
-// resize moves b's run to the capacity of want holders if that differs
-// from the capacity of its n, keeping the first min(n, want) holders.
-func (a *holderArena) resize(b *block, want int32) {
-	oc, nc := capOf(b.n), capOf(want)
-	if oc == nc {
-		return
-	}
+// resize moves b's run to capacity nc (0 or a power of two, at least its
+// length), keeping its holders.
+func (a *holderArena) resize(b *block, nc int32) {
 	var off int32
 	if nc > 0 {
 		off = a.alloc(nc)
-		copy(a.s[off:off+min(b.n, want)], a.s[b.off:b.off+min(b.n, want)])
+		copy(a.s[off:off+b.n], a.s[b.off:b.off+b.n])
 	}
-	if oc > 0 {
-		a.release(b.off, oc)
+	if b.cap > 0 {
+		a.release(b.off, b.cap)
 	}
-	b.off = off
+	b.off, b.cap = off, nc
 }
 
 // run returns b's holders (valid until the next change to any run).
@@ -79,7 +70,9 @@ func (a *holderArena) run(b *block) []holder { return a.s[b.off : b.off+b.n] }
 
 // push appends holder x to b's run.
 func (a *holderArena) push(b *block, x holder) {
-	a.resize(b, b.n+1)
+	if b.n == b.cap {
+		a.resize(b, max(1, 2*b.cap))
+	}
 	a.s[b.off+b.n] = x
 	b.n++
 }
@@ -87,12 +80,23 @@ func (a *holderArena) push(b *block, x holder) {
 // remove takes entry h out of b's run, keeping the others in order.
 func (a *holderArena) remove(b *block, h int32) {
 	r := a.run(b)
-	for i := range r {
-		if r[i].h == h {
-			copy(r[i:], r[i+1:])
-			break
-		}
+	i := 0
+	for r[i].h != h {
+		i++
 	}
-	a.resize(b, b.n-1)
+	for ; i < len(r)-1; i++ { // a loop: runs are short, and memmove is a call
+		r[i] = r[i+1]
+	}
 	b.n--
+	if b.n == 0 || b.n <= b.cap/4 {
+		a.resize(b, capFor(b.n))
+	}
+}
+
+// capFor returns the smallest capacity that holds n holders.
+func capFor(n int32) int32 {
+	if n == 0 {
+		return 0
+	}
+	return 1 << bits.Len32(uint32(n-1))
 }
