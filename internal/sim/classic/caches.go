@@ -181,21 +181,22 @@ func (c *caches) copies(id uint32) int {
 	return int(c.bl[id].n)
 }
 
-// holder returns a client entry of block id other than client n's, 0 if
-// none (the first holder: the one that has had it longest).
-func (c *caches) holder(id uint32, n int) int32 {
+// holder returns a client copy of block id other than client n's, with h
+// 0 if none (the first holder: the one that has had it longest); its
+// client comes from the block's run, without a load of the entry.
+func (c *caches) holder(id uint32, n int) holder {
 	if c.single {
 		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
-			return h
+			return holder{h, c.es[h].node}
 		}
-		return 0
+		return holder{}
 	}
 	for _, x := range c.arena.run(&c.bl[id]) {
 		if x.node != int32(n) {
-			return x.h
+			return x
 		}
 	}
-	return 0
+	return holder{}
 }
 
 // other returns the copy of h's block other than h when there are exactly
