@@ -50,18 +50,6 @@ func (l *elist) pushFront(es []entry, k int, h int32) {
 	l.n++
 }
 
-// pushBack puts h, which is on no list of kind k, last.
-func (l *elist) pushBack(es []entry, k int, h int32) {
-	es[h].ln[k] = lru.Link{Prev: l.tail}
-	if l.tail != 0 {
-		es[l.tail].ln[k].Next = h
-	} else {
-		l.head = h
-	}
-	l.tail = h
-	l.n++
-}
-
 // remove takes h, which is on l, off it.
 func (l *elist) remove(es []entry, k int, h int32) {
 	x := es[h].ln[k]
