@@ -200,6 +200,10 @@ func TestE2EProxyUnreachable(t *testing.T) {
 	readWant(t, m.path("f"), []byte("hello\n"))
 
 	srv.stop(5 * time.Second)
+	// Until the mount has seen its connection end it answers from what its
+	// callbacks cover (a name absent from a listing it holds: ENOENT), as
+	// any callback holder does (TestE2EServerGoneLonger).
+	m.waitStderr(t, "lost the connection to the server", 10*time.Second)
 	err := within(t, 60*time.Second, "read with the upstream gone", func() error {
 		_, err := os.ReadFile(m.path("g"))
 		return err

@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/coopfs/coopfs/internal/coord/hints"
+
 // Test hooks of the hints policy (hints_test.go).
 
 // ClosePeerListener closes a's peer listener and its peer connections, as
@@ -32,3 +34,18 @@ func HintsPeerBoot(a *Agent, listen string) uint64 {
 
 // BootID returns a's boot id.
 func BootID(a *Agent) uint64 { return a.sess.hello.BootID }
+
+// ForgetHintsPeers makes a's hints policy forget its peers, as if the
+// server's messages of their joins had not reached it yet.
+func ForgetHintsPeers(a *Agent) {
+	h, ok := a.policy().(*hintsClient)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.members {
+		h.hc.PeerFailed(hints.ClientID(id))
+	}
+	clear(h.members)
+}

@@ -99,21 +99,32 @@ func newHintsClient(ctx context.Context, a *Agent, ln net.Listener) (*hintsClien
 	// (dropped): without an id the client would run without hints for its
 	// whole life. Ask until the answer names us, for a while.
 	for try := 0; ; try++ {
-		r, _, err := a.sess.call(ctx, &wire.HintsPeers{}, true)
+		named, err := h.askPeers(ctx)
 		if err != nil {
 			h.peerNet.close()
-			return nil, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
+			return nil, err
 		}
-		list, ok := r.(*wire.HintsPeers)
-		if ok {
-			h.setPeers(list)
-		}
-		if (ok && list.You != 0) || try >= peersTries {
+		if named || try >= peersTries {
 			break
 		}
 		time.Sleep(peersRetryWait)
 	}
 	return h, nil
+}
+
+// askPeers asks the server for the whole client list and takes it; named
+// reports whether the list named this client.
+func (h *hintsClient) askPeers(ctx context.Context) (named bool, err error) {
+	r, _, err := h.a.sess.call(ctx, &wire.HintsPeers{}, true)
+	if err != nil {
+		return false, fmt.Errorf("hints policy: ask the server for the client list: %w", err)
+	}
+	list, ok := r.(*wire.HintsPeers)
+	if !ok {
+		return false, nil
+	}
+	h.setPeers(list)
+	return list.You != 0, nil
 }
 
 // A client list without our id is asked for again peersTries times,

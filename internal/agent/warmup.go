@@ -320,7 +320,7 @@ func (a *Agent) warmChunk(ctx context.Context, it WarmItem, c warmChunk, bs uint
 		end = eof
 	}
 	if src, ok := a.policy().(warmSource); ok && it.From != "" {
-		src.warmFrom(f, it.From, c.first, end)
+		src.warmFrom(ctx, f, it.From, c.first, end)
 	}
 	var n int64
 	for idx := c.first; idx < end; idx++ {

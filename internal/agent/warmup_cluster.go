@@ -187,21 +187,40 @@ func (a *Agent) runAssignment(ctx context.Context, m *wire.WarmupAssign) {
 type warmSource interface {
 	// warmFrom: blocks [first, end) of f are at the peer listening on
 	// listen.
-	warmFrom(f *file, listen string, first, end uint64)
+	warmFrom(ctx context.Context, f *file, listen string, first, end uint64)
 }
 
 var _ warmSource = (*hintsClient)(nil)
 
 // warmFrom makes the phase-1 fetcher the hinted holder of the blocks: its
-// copies are master copies (it read them from the server).
-func (h *hintsClient) warmFrom(f *file, listen string, first, end uint64) {
+// copies are master copies (it read them from the server). A fetcher this
+// client has not heard of yet (the server's message of its join is still
+// on its way: a job can start as soon as the members have connected) is
+// looked for again in the whole list, asked of the server; without a hint
+// the blocks would come from the server.
+func (h *hintsClient) warmFrom(ctx context.Context, f *file, listen string, first, end uint64) {
+	if end <= first || h.hintFrom(f, listen, first, end) {
+		return
+	}
+	if _, err := h.askPeers(ctx); err != nil {
+		h.a.log.Debug("warm-up: the client list could not be asked for", "err", err)
+		return
+	}
+	if !h.hintFrom(f, listen, first, end) {
+		h.a.log.Debug("warm-up: the member named as holder is not in the client list", "peer", listen)
+	}
+}
+
+// hintFrom imports hints naming the member listening on listen as the
+// holder of blocks [first, end) of f; false if no member listens there.
+func (h *hintsClient) hintFrom(f *file, listen string, first, end uint64) bool {
 	f.mu.Lock()
 	ino, v := f.attr.Ino, f.attr.Version
 	f.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.hc == nil || end <= first {
-		return
+	if h.hc == nil {
+		return true // no policy state: nothing to hint
 	}
 	for id, mb := range h.members {
 		if mb.Listen != listen {
@@ -213,6 +232,7 @@ func (h *hintsClient) warmFrom(f *file, listen string, first, end uint64) {
 			hs = append(hs, hints.BlockHint{Index: idx, Hint: hint})
 		}
 		h.hc.ImportHints(ino, block.Version(v), hs)
-		return
+		return true
 	}
+	return false
 }
