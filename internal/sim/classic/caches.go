@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -15,7 +14,7 @@ import (
 // manager knows), the server's LRU memory and the clients that have free
 // slots. Blocks are numbered densely (sim.IDs: one table lookup per
 // access); everything else is a slice indexed by block number or entry
-// handle, and the lists are lru.Lists over entry handles.
+// handle, and the lists are elists through the entries' own links.
 //
 // INVARIANT: size(c) <= k for every client; every client entry is on
 // exactly one of its client's lists (cl if referenced there, gl if
@@ -27,21 +26,19 @@ type caches struct {
 	p    sim.Params
 	k    int
 	ids  sim.IDs
-	cl   []lru.List
-	gl   []lru.List
-	glob lru.List
+	cl   []elist
+	gl   []elist
+	glob elist
 	ages bool // the global age list is kept (Global LRU, GMS)
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
-	one    []int32       // single: block number → entry handle, 0 if not cached
-	hold   []lru.List    // block number → its holders, in the order they got it
-	at     []lru.IDTable // by client: block number → its entry handle
-	size   []int32       // by client: blocks held
-	es     []entry       // the slab; es[0] is unused (handle 0 is nil)
-	lk     []lru.Link    // links on the client lists (cl, gl)
-	lg     []lru.Link    // links on the global age list
-	lb     []lru.Link    // links on the holder lists
+	one    []int32 // single: block number → entry handle, 0 if not cached
+	bl     []block // block number → its holders
+	arena  holderArena
+	masks  bool    // clients fit block.mask (at most 64)
+	size   []int32 // by client: blocks held
+	es     []entry // the slab; es[0] is unused (handle 0 is nil)
 	efree  []int32
 	server *lruSet
 	tick   int64
@@ -54,12 +51,9 @@ func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]lru.List, p.Clients), gl: make([]lru.List, p.Clients),
-		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1,
+	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
+		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
 		freeAt: make([]int, p.Clients), es: make([]entry, 1), size: make([]int32, p.Clients)}
-	if !c.single {
-		c.at = make([]lru.IDTable, p.Clients)
-	}
 	c.server = newLRUSet(p.ServerCacheBlocks)
 	for i := range c.cl {
 		c.freeAt[i] = -1
@@ -81,8 +75,8 @@ func (c *caches) id(a *sim.Access) uint32 {
 		if int(id) >= len(c.one) {
 			c.one = append(c.one, make([]int32, int(id)+1-len(c.one))...)
 		}
-	} else if int(id) >= len(c.hold) {
-		c.hold = append(c.hold, make([]lru.List, int(id)+1-len(c.hold))...)
+	} else if int(id) >= len(c.bl) {
+		c.bl = append(c.bl, make([]block, int(id)+1-len(c.bl))...)
 	}
 	return id
 }
@@ -93,7 +87,16 @@ func (c *caches) known(id uint32) bool {
 	if c.single {
 		return int(id) < len(c.one)
 	}
-	return int(id) < len(c.hold)
+	return int(id) < len(c.bl)
+}
+
+// bit is client n's bit in block.mask (0 when there are more than 64
+// clients: no masks are kept).
+func (c *caches) bit(n int) uint64 {
+	if !c.masks {
+		return 0
+	}
+	return 1 << uint(n)
 }
 
 // full reports whether client n has no free slot.
@@ -110,7 +113,7 @@ func (c *caches) victim(n int) int32 {
 }
 
 // listOf returns the client list h is on.
-func (c *caches) listOf(h int32) *lru.List {
+func (c *caches) listOf(h int32) *elist {
 	if e := &c.es[h]; e.global {
 		return &c.gl[e.node]
 	}
@@ -156,10 +159,16 @@ func (c *caches) lookup(n int, id uint32) int32 {
 	if c.single {
 		return c.one[id]
 	}
-	if c.hold[id].Len() == 0 {
+	b := &c.bl[id]
+	if c.masks && b.mask&(1<<uint(n)) == 0 {
 		return 0
 	}
-	return c.at[n].Get(id)
+	for _, x := range c.arena.run(b) {
+		if x.node == int32(n) {
+			return x.h
+		}
+	}
+	return 0
 }
 
 func (c *caches) copies(id uint32) int {
@@ -169,24 +178,25 @@ func (c *caches) copies(id uint32) int {
 		}
 		return 0
 	}
-	return c.hold[id].Len()
+	return int(c.bl[id].n)
 }
 
-// holder returns a client entry of block id other than client n's, 0 if
-// none (the first holder: the one that has had it longest).
-func (c *caches) holder(id uint32, n int) int32 {
+// holder returns a client copy of block id other than client n's, with h
+// 0 if none (the first holder: the one that has had it longest); its
+// client comes from the block's run, without a load of the entry.
+func (c *caches) holder(id uint32, n int) holder {
 	if c.single {
 		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
-			return h
+			return holder{h, c.es[h].node}
 		}
-		return 0
+		return holder{}
 	}
-	for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
-		if c.es[h].node != int32(n) {
-			return h
+	for _, x := range c.arena.run(&c.bl[id]) {
+		if x.node != int32(n) {
+			return x
 		}
 	}
-	return 0
+	return holder{}
 }
 
 // other returns the copy of h's block other than h when there are exactly
@@ -195,14 +205,15 @@ func (c *caches) other(h int32) int32 {
 	if c.single {
 		return 0
 	}
-	l := &c.hold[c.es[h].id]
-	if l.Len() != 2 {
+	b := &c.bl[c.es[h].id]
+	if b.n != 2 {
 		return 0
 	}
-	if f := l.Front(); f != h {
-		return f
+	r := c.arena.run(b)
+	if r[0].h != h {
+		return r[0].h
 	}
-	return l.Back()
+	return r[1].h
 }
 
 // touch records a reference by the entry's own client.
@@ -210,15 +221,15 @@ func (c *caches) touch(h int32) {
 	c.tick++
 	e := &c.es[h]
 	if e.global {
-		c.gl[e.node].Remove(c.lk, h)
+		c.gl[e.node].remove(c.es, linkClient, h)
 		e.global = false
-		c.cl[e.node].PushFront(c.lk, h)
+		c.cl[e.node].pushFront(c.es, linkClient, h)
 	} else {
-		c.cl[e.node].MoveToFront(c.lk, h)
+		c.cl[e.node].moveToFront(c.es, linkClient, h)
 	}
 	e.age, e.recirc = c.tick, 0
 	if c.ages {
-		c.glob.MoveToFront(c.lg, h)
+		c.glob.moveToFront(c.es, linkGlobal, h)
 	}
 }
 
@@ -230,9 +241,6 @@ func (c *caches) newEntry() int32 {
 	}
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
-	c.lk = lru.Grow(c.lk, h)
-	c.lg = lru.Grow(c.lg, h)
-	c.lb = lru.Grow(c.lb, h)
 	return h
 }
 
@@ -245,15 +253,16 @@ func (c *caches) add(n int, id uint32) int32 {
 	c.tick++
 	h := c.newEntry()
 	c.es[h] = entry{id: id, node: int32(n), age: c.tick}
-	c.cl[n].PushFront(c.lk, h)
+	c.cl[n].pushFront(c.es, linkClient, h)
 	if c.ages {
-		c.glob.PushFront(c.lg, h)
+		c.glob.pushFront(c.es, linkGlobal, h)
 	}
 	if c.single {
 		c.one[id] = h
 	} else {
-		c.hold[id].PushBack(c.lb, h)
-		c.at[n].Put(id, h)
+		b := &c.bl[id]
+		c.arena.push(b, holder{h, int32(n)})
+		b.mask |= c.bit(n)
 	}
 	c.grew(n)
 	return h
@@ -263,15 +272,16 @@ func (c *caches) add(n int, id uint32) int32 {
 func (c *caches) drop(h int32) {
 	e := &c.es[h]
 	n := int(e.node)
-	c.listOf(h).Remove(c.lk, h)
+	c.listOf(h).remove(c.es, linkClient, h)
 	if c.ages {
-		c.glob.Remove(c.lg, h)
+		c.glob.remove(c.es, linkGlobal, h)
 	}
 	if c.single {
 		c.one[e.id] = 0
 	} else {
-		c.hold[e.id].Remove(c.lb, h)
-		c.at[n].Delete(e.id)
+		b := &c.bl[e.id]
+		c.arena.remove(b, h)
+		b.mask &^= c.bit(n)
 	}
 	c.efree = append(c.efree, h)
 	c.shrank(n)
@@ -286,18 +296,24 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	}
 	e := &c.es[h]
 	from := int(e.node)
-	c.listOf(h).Remove(c.lk, h)
+	c.listOf(h).remove(c.es, linkClient, h)
 	if !c.single {
-		c.at[from].Delete(e.id)
-		c.at[t].Put(e.id, h)
+		b := &c.bl[e.id]
+		b.mask = b.mask&^c.bit(from) | c.bit(t)
+		for i, r := 0, c.arena.run(b); i < len(r); i++ {
+			if r[i].h == h {
+				r[i].node = int32(t)
+				break
+			}
+		}
 	}
 	e.node, e.global = int32(t), true
-	c.gl[t].PushFront(c.lk, h)
+	c.gl[t].pushFront(c.es, linkClient, h)
 	if refresh {
 		c.tick++
 		e.age = c.tick
 		if c.ages {
-			c.glob.MoveToFront(c.lg, h)
+			c.glob.moveToFront(c.es, linkGlobal, h)
 		}
 	}
 	c.shrank(from)
@@ -315,13 +331,14 @@ func (c *caches) invalidate(id uint32, n int) int {
 		return 0
 	}
 	cnt := 0
-	for h := c.hold[id].Front(); h != 0; {
-		nx := c.lb[h].Next
-		if c.es[h].node != int32(n) {
-			c.drop(h)
+	b := &c.bl[id]
+	for i := int32(0); i < b.n; {
+		if x := c.arena.s[b.off+i]; x.node != int32(n) {
+			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++
+		} else {
+			i++
 		}
-		h = nx
 	}
 	return cnt
 }

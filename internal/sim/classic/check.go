@@ -18,7 +18,7 @@ func (c *caches) check() error {
 				lst = &c.gl[n]
 			}
 			cnt := 0
-			for h := lst.Front(); h != 0; h = c.lk[h].Next {
+			for h := lst.Front(); h != 0; h = c.es[h].ln[linkClient].Next {
 				cnt++
 				e := &c.es[h]
 				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) {
@@ -34,18 +34,11 @@ func (c *caches) check() error {
 	if total != len(c.es)-1-len(c.efree) {
 		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
 	}
-	indexed := 0
-	for n := range c.at {
-		indexed += c.at[n].Len()
-	}
-	if !c.single && total != indexed {
-		return fmt.Errorf("%d entries on client lists, %d in the clients' tables", total, indexed)
-	}
 	if c.ages && total != c.glob.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
 	}
 	var last int64 = 1 << 62
-	for h := c.glob.Front(); h != 0; h = c.lg[h].Next {
+	for h := c.glob.Front(); h != 0; h = c.es[h].ln[linkGlobal].Next {
 		if c.es[h].age > last {
 			return fmt.Errorf("global list out of age order at %v", c.ids.Key(c.es[h].id))
 		}
@@ -60,14 +53,23 @@ func (c *caches) check() error {
 			held++
 		}
 	}
-	for id := range c.hold {
+	for id := range c.bl {
 		seen := map[int32]bool{}
-		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
-			if c.es[h].id != uint32(id) || seen[c.es[h].node] {
+		var mask uint64
+		for _, x := range c.arena.run(&c.bl[id]) {
+			h := x.h
+			if c.es[h].id != uint32(id) || c.es[h].node != x.node || seen[c.es[h].node] {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
 			seen[c.es[h].node] = true
+			mask |= c.bit(int(c.es[h].node))
 			held++
+		}
+		if b := &c.bl[id]; b.n > b.cap || b.cap&(b.cap-1) != 0 {
+			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.n, b.cap)
+		}
+		if mask != c.bl[id].mask {
+			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)
 		}
 	}
 	if held != total {
@@ -82,10 +84,10 @@ func (c *caches) check() error {
 // checkNoGlobalDuplicates verifies the condition that holds at all times:
 // at most one copy of any block is a global (forwarded, unreferenced) copy.
 func (c *caches) checkNoGlobalDuplicates() error {
-	for id := range c.hold {
+	for id := range c.bl {
 		g := 0
-		for h := c.hold[id].Front(); h != 0; h = c.lb[h].Next {
-			if c.es[h].global {
+		for _, x := range c.arena.run(&c.bl[id]) {
+			if c.es[x.h].global {
 				g++
 			}
 		}

@@ -282,3 +282,48 @@ func TestFarthest(t *testing.T) {
 		}
 	}
 }
+
+// TestMasksChangeNothing runs every classic algorithm with and without the
+// blocks' holder masks (kept up to 64 clients) on generated workloads with
+// writes and deletes, checking the invariants after every access: the
+// results must be the same.
+func TestMasksChangeNothing(t *testing.T) {
+	for _, pat := range []string{sim.GenZipf, sim.GenOffice, sim.GenHotColdGlobal} {
+		cfg := sim.GenConfig{Pattern: pat, Clients: 6, Accesses: 4000, Blocks: 300, Files: 200,
+			Private: 40, MaxFile: 20, Seed: 3, Write: 0.3}
+		w, err := sim.Generate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := params(6, 16, 32)
+		for _, name := range []string{"baseline", "globallru", "nchance", "gms"} {
+			want := run(t, name, w, p, true)
+			alg, err := constructors[name](p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cachesOf(alg).masks = false
+			got, err := sim.Run(context.Background(), w, checked{alg, t}, p, sim.RunOptions{Algorithm: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s on %s: without masks %+v, with %+v", name, pat, got, want)
+			}
+		}
+	}
+}
+
+func cachesOf(alg sim.Algorithm) *caches {
+	switch a := alg.(type) {
+	case *Baseline:
+		return a.c
+	case *GlobalLRU:
+		return a.c
+	case *NChance:
+		return a.c
+	case *GMS:
+		return a.c
+	}
+	panic(fmt.Sprintf("no caches in %T", alg))
+}

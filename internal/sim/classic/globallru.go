@@ -34,7 +34,7 @@ func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		return out
 	}
 	layer := sim.LayerRemote
-	if c.holder(k, a.Client) != 0 {
+	if c.holder(k, a.Client).h != 0 {
 		// served by another client; its copy keeps its age (it was not
 		// used there) and, now a duplicate, goes first when it is that
 		// client's LRU block.

@@ -77,7 +77,7 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		found += f
 	}
 	g.minAge = 0
-	for h := c.glob.Back(); h != 0 && found < g.m; h = c.lg[h].Prev {
+	for h := c.glob.Back(); h != 0 && found < g.m; h = c.es[h].ln[linkGlobal].Prev {
 		w[c.es[h].node]++
 		found++
 		g.minAge = c.es[h].age

@@ -3,9 +3,10 @@ package classic
 import "github.com/coopfs/coopfs/internal/lru"
 
 // entry is one cached copy of a block in one client's cache, in the slab
-// caches.es, named by its handle. Its links live beside the slab, one
-// []lru.Link per list kind: its client's list (caches.lk), the global age
-// list (caches.lg) and its block's holders (caches.lb).
+// caches.es, named by its handle. Its links are in the entry itself, one
+// per list kind (linkClient, linkGlobal), so that what an access reads and
+// writes of one copy is one cache line: 64 bytes, and a slab of more than
+// 32 KiB starts on a page.
 type entry struct {
 	age    int64  // tick of the last access (global age order)
 	id     uint32 // the block (sim.IDs)
@@ -13,21 +14,84 @@ type entry struct {
 	recirc int32  // N-chance: times forwarded since last referenced
 	global bool   // held on behalf of another client (forwarded, not referenced since)
 	single bool   // GMS: the client knows the block is a singlet
+	ln     [2]lru.Link
+	_      [24]byte
+}
+
+// The list kinds an entry is on, the index of its link for each.
+const (
+	linkClient = iota // its client's list (caches.cl or caches.gl)
+	linkGlobal        // the global age list (caches.glob)
+)
+
+// elist is a doubly linked list of entry handles through the entries' links
+// of one kind (the caller passes the slab and the kind to every call).
+// Front is the most recent end. The zero value is an empty list.
+type elist struct{ head, tail, n int32 }
+
+// Len returns the number of entries.
+func (l *elist) Len() int { return int(l.n) }
+
+// Front returns the first handle, 0 if empty.
+func (l *elist) Front() int32 { return l.head }
+
+// Back returns the last handle, 0 if empty.
+func (l *elist) Back() int32 { return l.tail }
+
+// pushFront puts h, which is on no list of kind k, first.
+func (l *elist) pushFront(es []entry, k int, h int32) {
+	es[h].ln[k] = lru.Link{Next: l.head}
+	if l.head != 0 {
+		es[l.head].ln[k].Prev = h
+	} else {
+		l.tail = h
+	}
+	l.head = h
+	l.n++
+}
+
+// remove takes h, which is on l, off it.
+func (l *elist) remove(es []entry, k int, h int32) {
+	x := es[h].ln[k]
+	if x.Prev != 0 {
+		es[x.Prev].ln[k].Next = x.Next
+	} else {
+		l.head = x.Next
+	}
+	if x.Next != 0 {
+		es[x.Next].ln[k].Prev = x.Prev
+	} else {
+		l.tail = x.Prev
+	}
+	es[h].ln[k] = lru.Link{}
+	l.n--
+}
+
+// moveToFront makes h, which is on l, first.
+func (l *elist) moveToFront(es []entry, k int, h int32) {
+	if l.head == h {
+		return
+	}
+	l.remove(es, k, h)
+	l.pushFront(es, k, h)
 }
 
 // lruSet is an LRU set of blocks (the server's memory) on one lru.List
 // whose handles are the block numbers themselves: a block is in the set at
-// most once, so it needs no index and no slab.
+// most once, so it needs no index and no slab. A block is in the set if it
+// has a neighbour or is the set's only one (a block off the list has zero
+// links): one load.
 type lruSet struct {
 	cap   int
 	lst   lru.List
 	links []lru.Link
-	in    []bool
 }
 
 func newLRUSet(capacity int) *lruSet { return &lruSet{cap: capacity} }
 
-func (s *lruSet) has(id uint32) bool { return int(id) < len(s.in) && s.in[id] }
+func (s *lruSet) has(id uint32) bool {
+	return int(id) < len(s.links) && (s.links[id] != lru.Link{} || s.lst.Front() == int32(id))
+}
 
 // get reports whether id is cached, making it most recent.
 func (s *lruSet) get(id uint32) bool {
@@ -50,19 +114,13 @@ func (s *lruSet) put(id uint32) {
 	if s.lst.Len() >= s.cap {
 		old := s.lst.Back()
 		s.lst.Remove(s.links, old)
-		s.in[old] = false
 	}
-	if int(id) >= len(s.in) {
-		s.in = append(s.in, make([]bool, int(id)+1-len(s.in))...)
-		s.links = lru.Grow(s.links, int32(id))
-	}
-	s.in[id] = true
+	s.links = lru.Grow(s.links, int32(id))
 	s.lst.PushFront(s.links, int32(id))
 }
 
 func (s *lruSet) del(id uint32) {
 	if s.has(id) {
 		s.lst.Remove(s.links, int32(id))
-		s.in[id] = false
 	}
 }

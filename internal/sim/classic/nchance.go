@@ -56,9 +56,9 @@ func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int
 	cnt.Manager(sim.CauseLookup, 2)
 	cnt.Msg(a.Client, sim.NodeManager, false)
 	layer := sim.LayerRemote
-	if h := c.holder(k, a.Client); h != 0 {
-		cnt.Msg(sim.NodeManager, int(c.es[h].node), false)
-		cnt.Msg(int(c.es[h].node), a.Client, true)
+	if x := c.holder(k, a.Client); x.h != 0 {
+		cnt.Msg(sim.NodeManager, int(x.node), false)
+		cnt.Msg(int(x.node), a.Client, true)
 	} else {
 		cnt.Msg(sim.NodeManager, sim.NodeServer, false)
 		cnt.Msg(sim.NodeServer, a.Client, true)
