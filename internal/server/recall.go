@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -242,10 +243,13 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 	}
 	wire.HandOver(ctx) // an inline open waits for other clients from here
 	var wg sync.WaitGroup
-	// Holders that did not write back: in time (lost), or because their
-	// connection ended first (gone: the file is their orphan, waited for
-	// as any orphan is).
-	var lost, gone sync.Map // client name → struct{}
+	// A holder that did not write back: in time (failed), or because its
+	// connection ended first (left: the file is its orphan, waited for as
+	// any orphan is).
+	var (
+		mu           sync.Mutex
+		failed, left string
+	)
 	for id, m := range msgs {
 		c := conns[id]
 		if c == nil {
@@ -262,32 +266,29 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 			if hc, ok := c.Value.Load().(*client); ok {
 				name = hc.name
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if dropped {
-				gone.Store(name, struct{}{})
+				left = name
 			} else {
-				lost.Store(name, struct{}{})
+				failed = name
 			}
 		}()
 	}
 	wg.Wait()
-	failed, left := "", ""
-	lost.Range(func(k, _ any) bool { failed = k.(string); return false })
-	gone.Range(func(k, _ any) bool { left = k.(string); return false })
 	if failed == "" && left == "" && ctx.Err() == nil {
 		r.recalled.Add(1)
 		return nil
 	}
+	holder := cmp.Or(failed, left)
 	r.mu.Lock()
-	r.orphans[ino] = failed
-	if failed == "" && left != "" {
-		r.orphans[ino] = left
-	}
+	r.orphans[ino] = holder
 	r.mu.Unlock()
 	if failed == "" && left != "" && ctx.Err() == nil {
 		return r.waitOrphan(ctx, opener, ino, path)
 	}
 	r.failed.Add(1)
-	return r.unreachable(path, failed+left)
+	return r.unreachable(path, holder)
 }
 
 // send delivers one break with the recall timeout and reports whether the
