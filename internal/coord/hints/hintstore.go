@@ -14,12 +14,8 @@ func (x *fileIndex) hint(b block.ID) (Hint, bool) {
 	return Hint{}, false
 }
 
-// setHint gives b the hint h and returns the one it replaces, if any.
-func (x *fileIndex) setHint(b block.ID, h Hint) (old Hint, had bool) {
-	return x.setHintIn(x.ensure(b.File), b.Index, h)
-}
-
-// setHintIn is setHint for index idx of record r (which must be indexed).
+// setHintIn gives index idx of record r (which must be indexed) the hint
+// h and returns the one it replaces, if any.
 func (x *fileIndex) setHintIn(r int32, idx uint64, h Hint) (old Hint, had bool) {
 	s := x.make(r, idx)
 	if s.empty() {
