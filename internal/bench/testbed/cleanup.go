@@ -37,17 +37,24 @@ func Cleanup(prefix string) error {
 		return err
 	}
 	var errs []error
-	// A process in the middle of an exec (nsenter becoming the program it
-	// runs) may show neither its namespace nor its environment for a
-	// moment: scan again until a scan finds nothing.
-	for pass := 0; pass < 5; pass++ {
+	// A process in the middle of an exec shows neither its namespace nor
+	// its environment for a moment: between the kernel's switch to the new
+	// program's memory and the setting up of its environment there, when
+	// the caller's Start has already returned (nsenter's own exec), and
+	// before nsenter enters the namespace. One scan that finds nothing is
+	// not enough: scan until cleanupQuietScans in a row, cleanupScanGap
+	// apart, find nothing.
+	for pass, quiet := 0, 0; pass < cleanupPasses && quiet < cleanupQuietScans; pass++ {
 		pids, err := testbedPids(prefix, names)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if len(pids) == 0 {
-			break
+			quiet++
+			time.Sleep(cleanupScanGap)
+			continue
 		}
+		quiet = 0
 		for _, pid := range pids {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 				errs = append(errs, fmt.Errorf("testbed: kill %d: %w", pid, err))
@@ -57,7 +64,6 @@ func Cleanup(prefix string) error {
 			errs = append(errs, fmt.Errorf("testbed: processes %v still alive 5s after SIGKILL", left))
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := unmountPrefix(prefix); err != nil {
 		errs = append(errs, err)
@@ -69,6 +75,14 @@ func Cleanup(prefix string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Cleanup's scans for processes: it stops after cleanupQuietScans scans in
+// a row, cleanupScanGap apart, found none, or after cleanupPasses scans.
+const (
+	cleanupQuietScans = 3
+	cleanupScanGap    = 20 * time.Millisecond
+	cleanupPasses     = 20
+)
 
 // CleanupStale runs Cleanup for every default-form prefix (see DefaultPrefix)
 // found in `ip netns list` whose process no longer exists. It never touches a
