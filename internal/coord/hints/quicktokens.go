@@ -2,10 +2,11 @@ package hints
 
 import "math/bits"
 
-// quickTokens answers Server.Token for a read without the file's state,
-// while that is exact: file ids are dense (the simulator's), every client
-// id is below 64, and no file has a second version yet (every version is
-// then 1, the version of a file without state too). It keeps which
+// quickTokens answers Server.Token for a read, and Server.Version, without
+// the file's state while that is exact: file ids are dense (the
+// simulator's), every client id is below 64, and no file has a second
+// version yet (every version is then 1, the version of a file without
+// state too). It keeps which
 // clients hold a token for each file as bits, 1 << shift a file (the
 // client ids rounded up to a power of two): a read-only simulation finds
 // its token in a bitmap (one client: a bit a file, where a file's state is
