@@ -130,13 +130,19 @@ func TestTokens(t *testing.T) {
 // from a clock behind, setAge, removals, file drops — and compares
 // evictions with a simple linear-scan reference.
 func TestAgeCacheAgainstReference(t *testing.T) {
+	for _, size := range []int{16, 100} { // heaps of two and four levels
+		testAgeCacheAgainstReference(t, size)
+	}
+}
+
+func testAgeCacheAgainstReference(t *testing.T, size int) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := newAgeCache(16, nil, nil)
+	c := newAgeCache(size, nil, nil)
 	ref := map[uint64]Time{}
 	refSeq := map[uint64]uint64{}
 	var seq uint64
 	for step := 0; step < 20000; step++ {
-		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40)))
+		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40*size/16)))
 		key := id.File*1000 + id.Index
 		now := Time(step)
 		if rng.IntN(8) == 0 {
