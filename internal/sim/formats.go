@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,9 @@ const (
 
 // oracleReader reads libCacheSim's oracleGeneral records, or with ns its
 // oracleGeneralOpNS records (an operation and a namespace, the client,
-// before the next access). The next-access field is checked (>= -1) and
-// otherwise not used: Optimal builds its own index over the accesses
-// coopfs simulates.
+// before the next access). The next-access field (1-based position of the
+// object's next record, -1 or math.MaxInt64 if none) is checked (>= -1)
+// and passed on in Access.Next, math.MaxInt64 as -1.
 type oracleReader struct {
 	r    *bufio.Reader
 	ns   bool
@@ -76,7 +77,11 @@ func (o *oracleReader) decode(r []byte) (a Access, ok bool) {
 		a.Client = int(binary.LittleEndian.Uint16(r[17:]))
 		next = r[19:]
 	}
-	return a, int64(binary.LittleEndian.Uint64(next)) >= -1
+	a.Next = int64(binary.LittleEndian.Uint64(next))
+	if a.Next == math.MaxInt64 {
+		a.Next = -1
+	}
+	return a, a.Next >= -1
 }
 
 // lcsOp maps libCacheSim's operation codes (req_op_e): nop, get, gets and
@@ -724,6 +729,7 @@ func (e *blockExpander) Next() (Access, error) {
 		return e.cur, nil
 	}
 	a, err := e.pull()
+	a.Next = 0 // positions move once an object is several blocks
 	if err != nil || a.Size == 0 {
 		a.Size = 0
 		return a, err

@@ -12,7 +12,11 @@ import (
 // Optimal is seed 002's ideal algorithm 3.3.1: Belady's replacement over the
 // client memories, from a next-use index precomputed in Prescan (the one
 // structure that grows with the trace: 8 bytes per access, the next use
-// and the block number).
+// and the block number) or, where the trace carries each access's next use
+// (libCacheSim's oracleGeneral formats), from the accesses themselves
+// (TakeNext): then nothing grows with the trace but a bit per access (the
+// one-client set of next uses), and each next use is checked when its
+// block comes (sim.NextTaker).
 //
 // The client memories hold at most one copy of a block: a read served by
 // another client moves the block to the reader, and the reader's block with
@@ -49,6 +53,9 @@ type Optimal struct {
 	bel    *beladySet // one client and no deletes in the trace: the set of next uses
 	free   []int
 	freeAt []int
+	take   bool    // next uses from the accesses (TakeNext), not next and bid
+	want   []int32 // with take: block number → the position its last access named next (math.MaxInt32: none), 0 if not seen
+	bad    bool    // with take: a next use did not hold
 }
 
 // NewOptimal returns Optimal; it must be prescanned (sim.Run does it).
@@ -56,22 +63,87 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	o := &Optimal{p: p, k: p.ClientCacheBlocks,
-		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients), one: p.Clients == 1}
-	o.glob.pos = &o.gpos
+	o := &Optimal{p: p, k: p.ClientCacheBlocks, one: p.Clients == 1}
+	o.reset()
+	return o, nil
+}
+
+// reset empties the caches for a new run (the block numbers stay).
+func (o *Optimal) reset() {
+	o.node, o.nu, o.gpos, o.cpos = o.node[:0], o.nu[:0], o.gpos[:0], o.cpos[:0]
+	o.nblk, o.pos, o.bel = 0, 0, nil
+	o.glob = optHeap{pos: &o.gpos}
+	o.cl = make([]optHeap, o.p.Clients)
+	o.free, o.freeAt = o.free[:0], make([]int, o.p.Clients)
 	for i := range o.cl {
 		o.cl[i].pos = &o.cpos
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
-	o.server = newLRUSet(p.ServerCacheBlocks)
-	return o, nil
+	o.server = newLRUSet(o.p.ServerCacheBlocks)
+	o.take, o.want, o.bad = false, o.want[:0], false
+}
+
+// TakeNext implements sim.NextTaker.
+func (o *Optimal) TakeNext() *sim.IDs {
+	o.reset()
+	o.next, o.bid = nil, nil
+	o.take = true
+	if o.one {
+		o.bel = &beladySet{set: newFarthest(1 << 16)}
+	}
+	return &o.ids
+}
+
+// NextHeld implements sim.NextTaker.
+func (o *Optimal) NextHeld(end bool) bool {
+	if o.bad || !end {
+		return !o.bad
+	}
+	for _, w := range o.want {
+		if w != 0 && w != math.MaxInt32 {
+			return false
+		}
+	}
+	return true
+}
+
+// taken is access a's next use and block number (TakeNext), a being at
+// position i: ok is false, from the first one on, when a next use does
+// not hold: the access names none or one that is not ahead, or its
+// block's previous access named another position than i. Opens and
+// closes name no block; a delete fails (its place in a trace's chain of
+// next uses is not the prescan's).
+func (o *Optimal) taken(a *sim.Access, i int32) (nu int32, k uint32, ok bool) {
+	if !o.bad && (a.Op == sim.OpOpen || a.Op == sim.OpClose) {
+		return math.MaxInt32, 0, true
+	}
+	if o.bad || (a.Op != sim.OpRead && a.Op != sim.OpWrite) || a.ID == 0 || a.Next == 0 ||
+		(a.Next > 0 && (a.Next <= int64(i)+1 || a.Next >= math.MaxInt32)) {
+		o.bad = true
+		return 0, 0, false
+	}
+	k = a.ID
+	if int(k) >= len(o.want) {
+		o.want = append(o.want, make([]int32, int(k)+1-len(o.want)+len(o.want)/2)...)
+	}
+	if w := o.want[k]; w != 0 && w != i {
+		o.bad = true
+		return 0, 0, false
+	}
+	nu = math.MaxInt32
+	if a.Next > 0 {
+		nu = int32(a.Next - 1)
+	}
+	o.want[k] = nu
+	return nu, k, true
 }
 
 // Prescan implements sim.Prescanner: it numbers the blocks and builds the
 // next-use index.
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last []int32 // block number → its last access so far, -1 if none
+	o.reset()
 	o.next, o.bid = o.next[:0], o.bid[:0]
 	deletes := false
 	buf := make([]sim.Access, 4096)
@@ -100,7 +172,6 @@ func (o *Optimal) Prescan(src sim.Source) error {
 			o.bid = append(o.bid, id)
 		}
 		if e != nil {
-			o.pos, o.bel = 0, nil
 			if o.one && !deletes {
 				o.bel = &beladySet{set: newFarthest(len(o.next))}
 			}
@@ -141,10 +212,22 @@ func (o *Optimal) updateFree(n int) {
 
 // Access implements sim.Algorithm.
 func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
-	if o.pos >= len(o.next) {
-		panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
+	var nu int32
+	var k uint32
+	if o.take {
+		if o.pos >= math.MaxInt32-1 {
+			o.bad = true
+		}
+		var ok bool
+		if nu, k, ok = o.taken(&a, int32(o.pos)); !ok {
+			return sim.Outcome{} // the run is void: sim.Run runs it again with a prescan
+		}
+	} else {
+		if o.pos >= len(o.next) {
+			panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
+		}
+		nu, k = o.next[o.pos], o.bid[o.pos]
 	}
-	nu, k := o.next[o.pos], o.bid[o.pos]
 	o.pos++
 	if o.bel != nil {
 		return o.accessOne(a, int32(o.pos-1), nu, k)
