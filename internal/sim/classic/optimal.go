@@ -30,10 +30,10 @@ import (
 // client it is exactly Belady. Server memory is an LRU disk cache.
 // Replacement uses heaps: O(log n) per access rather than O(1).
 //
-// A cached block's state is kept by block number, beside the heaps: its
-// client (node, -1 if not in client memory), its next use and its
-// positions in the global heap and its client's heap. Heap slots hold the
-// next use and the block number: nothing holds a pointer.
+// A cached block's state is kept by block number, beside the heaps, in one
+// 16-byte optBlock: its client, its next use and its positions in the
+// global heap and its client's heap. Heap slots hold the next use and the
+// block number: nothing holds a pointer.
 type Optimal struct {
 	p      sim.Params
 	k      int
@@ -41,10 +41,7 @@ type Optimal struct {
 	bid    []uint32 // access i's block number (reads and writes)
 	pos    int
 	ids    sim.IDs
-	node   []int32 // block number → its client, -1 if not in client memory
-	nu     []int32 // block number → its next use (while cached)
-	gpos   []int32 // block number → its position in the global heap
-	cpos   []int32 // block number → its position in its client's heap
+	blk    []optBlock // by block number
 	nblk   int     // blocks in client memory
 	glob   optHeap
 	cl     []optHeap
@@ -70,13 +67,13 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 
 // reset empties the caches for a new run (the block numbers stay).
 func (o *Optimal) reset() {
-	o.node, o.nu, o.gpos, o.cpos = o.node[:0], o.nu[:0], o.gpos[:0], o.cpos[:0]
+	o.blk = o.blk[:0]
 	o.nblk, o.pos, o.bel = 0, 0, nil
-	o.glob = optHeap{pos: &o.gpos}
+	o.glob = optHeap{blk: &o.blk, which: 0}
 	o.cl = make([]optHeap, o.p.Clients)
 	o.free, o.freeAt = o.free[:0], make([]int, o.p.Clients)
 	for i := range o.cl {
-		o.cl[i].pos = &o.cpos
+		o.cl[i] = optHeap{blk: &o.blk, which: 1}
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
@@ -239,7 +236,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			if id == 0 {
 				continue
 			}
-			if int(id) < len(o.node) && o.node[id] >= 0 {
+			if int(id) < len(o.blk) && o.blk[id].node >= 0 {
 				o.remove(id)
 				cnt.Invalidations++
 			}
@@ -250,7 +247,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	default:
 		return sim.Outcome{}
 	}
-	if int(k) >= len(o.node) {
+	if int(k) >= len(o.blk) {
 		o.grow(o.ids.Len() + 1)
 	}
 	n := int32(a.Client)
@@ -258,8 +255,8 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if t := o.node[k]; t >= 0 {
-		o.nu[k] = nu // migrate's remove ignores the client heap's old copy
+	if t := o.blk[k].node; t >= 0 {
+		o.blk[k].nu = nu // migrate's remove ignores the client heap's old copy
 		o.glob.fix(k, nu)
 		if t == n {
 			if !o.one {
@@ -277,7 +274,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		}
 		if o.k > 0 {
 			o.makeRoom(int(n))
-			o.node[k], o.nu[k] = n, nu
+			o.blk[k].node, o.blk[k].nu = n, nu
 			o.nblk++
 			o.glob.push(k, nu)
 			if !o.one {
@@ -314,40 +311,37 @@ func (o *Optimal) accessOne(a sim.Access, i, nu int32, k uint32) sim.Outcome {
 	return sim.Outcome{Layer: layer}
 }
 
-// grow makes the per-block arrays n long.
+// grow makes the per-block state n long.
 func (o *Optimal) grow(n int) {
-	for len(o.node) < n {
-		o.node = append(o.node, -1)
+	for len(o.blk) < n {
+		o.blk = append(o.blk, optBlock{node: -1})
 	}
-	o.nu = append(o.nu, make([]int32, n-len(o.nu))...)
-	o.gpos = append(o.gpos, make([]int32, n-len(o.gpos))...)
-	o.cpos = append(o.cpos, make([]int32, n-len(o.cpos))...)
 }
 
 // migrate moves block id to client n; if n is full, n's farthest block
 // takes id's place at its old client.
 func (o *Optimal) migrate(id uint32, n int32) {
-	t := o.node[id]
+	t := o.blk[id].node
 	o.cl[t].remove(id)
 	if o.cl[n].len() >= o.k {
 		v := o.cl[n].top()
 		o.cl[n].remove(v)
-		o.node[v] = t
-		o.cl[t].push(v, o.nu[v])
+		o.blk[v].node = t
+		o.cl[t].push(v, o.blk[v].nu)
 	}
-	o.node[id] = n
-	o.cl[n].push(id, o.nu[id])
+	o.blk[id].node = n
+	o.cl[n].push(id, o.blk[id].nu)
 	o.updateFree(int(t))
 	o.updateFree(int(n))
 }
 
 func (o *Optimal) remove(id uint32) {
 	o.glob.remove(id)
-	n := o.node[id]
+	n := o.blk[id].node
 	if !o.one {
 		o.cl[n].remove(id)
 	}
-	o.node[id] = -1
+	o.blk[id].node = -1
 	o.nblk--
 	o.updateFree(int(n))
 }
@@ -365,20 +359,20 @@ func (o *Optimal) makeRoom(n int) {
 	for _, t := range o.free {
 		if t != n {
 			o.cl[n].remove(v)
-			o.node[v] = int32(t)
-			o.cl[t].push(v, o.nu[v])
+			o.blk[v].node = int32(t)
+			o.cl[t].push(v, o.blk[v].nu)
 			o.updateFree(n)
 			o.updateFree(t)
 			return
 		}
 	}
 	g := o.glob.top()
-	t := int(o.node[g])
+	t := int(o.blk[g].node)
 	o.remove(g)
 	if t != n {
 		o.cl[n].remove(v)
-		o.node[v] = int32(t)
-		o.cl[t].push(v, o.nu[v])
+		o.blk[v].node = int32(t)
+		o.cl[t].push(v, o.blk[v].nu)
 		o.updateFree(n)
 		o.updateFree(t)
 	}
@@ -399,7 +393,7 @@ func (o *Optimal) Check() error {
 	}
 	if o.one {
 		for i, sl := range o.glob.a {
-			if id := sl.id; o.node[id] != 0 || int(o.gpos[id]) != i || sl.next != o.nu[id] {
+			if id := sl.id; o.blk[id].node != 0 || int(o.blk[id].pos[0]) != i || sl.next != o.blk[id].nu {
 				return fmt.Errorf("entry %v misfiled", o.ids.Key(id))
 			}
 		}
@@ -415,7 +409,7 @@ func (o *Optimal) Check() error {
 		}
 		for i, sl := range o.cl[n].a {
 			id := sl.id
-			if int(o.node[id]) != n || int(o.cpos[id]) != i || sl.next != o.nu[id] || o.glob.a[o.gpos[id]].next != o.nu[id] {
+			if int(o.blk[id].node) != n || int(o.blk[id].pos[1]) != i || sl.next != o.blk[id].nu || o.glob.a[o.blk[id].pos[0]].next != o.blk[id].nu {
 				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(id))
 			}
 		}
@@ -425,88 +419,4 @@ func (o *Optimal) Check() error {
 		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.nblk, o.glob.len())
 	}
 	return nil
-}
-
-// optHeap is a binary max-heap of blocks by next use. Slots hold the next
-// use and the block number (comparisons touch nothing else); the blocks'
-// positions are kept in *pos, by block number.
-type optHeap struct {
-	a   []optSlot
-	pos *[]int32
-}
-
-type optSlot struct {
-	next int32
-	id   uint32
-}
-
-func (h *optHeap) len() int           { return len(h.a) }
-func (h *optHeap) top() uint32        { return h.a[0].id }
-func (h *optHeap) less(i, j int) bool { return h.a[i].next > h.a[j].next }
-
-func (h *optHeap) swap(i, j int) {
-	h.a[i], h.a[j] = h.a[j], h.a[i]
-	p := *h.pos
-	p[h.a[i].id] = int32(i)
-	p[h.a[j].id] = int32(j)
-}
-
-func (h *optHeap) push(id uint32, next int32) {
-	(*h.pos)[id] = int32(len(h.a))
-	h.a = append(h.a, optSlot{next, id})
-	h.up(len(h.a) - 1)
-}
-
-func (h *optHeap) remove(id uint32) {
-	i := int((*h.pos)[id])
-	last := len(h.a) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.a = h.a[:last]
-	if i != last {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-}
-
-// fix restores the order after id's next use became next.
-func (h *optHeap) fix(id uint32, next int32) {
-	i := int((*h.pos)[id])
-	h.a[i].next = next
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *optHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h *optHeap) down(i0 int) bool {
-	i, n := i0, len(h.a)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && h.less(r, l) {
-			j = r
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
 }

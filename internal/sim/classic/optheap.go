@@ -1,0 +1,102 @@
+package classic
+
+// optBlock is Optimal's state of a block, by block number: its client
+// (-1 if not in client memory), its next use while cached, and its
+// positions in the global heap (pos[0]) and its client's heap (pos[1]).
+type optBlock struct {
+	node int32
+	nu   int32
+	pos  [2]int32
+}
+
+// optHeap is a binary max-heap of blocks by next use. Slots hold the next
+// use and the block number (comparisons touch nothing else); the blocks'
+// positions are kept in their optBlock, pos[which]. Sifting moves the
+// slots it passes into a hole and writes the sifted slot once where it
+// stops: the same comparisons, and the same layout, as swapping at each
+// step, with half the writes.
+type optHeap struct {
+	a     []optSlot
+	blk   *[]optBlock
+	which int
+}
+
+type optSlot struct {
+	next int32
+	id   uint32
+}
+
+func (h *optHeap) len() int    { return len(h.a) }
+func (h *optHeap) top() uint32 { return h.a[0].id }
+
+// put writes slot s at position i.
+func (h *optHeap) put(i int, s optSlot) {
+	h.a[i] = s
+	(*h.blk)[s.id].pos[h.which] = int32(i)
+}
+
+func (h *optHeap) push(id uint32, next int32) {
+	h.a = append(h.a, optSlot{})
+	h.up(len(h.a)-1, optSlot{next, id})
+}
+
+func (h *optHeap) remove(id uint32) {
+	i := int((*h.blk)[id].pos[h.which])
+	last := len(h.a) - 1
+	s := h.a[last]
+	h.a = h.a[:last]
+	if i != last {
+		h.sift(i, s)
+	}
+}
+
+// fix restores the order after id's next use became next.
+func (h *optHeap) fix(id uint32, next int32) {
+	h.sift(int((*h.blk)[id].pos[h.which]), optSlot{next, id})
+}
+
+// sift puts s at hole i, moved down or else up to its place.
+func (h *optHeap) sift(i int, s optSlot) {
+	if !h.down(i, s) {
+		h.up(i, s)
+	}
+}
+
+// up puts s at hole i or above it.
+func (h *optHeap) up(i int, s optSlot) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if s.next <= h.a[p].next {
+			break
+		}
+		h.put(i, h.a[p])
+		i = p
+	}
+	h.put(i, s)
+}
+
+// down puts s at hole i0's place below it and reports true if s belongs
+// below i0; else it writes nothing.
+func (h *optHeap) down(i0 int, s optSlot) bool {
+	i, n := i0, len(h.a)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h.a[r].next > h.a[l].next {
+			j = r
+		}
+		if h.a[j].next <= s.next {
+			break
+		}
+		h.put(i, h.a[j])
+		i = j
+	}
+	if i == i0 {
+		return false
+	}
+	h.put(i, s)
+	return true
+}
