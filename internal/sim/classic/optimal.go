@@ -42,7 +42,7 @@ type Optimal struct {
 	pos    int
 	ids    sim.IDs
 	blk    []optBlock // by block number
-	nblk   int     // blocks in client memory
+	nblk   int        // blocks in client memory
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
