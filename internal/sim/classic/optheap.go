@@ -1,47 +1,48 @@
 package classic
 
-// optBlock is Optimal's state of a block, by block number: its client
-// (-1 if not in client memory), its next use while cached, and its
-// positions in the global heap (pos[0]) and its client's heap (pos[1]).
-type optBlock struct {
+// optEntry is Optimal's state of a block in client memory: its number, its
+// client, its next use, and its positions in the global heap (pos[0]) and
+// its client's heap (pos[1]).
+type optEntry struct {
+	id   uint32
 	node int32
 	nu   int32
 	pos  [2]int32
 }
 
 // optHeap is a binary max-heap of blocks by next use. Slots hold the next
-// use and the block number (comparisons touch nothing else); the blocks'
-// positions are kept in their optBlock, pos[which]. Sifting moves the
+// use and the block's entry (comparisons touch nothing else); the blocks'
+// positions are kept in their entries, pos[which]. Sifting moves the
 // slots it passes into a hole and writes the sifted slot once where it
 // stops: the same comparisons, and the same layout, as swapping at each
 // step, with half the writes.
 type optHeap struct {
 	a     []optSlot
-	blk   *[]optBlock
+	ent   *[]optEntry
 	which int
 }
 
 type optSlot struct {
 	next int32
-	id   uint32
+	e    int32 // the block's entry
 }
 
-func (h *optHeap) len() int    { return len(h.a) }
-func (h *optHeap) top() uint32 { return h.a[0].id }
+func (h *optHeap) len() int   { return len(h.a) }
+func (h *optHeap) top() int32 { return h.a[0].e }
 
 // put writes slot s at position i.
 func (h *optHeap) put(i int, s optSlot) {
 	h.a[i] = s
-	(*h.blk)[s.id].pos[h.which] = int32(i)
+	(*h.ent)[s.e].pos[h.which] = int32(i)
 }
 
-func (h *optHeap) push(id uint32, next int32) {
+func (h *optHeap) push(e, next int32) {
 	h.a = append(h.a, optSlot{})
-	h.up(len(h.a)-1, optSlot{next, id})
+	h.up(len(h.a)-1, optSlot{next, e})
 }
 
-func (h *optHeap) remove(id uint32) {
-	i := int((*h.blk)[id].pos[h.which])
+func (h *optHeap) remove(e int32) {
+	i := int((*h.ent)[e].pos[h.which])
 	last := len(h.a) - 1
 	s := h.a[last]
 	h.a = h.a[:last]
@@ -50,9 +51,9 @@ func (h *optHeap) remove(id uint32) {
 	}
 }
 
-// fix restores the order after id's next use became next.
-func (h *optHeap) fix(id uint32, next int32) {
-	h.sift(int((*h.blk)[id].pos[h.which]), optSlot{next, id})
+// fix restores the order after e's next use became next.
+func (h *optHeap) fix(e, next int32) {
+	h.sift(int((*h.ent)[e].pos[h.which]), optSlot{next, e})
 }
 
 // sift puts s at hole i, moved down or else up to its place.

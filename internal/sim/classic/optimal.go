@@ -30,10 +30,12 @@ import (
 // client it is exactly Belady. Server memory is an LRU disk cache.
 // Replacement uses heaps: O(log n) per access rather than O(1).
 //
-// A cached block's state is kept by block number, beside the heaps, in one
-// 16-byte optBlock: its client, its next use and its positions in the
-// global heap and its client's heap. Heap slots hold the next use and the
-// block number: nothing holds a pointer.
+// A block in client memory has an entry (optEntry: its number, client,
+// next use and positions in the global heap and its client's heap) in a
+// table of at most Clients × K entries, which the heaps' slots name (with
+// the next use): the heaps' moves write to that small table, not to one
+// as long as the unique blocks; by block number only the entry's index is
+// kept. Nothing holds a pointer.
 type Optimal struct {
 	p      sim.Params
 	k      int
@@ -41,7 +43,9 @@ type Optimal struct {
 	bid    []uint32 // access i's block number (reads and writes)
 	pos    int
 	ids    sim.IDs
-	blk    []optBlock // by block number
+	entry  []int32    // block number → its entry, -1 if not in client memory
+	ent    []optEntry // the entries of the blocks in client memory
+	spare  []int32    // entries free for reuse
 	nblk   int        // blocks in client memory
 	glob   optHeap
 	cl     []optHeap
@@ -67,13 +71,13 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 
 // reset empties the caches for a new run (the block numbers stay).
 func (o *Optimal) reset() {
-	o.blk = o.blk[:0]
+	o.entry, o.ent, o.spare = o.entry[:0], o.ent[:0], o.spare[:0]
 	o.nblk, o.pos, o.bel = 0, 0, nil
-	o.glob = optHeap{blk: &o.blk, which: 0}
+	o.glob = optHeap{ent: &o.ent, which: 0}
 	o.cl = make([]optHeap, o.p.Clients)
 	o.free, o.freeAt = o.free[:0], make([]int, o.p.Clients)
 	for i := range o.cl {
-		o.cl[i] = optHeap{blk: &o.blk, which: 1}
+		o.cl[i] = optHeap{ent: &o.ent, which: 1}
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
@@ -236,8 +240,8 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			if id == 0 {
 				continue
 			}
-			if int(id) < len(o.blk) && o.blk[id].node >= 0 {
-				o.remove(id)
+			if int(id) < len(o.entry) && o.entry[id] >= 0 {
+				o.remove(o.entry[id])
 				cnt.Invalidations++
 			}
 			o.server.del(id)
@@ -247,7 +251,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	default:
 		return sim.Outcome{}
 	}
-	if int(k) >= len(o.blk) {
+	if int(k) >= len(o.entry) {
 		o.grow(o.ids.Len() + 1)
 	}
 	n := int32(a.Client)
@@ -255,16 +259,16 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if t := o.blk[k].node; t >= 0 {
-		o.blk[k].nu = nu // migrate's remove ignores the client heap's old copy
-		o.glob.fix(k, nu)
-		if t == n {
+	if e := o.entry[k]; e >= 0 {
+		o.ent[e].nu = nu // migrate's remove ignores the client heap's old copy
+		o.glob.fix(e, nu)
+		if t := o.ent[e].node; t == n {
 			if !o.one {
-				o.cl[n].fix(k, nu)
+				o.cl[n].fix(e, nu)
 			}
 		} else {
 			layer = sim.LayerRemote
-			o.migrate(k, n)
+			o.migrate(e, n)
 		}
 	} else {
 		layer = sim.LayerServer
@@ -274,11 +278,10 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		}
 		if o.k > 0 {
 			o.makeRoom(int(n))
-			o.blk[k].node, o.blk[k].nu = n, nu
-			o.nblk++
-			o.glob.push(k, nu)
+			e := o.add(k, n, nu)
+			o.glob.push(e, nu)
 			if !o.one {
-				o.cl[n].push(k, nu)
+				o.cl[n].push(e, nu)
 			}
 			o.updateFree(int(n))
 		}
@@ -313,35 +316,56 @@ func (o *Optimal) accessOne(a sim.Access, i, nu int32, k uint32) sim.Outcome {
 
 // grow makes the per-block state n long.
 func (o *Optimal) grow(n int) {
-	for len(o.blk) < n {
-		o.blk = append(o.blk, optBlock{node: -1})
+	for len(o.entry) < n {
+		o.entry = append(o.entry, -1)
 	}
 }
 
-// migrate moves block id to client n; if n is full, n's farthest block
-// takes id's place at its old client.
-func (o *Optimal) migrate(id uint32, n int32) {
-	t := o.blk[id].node
-	o.cl[t].remove(id)
-	if o.cl[n].len() >= o.k {
-		v := o.cl[n].top()
-		o.cl[n].remove(v)
-		o.blk[v].node = t
-		o.cl[t].push(v, o.blk[v].nu)
+// add gives block k at client n, next used at nu, an entry.
+func (o *Optimal) add(k uint32, n, nu int32) int32 {
+	var e int32
+	if l := len(o.spare); l > 0 {
+		e, o.spare = o.spare[l-1], o.spare[:l-1]
+	} else {
+		e = int32(len(o.ent))
+		o.ent = append(o.ent, optEntry{})
 	}
-	o.blk[id].node = n
-	o.cl[n].push(id, o.blk[id].nu)
+	o.ent[e] = optEntry{id: k, node: n, nu: nu}
+	o.entry[k] = e
+	o.nblk++
+	return e
+}
+
+// migrate moves entry e's block to client n; if n is full, n's farthest
+// block takes e's place at its old client.
+func (o *Optimal) migrate(e, n int32) {
+	t := o.ent[e].node
+	o.cl[t].remove(e)
+	if o.cl[n].len() >= o.k {
+		o.move(o.cl[n].top(), n, t)
+	}
+	o.ent[e].node = n
+	o.cl[n].push(e, o.ent[e].nu)
 	o.updateFree(int(t))
 	o.updateFree(int(n))
 }
 
-func (o *Optimal) remove(id uint32) {
-	o.glob.remove(id)
-	n := o.blk[id].node
+// move moves entry v's block from client n to client t.
+func (o *Optimal) move(v, n, t int32) {
+	o.cl[n].remove(v)
+	o.ent[v].node = t
+	o.cl[t].push(v, o.ent[v].nu)
+}
+
+// remove drops entry e's block from client memory.
+func (o *Optimal) remove(e int32) {
+	o.glob.remove(e)
+	n := o.ent[e].node
 	if !o.one {
-		o.cl[n].remove(id)
+		o.cl[n].remove(e)
 	}
-	o.blk[id].node = -1
+	o.entry[o.ent[e].id] = -1
+	o.spare = append(o.spare, e)
 	o.nblk--
 	o.updateFree(int(n))
 }
@@ -358,21 +382,17 @@ func (o *Optimal) makeRoom(n int) {
 	v := o.cl[n].top()
 	for _, t := range o.free {
 		if t != n {
-			o.cl[n].remove(v)
-			o.blk[v].node = int32(t)
-			o.cl[t].push(v, o.blk[v].nu)
+			o.move(v, int32(n), int32(t))
 			o.updateFree(n)
 			o.updateFree(t)
 			return
 		}
 	}
 	g := o.glob.top()
-	t := int(o.blk[g].node)
+	t := int(o.ent[g].node)
 	o.remove(g)
 	if t != n {
-		o.cl[n].remove(v)
-		o.blk[v].node = int32(t)
-		o.cl[t].push(v, o.blk[v].nu)
+		o.move(v, int32(n), int32(t))
 		o.updateFree(n)
 		o.updateFree(t)
 	}
@@ -393,8 +413,8 @@ func (o *Optimal) Check() error {
 	}
 	if o.one {
 		for i, sl := range o.glob.a {
-			if id := sl.id; o.blk[id].node != 0 || int(o.blk[id].pos[0]) != i || sl.next != o.blk[id].nu {
-				return fmt.Errorf("entry %v misfiled", o.ids.Key(id))
+			if e := &o.ent[sl.e]; e.node != 0 || int(e.pos[0]) != i || sl.next != e.nu || o.entry[e.id] != sl.e {
+				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
 			}
 		}
 		if o.glob.len() > o.k || o.glob.len() != o.nblk {
@@ -408,15 +428,15 @@ func (o *Optimal) Check() error {
 			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
 		}
 		for i, sl := range o.cl[n].a {
-			id := sl.id
-			if int(o.blk[id].node) != n || int(o.blk[id].pos[1]) != i || sl.next != o.blk[id].nu || o.glob.a[o.blk[id].pos[0]].next != o.blk[id].nu {
-				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(id))
+			e := &o.ent[sl.e]
+			if int(e.node) != n || int(e.pos[1]) != i || sl.next != e.nu || o.glob.a[e.pos[0]].next != e.nu || o.entry[e.id] != sl.e {
+				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(e.id))
 			}
 		}
 		total += o.cl[n].len()
 	}
-	if total != o.nblk || total != o.glob.len() {
-		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.nblk, o.glob.len())
+	if total != o.nblk || total != o.glob.len() || total != len(o.ent)-len(o.spare) {
+		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap, %d entries used", total, o.nblk, o.glob.len(), len(o.ent)-len(o.spare))
 	}
 	return nil
 }
