@@ -30,12 +30,6 @@ type optSlot struct {
 func (h *optHeap) len() int   { return len(h.a) }
 func (h *optHeap) top() int32 { return h.a[0].e }
 
-// put writes slot s at position i.
-func (h *optHeap) put(i int, s optSlot) {
-	h.a[i] = s
-	(*h.ent)[s.e].pos[h.which] = int32(i)
-}
-
 func (h *optHeap) push(e, next int32) {
 	h.a = append(h.a, optSlot{})
 	h.up(len(h.a)-1, optSlot{next, e})
@@ -65,39 +59,45 @@ func (h *optHeap) sift(i int, s optSlot) {
 
 // up puts s at hole i or above it.
 func (h *optHeap) up(i int, s optSlot) {
+	a, ent, w := h.a, *h.ent, h.which
 	for i > 0 {
 		p := (i - 1) / 2
-		if s.next <= h.a[p].next {
+		if s.next <= a[p].next {
 			break
 		}
-		h.put(i, h.a[p])
+		a[i] = a[p]
+		ent[a[i].e].pos[w] = int32(i)
 		i = p
 	}
-	h.put(i, s)
+	a[i] = s
+	ent[s.e].pos[w] = int32(i)
 }
 
 // down puts s at hole i0's place below it and reports true if s belongs
 // below i0; else it writes nothing.
 func (h *optHeap) down(i0 int, s optSlot) bool {
-	i, n := i0, len(h.a)
+	a, ent, w := h.a, *h.ent, h.which
+	i, n := i0, len(a)
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		j := l
-		if r := l + 1; r < n && h.a[r].next > h.a[l].next {
+		if r := l + 1; r < n && a[r].next > a[l].next {
 			j = r
 		}
-		if h.a[j].next <= s.next {
+		if a[j].next <= s.next {
 			break
 		}
-		h.put(i, h.a[j])
+		a[i] = a[j]
+		ent[a[i].e].pos[w] = int32(i)
 		i = j
 	}
 	if i == i0 {
 		return false
 	}
-	h.put(i, s)
+	a[i] = s
+	ent[s.e].pos[w] = int32(i)
 	return true
 }
