@@ -39,8 +39,7 @@ import (
 type Optimal struct {
 	p      sim.Params
 	k      int
-	next   []int32  // next use of access i's block, math.MaxInt32 if none
-	bid    []uint32 // access i's block number (reads and writes)
+	idx    useIndex // from Prescan: access i's block number and next use
 	pos    int
 	ids    sim.IDs
 	entry  []int32    // block number → its entry, -1 if not in client memory
@@ -88,7 +87,7 @@ func (o *Optimal) reset() {
 // TakeNext implements sim.NextTaker.
 func (o *Optimal) TakeNext() *sim.IDs {
 	o.reset()
-	o.next, o.bid = nil, nil
+	o.idx = useIndex{}
 	o.take = true
 	if o.one {
 		o.bel = &beladySet{set: newFarthest(1 << 16)}
@@ -145,7 +144,7 @@ func (o *Optimal) taken(a *sim.Access, i int32) (nu int32, k uint32, ok bool) {
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last []int32 // block number → its last access so far, -1 if none
 	o.reset()
-	o.next, o.bid = o.next[:0], o.bid[:0]
+	o.idx.n = 0 // its chunks are reused
 	deletes := false
 	buf := make([]sim.Access, 4096)
 	for {
@@ -155,26 +154,25 @@ func (o *Optimal) Prescan(src sim.Source) error {
 		}
 		for _, a := range buf[:n] {
 			deletes = deletes || a.Op == sim.OpDelete
-			i := len(o.next)
+			i := o.idx.n
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
 			}
-			o.next = append(o.next, math.MaxInt32)
 			id := a.ID
+			o.idx.add(id)
 			if id != 0 {
 				for int(id) >= len(last) {
 					last = append(last, -1)
 				}
 				if j := last[id]; j >= 0 {
-					o.next[j] = int32(i)
+					o.idx.setNext(j, int32(i))
 				}
 				last[id] = int32(i)
 			}
-			o.bid = append(o.bid, id)
 		}
 		if e != nil {
 			if o.one && !deletes {
-				o.bel = &beladySet{set: newFarthest(len(o.next))}
+				o.bel = &beladySet{set: newFarthest(o.idx.n)}
 			}
 			if errors.Is(e, io.EOF) {
 				return nil
@@ -224,10 +222,11 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			return sim.Outcome{} // the run is void: sim.Run runs it again with a prescan
 		}
 	} else {
-		if o.pos >= len(o.next) {
+		if o.pos >= o.idx.n {
 			panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
 		}
-		nu, k = o.next[o.pos], o.bid[o.pos]
+		u := o.idx.at(o.pos)
+		nu, k = u.next, u.id
 	}
 	o.pos++
 	if o.bel != nil {
