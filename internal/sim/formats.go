@@ -51,37 +51,57 @@ func (o *oracleReader) fast(dst []Access) int {
 		return 0
 	}
 	b, _ := o.r.Peek(k * o.size)
-	n := 0
-	for ; n < k; n++ {
-		a, ok := o.decode(b[n*o.size : (n+1)*o.size])
-		if !ok {
-			break
-		}
-		dst[n] = a
-	}
+	n := o.decode(dst[:k], b)
 	o.r.Discard(n * o.size)
 	o.n += int64(n)
 	return n
 }
 
-// decode reads one record; ok is false if its next access or operation
-// is out of range.
-func (o *oracleReader) decode(r []byte) (a Access, ok bool) {
-	a = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
-		File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
-	next := r[16:]
-	if o.ns {
-		if a.Op, ok = lcsOp(r[16]); !ok {
-			return a, false
+// decodeOracle fills dst from the oracleGeneral records in b, each
+// written straight into its place, and returns how many it filled: it
+// stops at a record whose next access is out of range.
+func decodeOracle(dst []Access, b []byte) int {
+	for i := range dst {
+		r := b[i*OracleRecordSize:][:OracleRecordSize]
+		next := int64(binary.LittleEndian.Uint64(r[16:]))
+		if next == math.MaxInt64 {
+			next = -1
 		}
-		a.Client = int(binary.LittleEndian.Uint16(r[17:]))
-		next = r[19:]
+		if next < -1 {
+			return i
+		}
+		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
+			File: binary.LittleEndian.Uint64(r[4:]), Size: binary.LittleEndian.Uint32(r[12:]), Next: next}
 	}
-	a.Next = int64(binary.LittleEndian.Uint64(next))
-	if a.Next == math.MaxInt64 {
-		a.Next = -1
+	return len(dst)
+}
+
+// decodeOracleNS is decodeOracle for oracleGeneralOpNS records; it also
+// stops at an unknown operation.
+func decodeOracleNS(dst []Access, b []byte) int {
+	for i := range dst {
+		r := b[i*OracleNSRecordSize:][:OracleNSRecordSize]
+		next := int64(binary.LittleEndian.Uint64(r[19:]))
+		if next == math.MaxInt64 {
+			next = -1
+		}
+		op, ok := lcsOp(r[16])
+		if next < -1 || !ok {
+			return i
+		}
+		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
+			Client: int(binary.LittleEndian.Uint16(r[17:])), File: binary.LittleEndian.Uint64(r[4:]), Op: op,
+			Size: binary.LittleEndian.Uint32(r[12:]), Next: next}
 	}
-	return a, a.Next >= -1
+	return len(dst)
+}
+
+// decode fills dst from the records in b (decodeOracle, decodeOracleNS).
+func (o *oracleReader) decode(dst []Access, b []byte) int {
+	if o.ns {
+		return decodeOracleNS(dst, b)
+	}
+	return decodeOracle(dst, b)
 }
 
 // lcsOp maps libCacheSim's operation codes (req_op_e): nop, get, gets and
@@ -127,7 +147,8 @@ func (o *oracleReader) Next() (Access, error) {
 		}
 		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an %s trace?", o.n+1, len(b), o.size, name)
 	}
-	a, ok := o.decode(b)
+	var a [1]Access
+	ok := o.decode(a[:], b) == 1
 	o.r.Discard(o.size)
 	o.n++
 	if !ok {
@@ -138,7 +159,7 @@ func (o *oracleReader) Next() (Access, error) {
 		}
 		return Access{}, fmt.Errorf("record %d: next access %d: not an %s trace?", o.n, int64(binary.LittleEndian.Uint64(b[o.size-8:])), name)
 	}
-	return a, nil
+	return a[0], nil
 }
 
 // CSVSpec names the columns of a csv trace, numbered from 1 (0: absent),

@@ -318,21 +318,41 @@ func FuzzOracleNSReader(f *testing.F) {
 
 // fuzzRead reads data with each of opts and fails on an access that bad
 // rejects, a negative time or client, or a size left where sizes are
-// expanded or ignored.
+// expanded or ignored; and read in batches (the fast paths), data must
+// give the same accesses and the same error.
 func fuzzRead(t *testing.T, data []byte, opts []ReadOptions, bad func(Access) bool) {
 	for _, o := range opts {
 		src, err := NewReaderOptions(bytes.NewReader(data), o)
 		if err != nil {
 			continue
 		}
+		var one []Access
+		var oneErr error
 		for range 10000 {
 			a, err := src.Next()
 			if err != nil {
+				oneErr = err
 				break
 			}
 			if bad(a) || a.Client < 0 || a.Time < 0 || (o.Sizes != SizesKeep && a.Size != 0) {
 				t.Fatalf("bad access %+v", a)
 			}
+			one = append(one, a)
+		}
+		if oneErr == nil {
+			continue
+		}
+		src, _ = NewReaderOptions(bytes.NewReader(data), o)
+		var batched []Access
+		var batchErr error
+		buf := make([]Access, 7)
+		for batchErr == nil {
+			var n int
+			n, batchErr = FillBatch(src, buf)
+			batched = append(batched, buf[:n]...)
+		}
+		if !slices.Equal(one, batched) || oneErr.Error() != batchErr.Error() {
+			t.Fatalf("one by one %d accesses, %v; in batches %d, %v", len(one), oneErr, len(batched), batchErr)
 		}
 	}
 }
