@@ -63,11 +63,8 @@ func (o *oracleReader) fast(dst []Access) int {
 func decodeOracle(dst []Access, b []byte) int {
 	for i := range dst {
 		r := b[i*OracleRecordSize:][:OracleRecordSize]
-		next := int64(binary.LittleEndian.Uint64(r[16:]))
-		if next == math.MaxInt64 {
-			next = -1
-		}
-		if next < -1 {
+		next, ok := oracleNext(r[16:])
+		if !ok {
 			return i
 		}
 		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
@@ -81,12 +78,9 @@ func decodeOracle(dst []Access, b []byte) int {
 func decodeOracleNS(dst []Access, b []byte) int {
 	for i := range dst {
 		r := b[i*OracleNSRecordSize:][:OracleNSRecordSize]
-		next := int64(binary.LittleEndian.Uint64(r[19:]))
-		if next == math.MaxInt64 {
-			next = -1
-		}
-		op, ok := lcsOp(r[16])
-		if next < -1 || !ok {
+		next, ok := oracleNext(r[19:])
+		op, known := lcsOp(r[16])
+		if !ok || !known {
 			return i
 		}
 		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
@@ -94,6 +88,16 @@ func decodeOracleNS(dst []Access, b []byte) int {
 			Size: binary.LittleEndian.Uint32(r[12:]), Next: next}
 	}
 	return len(dst)
+}
+
+// oracleNext reads a next-access field: libCacheSim's "none", -1 or
+// math.MaxInt64, is -1; ok is false for a field below -1.
+func oracleNext(b []byte) (next int64, ok bool) {
+	next = int64(binary.LittleEndian.Uint64(b))
+	if next == math.MaxInt64 {
+		next = -1
+	}
+	return next, next >= -1
 }
 
 // decode fills dst from the records in b (decodeOracle, decodeOracleNS).
