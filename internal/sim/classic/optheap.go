@@ -1,12 +1,11 @@
 package classic
 
 // optEntry is Optimal's state of a block in client memory: its number, its
-// client, its next use, and its positions in the global heap (pos[0]) and
-// its client's heap (pos[1]).
+// client, and its positions in the global heap (pos[0]) and its client's
+// heap (pos[1]), whose slots hold its next use. 16 bytes: four a line.
 type optEntry struct {
 	id   uint32
 	node int32
-	nu   int32
 	pos  [2]int32
 }
 

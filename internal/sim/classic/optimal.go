@@ -30,8 +30,8 @@ import (
 // client it is exactly Belady. Server memory is an LRU disk cache.
 // Replacement uses heaps: O(log n) per access rather than O(1).
 //
-// A block in client memory has an entry (optEntry: its number, client,
-// next use and positions in the global heap and its client's heap) in a
+// A block in client memory has an entry (optEntry: its number, client and
+// positions in the global heap and its client's heap) in a
 // table of at most Clients × K entries, which the heaps' slots name (with
 // the next use): the heaps' moves write to that small table, not to one
 // as long as the unique blocks; by block number only the entry's index is
@@ -259,7 +259,6 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		o.server.put(k)
 	}
 	if e := o.entry[k]; e >= 0 {
-		o.ent[e].nu = nu // migrate's remove ignores the client heap's old copy
 		o.glob.fix(e, nu)
 		if t := o.ent[e].node; t == n {
 			if !o.one {
@@ -267,7 +266,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			}
 		} else {
 			layer = sim.LayerRemote
-			o.migrate(e, n)
+			o.migrate(e, n, nu)
 		}
 	} else {
 		layer = sim.LayerServer
@@ -277,7 +276,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		}
 		if o.k > 0 {
 			o.makeRoom(int(n))
-			e := o.add(k, n, nu)
+			e := o.add(k, n)
 			o.glob.push(e, nu)
 			if !o.one {
 				o.cl[n].push(e, nu)
@@ -320,8 +319,8 @@ func (o *Optimal) grow(n int) {
 	}
 }
 
-// add gives block k at client n, next used at nu, an entry.
-func (o *Optimal) add(k uint32, n, nu int32) int32 {
+// add gives block k at client n an entry.
+func (o *Optimal) add(k uint32, n int32) int32 {
 	var e int32
 	if l := len(o.spare); l > 0 {
 		e, o.spare = o.spare[l-1], o.spare[:l-1]
@@ -329,31 +328,32 @@ func (o *Optimal) add(k uint32, n, nu int32) int32 {
 		e = int32(len(o.ent))
 		o.ent = append(o.ent, optEntry{})
 	}
-	o.ent[e] = optEntry{id: k, node: n, nu: nu}
+	o.ent[e] = optEntry{id: k, node: n}
 	o.entry[k] = e
 	o.nblk++
 	return e
 }
 
-// migrate moves entry e's block to client n; if n is full, n's farthest
-// block takes e's place at its old client.
-func (o *Optimal) migrate(e, n int32) {
+// migrate moves entry e's block, next used at nu, to client n; if n is
+// full, n's farthest block takes e's place at its old client.
+func (o *Optimal) migrate(e, n, nu int32) {
 	t := o.ent[e].node
 	o.cl[t].remove(e)
 	if o.cl[n].len() >= o.k {
 		o.move(o.cl[n].top(), n, t)
 	}
 	o.ent[e].node = n
-	o.cl[n].push(e, o.ent[e].nu)
+	o.cl[n].push(e, nu)
 	o.updateFree(int(t))
 	o.updateFree(int(n))
 }
 
 // move moves entry v's block from client n to client t.
 func (o *Optimal) move(v, n, t int32) {
+	nu := o.cl[n].a[o.ent[v].pos[1]].next
 	o.cl[n].remove(v)
 	o.ent[v].node = t
-	o.cl[t].push(v, o.ent[v].nu)
+	o.cl[t].push(v, nu)
 }
 
 // remove drops entry e's block from client memory.
@@ -412,7 +412,7 @@ func (o *Optimal) Check() error {
 	}
 	if o.one {
 		for i, sl := range o.glob.a {
-			if e := &o.ent[sl.e]; e.node != 0 || int(e.pos[0]) != i || sl.next != e.nu || o.entry[e.id] != sl.e {
+			if e := &o.ent[sl.e]; e.node != 0 || int(e.pos[0]) != i || o.entry[e.id] != sl.e {
 				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
 			}
 		}
@@ -428,7 +428,7 @@ func (o *Optimal) Check() error {
 		}
 		for i, sl := range o.cl[n].a {
 			e := &o.ent[sl.e]
-			if int(e.node) != n || int(e.pos[1]) != i || sl.next != e.nu || o.glob.a[e.pos[0]].next != e.nu || o.entry[e.id] != sl.e {
+			if int(e.node) != n || int(e.pos[1]) != i || o.glob.a[e.pos[0]].next != sl.next || o.entry[e.id] != sl.e {
 				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(e.id))
 			}
 		}
