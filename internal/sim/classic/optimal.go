@@ -339,13 +339,16 @@ func (o *Optimal) add(k uint32, n int32) int32 {
 func (o *Optimal) migrate(e, n, nu int32) {
 	t := o.ent[e].node
 	o.cl[t].remove(e)
-	if o.cl[n].len() >= o.k {
+	full := o.cl[n].len() >= o.k
+	if full {
 		o.move(o.cl[n].top(), n, t)
 	}
 	o.ent[e].node = n
 	o.cl[n].push(e, nu)
-	o.updateFree(int(t))
-	o.updateFree(int(n))
+	if !full { // else n and t hold as many blocks as before
+		o.updateFree(int(t))
+		o.updateFree(int(n))
+	}
 }
 
 // move moves entry v's block from client n to client t.
