@@ -333,7 +333,7 @@ func (c *caches) invalidate(id uint32, n int) int {
 	cnt := 0
 	b := &c.bl[id]
 	for i := int32(0); i < b.n; {
-		if x := c.arena.s[b.off+i]; x.node != int32(n) {
+		if x := c.arena.run(b)[i]; x.node != int32(n) {
 			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++
 		} else {

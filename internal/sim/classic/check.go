@@ -65,7 +65,7 @@ func (c *caches) check() error {
 			mask |= c.bit(int(c.es[h].node))
 			held++
 		}
-		if b := &c.bl[id]; b.n > b.cap || b.cap&(b.cap-1) != 0 {
+		if b := &c.bl[id]; b.cap == 0 && b.n > 1 || b.cap > 0 && (b.n < 2 || b.n > b.cap || b.cap&(b.cap-1) != 0) {
 			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.n, b.cap)
 		}
 		if mask != c.bl[id].mask {
