@@ -47,9 +47,15 @@ type caches struct {
 	freeAt []int // index in free, -1 if absent
 }
 
+// maxClients is the most clients an entry can name (entry.node).
+const maxClients = 1 << 16
+
 func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Clients > maxClients {
+		return nil, fmt.Errorf("%w: clients = %d, the classic algorithms simulate at most %d", sim.ErrConfig, p.Clients, maxClients)
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
@@ -186,8 +192,8 @@ func (c *caches) copies(id uint32) int {
 // client comes from the block's run, without a load of the entry.
 func (c *caches) holder(id uint32, n int) holder {
 	if c.single {
-		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
-			return holder{h, c.es[h].node}
+		if h := c.one[id]; h != 0 && int(c.es[h].node) != n {
+			return holder{h, int32(c.es[h].node)}
 		}
 		return holder{}
 	}
@@ -200,20 +206,21 @@ func (c *caches) holder(id uint32, n int) holder {
 }
 
 // other returns the copy of h's block other than h when there are exactly
-// two (the one that becomes a singlet when h goes), else 0.
-func (c *caches) other(h int32) int32 {
+// two (the one that becomes a singlet when h goes), with h 0 otherwise; its
+// client comes from the block's run, without a load of the entry.
+func (c *caches) other(h int32) holder {
 	if c.single {
-		return 0
+		return holder{}
 	}
 	b := &c.bl[c.es[h].id]
 	if b.n != 2 {
-		return 0
+		return holder{}
 	}
 	r := c.arena.run(b)
 	if r[0].h != h {
-		return r[0].h
+		return r[0]
 	}
-	return r[1].h
+	return r[1]
 }
 
 // touch records a reference by the entry's own client.
@@ -252,7 +259,7 @@ func (c *caches) add(n int, id uint32) int32 {
 	}
 	c.tick++
 	h := c.newEntry()
-	c.es[h] = entry{id: id, node: int32(n), age: c.tick}
+	c.es[h] = entry{id: id, node: uint16(n), age: c.tick}
 	c.cl[n].pushFront(c.es, linkClient, h)
 	if c.ages {
 		c.glob.pushFront(c.es, linkGlobal, h)
@@ -307,7 +314,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 			}
 		}
 	}
-	e.node, e.global = int32(t), true
+	e.node, e.global = uint16(t), true
 	c.gl[t].pushFront(c.es, linkClient, h)
 	if refresh {
 		c.tick++
@@ -324,7 +331,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 // how many.
 func (c *caches) invalidate(id uint32, n int) int {
 	if c.single {
-		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
+		if h := c.one[id]; h != 0 && int(c.es[h].node) != n {
 			c.drop(h)
 			return 1
 		}

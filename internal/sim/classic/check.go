@@ -58,10 +58,10 @@ func (c *caches) check() error {
 		var mask uint64
 		for _, x := range c.arena.run(&c.bl[id]) {
 			h := x.h
-			if c.es[h].id != uint32(id) || c.es[h].node != x.node || seen[c.es[h].node] {
+			if c.es[h].id != uint32(id) || int32(c.es[h].node) != x.node || seen[x.node] {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
-			seen[c.es[h].node] = true
+			seen[x.node] = true
 			mask |= c.bit(int(c.es[h].node))
 			held++
 		}

@@ -111,11 +111,10 @@ func (g *GMS) pick() int {
 func (g *GMS) drop(e int32, cnt *sim.Counters) {
 	o := g.c.other(e)
 	dropNotify(g.c, e, cnt)
-	if o != 0 {
-		g.c.es[o].single = true
+	if o.h != 0 {
 		cnt.Replacement(sim.ReplDuplicate, 1)
 		cnt.Manager(sim.CauseReplacement, 1)
-		cnt.Msg(sim.NodeManager, int(g.c.es[o].node), false)
+		cnt.Msg(sim.NodeManager, int(o.node), false)
 	}
 }
 

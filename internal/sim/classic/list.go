@@ -5,17 +5,16 @@ import "github.com/coopfs/coopfs/internal/lru"
 // entry is one cached copy of a block in one client's cache, in the slab
 // caches.es, named by its handle. Its links are in the entry itself, one
 // per list kind (linkClient, linkGlobal), so that what an access reads and
-// writes of one copy is one cache line: 64 bytes, and a slab of more than
-// 32 KiB starts on a page.
+// writes of one copy is one cache line: 32 bytes, two to a line, and a
+// slab of more than 32 KiB starts on a page. (So the client is a uint16
+// and N-chance's count a uint8: newCaches and NewNChance check the limits.)
 type entry struct {
 	age    int64  // tick of the last access (global age order)
 	id     uint32 // the block (sim.IDs)
-	node   int32  // client id
-	recirc int32  // N-chance: times forwarded since last referenced
+	node   uint16 // client id
+	recirc uint8  // N-chance: times forwarded since last referenced
 	global bool   // held on behalf of another client (forwarded, not referenced since)
-	single bool   // GMS: the client knows the block is a singlet
 	ln     [2]lru.Link
-	_      [24]byte
 }
 
 // The list kinds an entry is on, the index of its link for each.
