@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -28,8 +29,13 @@ type caches struct {
 	ids  sim.IDs
 	cl   []elist
 	gl   []elist
-	glob elist
 	ages bool // the global age list is kept (Global LRU, GMS)
+	// glob is the global age list (when ages is set), through gln; gnode
+	// is each entry's client (entry.node) for walks of it. Both are
+	// indexed by entry handle.
+	glob  lru.List
+	gln   []lru.Link
+	gnode []uint16
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
@@ -228,15 +234,15 @@ func (c *caches) touch(h int32) {
 	c.tick++
 	e := &c.es[h]
 	if e.global {
-		c.gl[e.node].remove(c.es, linkClient, h)
+		c.gl[e.node].remove(c.es, h)
 		e.global = false
-		c.cl[e.node].pushFront(c.es, linkClient, h)
+		c.cl[e.node].pushFront(c.es, h)
 	} else {
-		c.cl[e.node].moveToFront(c.es, linkClient, h)
+		c.cl[e.node].moveToFront(c.es, h)
 	}
 	e.age, e.recirc = c.tick, 0
 	if c.ages {
-		c.glob.moveToFront(c.es, linkGlobal, h)
+		c.glob.MoveToFront(c.gln, h)
 	}
 }
 
@@ -248,6 +254,10 @@ func (c *caches) newEntry() int32 {
 	}
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
+	if c.ages {
+		c.gln = lru.Grow(c.gln, h)
+		c.gnode = append(c.gnode, make([]uint16, len(c.gln)-len(c.gnode))...)
+	}
 	return h
 }
 
@@ -260,9 +270,10 @@ func (c *caches) add(n int, id uint32) int32 {
 	c.tick++
 	h := c.newEntry()
 	c.es[h] = entry{id: id, node: uint16(n), age: c.tick}
-	c.cl[n].pushFront(c.es, linkClient, h)
+	c.cl[n].pushFront(c.es, h)
 	if c.ages {
-		c.glob.pushFront(c.es, linkGlobal, h)
+		c.glob.PushFront(c.gln, h)
+		c.gnode[h] = uint16(n)
 	}
 	if c.single {
 		c.one[id] = h
@@ -279,9 +290,9 @@ func (c *caches) add(n int, id uint32) int32 {
 func (c *caches) drop(h int32) {
 	e := &c.es[h]
 	n := int(e.node)
-	c.listOf(h).remove(c.es, linkClient, h)
+	c.listOf(h).remove(c.es, h)
 	if c.ages {
-		c.glob.remove(c.es, linkGlobal, h)
+		c.glob.Remove(c.gln, h)
 	}
 	if c.single {
 		c.one[e.id] = 0
@@ -303,7 +314,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	}
 	e := &c.es[h]
 	from := int(e.node)
-	c.listOf(h).remove(c.es, linkClient, h)
+	c.listOf(h).remove(c.es, h)
 	if !c.single {
 		b := &c.bl[e.id]
 		b.mask = b.mask&^c.bit(from) | c.bit(t)
@@ -315,12 +326,15 @@ func (c *caches) move(h int32, t int, refresh bool) {
 		}
 	}
 	e.node, e.global = uint16(t), true
-	c.gl[t].pushFront(c.es, linkClient, h)
+	if c.ages {
+		c.gnode[h] = uint16(t)
+	}
+	c.gl[t].pushFront(c.es, h)
 	if refresh {
 		c.tick++
 		e.age = c.tick
 		if c.ages {
-			c.glob.moveToFront(c.es, linkGlobal, h)
+			c.glob.MoveToFront(c.gln, h)
 		}
 	}
 	c.shrank(from)

@@ -76,15 +76,16 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		w[n] += f
 		found += f
 	}
-	g.minAge = 0
-	for h := c.glob.Back(); h != 0 && found < g.m; h = c.es[h].ln[linkGlobal].Prev {
-		w[c.es[h].node]++
+	var last int32 // the M-th oldest block
+	for h := c.glob.Back(); h != 0 && found < g.m; h = c.gln[h].Prev {
+		w[c.gnode[h]]++
 		found++
-		g.minAge = c.es[h].age
+		last = h
 	}
-	if found < g.m {
-		g.minAge = 0 // fewer blocks than M: nothing is old enough to drop
-	}
+	g.minAge = 0
+	if found == g.m && last != 0 {
+		g.minAge = c.es[last].age
+	} // else fewer blocks than M: nothing is old enough to drop
 	t := 0.0
 	for i := range w {
 		t += float64(w[i])
