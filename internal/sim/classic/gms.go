@@ -1,10 +1,6 @@
 package classic
 
-import (
-	"sort"
-
-	"github.com/coopfs/coopfs/internal/sim"
-)
+import "github.com/coopfs/coopfs/internal/sim"
 
 // GMS is the Global Memory Service algorithm (seed 002 3.2, Feeley95).
 //
@@ -103,8 +99,18 @@ func (g *GMS) pick() int {
 	if total == 0 {
 		return -1
 	}
-	x := g.c.rng.Float64() * total
-	return min(sort.SearchFloat64s(g.cum, x+1e-12), len(g.cum)-1)
+	x := g.c.rng.Float64()*total + 1e-12
+	// The first i with cum[i] >= x, as sort.SearchFloat64s finds it, without
+	// its call through a closure at every step.
+	lo, hi := 0, len(g.cum)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); g.cum[m] < x {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return min(lo, len(g.cum)-1)
 }
 
 // drop drops e with a delete notice; if that leaves a singlet, the manager
