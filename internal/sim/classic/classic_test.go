@@ -346,19 +346,8 @@ func TestEntryLimits(t *testing.T) {
 	}
 	p.NChance = 255
 	w := reads(0, 1, 1, 1, 2, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6)
-	if _, err := sim.Run(context.Background(), w, mustNChance(t, p), p, sim.RunOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	run(t, "nchance", w, p, true)
 	if _, err := constructors["gms"](params(maxClients, 1, 0)); err != nil {
 		t.Errorf("gms with %d clients: %v", maxClients, err)
 	}
-}
-
-func mustNChance(t *testing.T, p sim.Params) *NChance {
-	t.Helper()
-	x, err := NewNChance(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return x
 }
