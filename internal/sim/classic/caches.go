@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -28,8 +29,13 @@ type caches struct {
 	ids  sim.IDs
 	cl   []elist
 	gl   []elist
-	glob elist
 	ages bool // the global age list is kept (Global LRU, GMS)
+	// glob is the global age list (when ages is set), through gln; gnode
+	// is each entry's client (entry.node) for walks of it. Both are
+	// indexed by entry handle.
+	glob  lru.List
+	gln   []lru.Link
+	gnode []uint16
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
@@ -47,9 +53,15 @@ type caches struct {
 	freeAt []int // index in free, -1 if absent
 }
 
+// maxClients is the most clients an entry can name (entry.node).
+const maxClients = 1 << 16
+
 func newCaches(p sim.Params) (*caches, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Clients > maxClients {
+		return nil, fmt.Errorf("%w: clients = %d, the classic algorithms simulate at most %d", sim.ErrConfig, p.Clients, maxClients)
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
@@ -186,8 +198,8 @@ func (c *caches) copies(id uint32) int {
 // client comes from the block's run, without a load of the entry.
 func (c *caches) holder(id uint32, n int) holder {
 	if c.single {
-		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
-			return holder{h, c.es[h].node}
+		if h := c.one[id]; h != 0 && int(c.es[h].node) != n {
+			return holder{h, int32(c.es[h].node)}
 		}
 		return holder{}
 	}
@@ -200,20 +212,21 @@ func (c *caches) holder(id uint32, n int) holder {
 }
 
 // other returns the copy of h's block other than h when there are exactly
-// two (the one that becomes a singlet when h goes), else 0.
-func (c *caches) other(h int32) int32 {
+// two (the one that becomes a singlet when h goes), with h 0 otherwise; its
+// client comes from the block's run, without a load of the entry.
+func (c *caches) other(h int32) holder {
 	if c.single {
-		return 0
+		return holder{}
 	}
 	b := &c.bl[c.es[h].id]
 	if b.n != 2 {
-		return 0
+		return holder{}
 	}
 	r := c.arena.run(b)
 	if r[0].h != h {
-		return r[0].h
+		return r[0]
 	}
-	return r[1].h
+	return r[1]
 }
 
 // touch records a reference by the entry's own client.
@@ -221,15 +234,15 @@ func (c *caches) touch(h int32) {
 	c.tick++
 	e := &c.es[h]
 	if e.global {
-		c.gl[e.node].remove(c.es, linkClient, h)
+		c.gl[e.node].remove(c.es, h)
 		e.global = false
-		c.cl[e.node].pushFront(c.es, linkClient, h)
+		c.cl[e.node].pushFront(c.es, h)
 	} else {
-		c.cl[e.node].moveToFront(c.es, linkClient, h)
+		c.cl[e.node].moveToFront(c.es, h)
 	}
 	e.age, e.recirc = c.tick, 0
 	if c.ages {
-		c.glob.moveToFront(c.es, linkGlobal, h)
+		c.glob.MoveToFront(c.gln, h)
 	}
 }
 
@@ -241,6 +254,10 @@ func (c *caches) newEntry() int32 {
 	}
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
+	if c.ages {
+		c.gln = lru.Grow(c.gln, h)
+		c.gnode = append(c.gnode, make([]uint16, len(c.gln)-len(c.gnode))...)
+	}
 	return h
 }
 
@@ -252,10 +269,11 @@ func (c *caches) add(n int, id uint32) int32 {
 	}
 	c.tick++
 	h := c.newEntry()
-	c.es[h] = entry{id: id, node: int32(n), age: c.tick}
-	c.cl[n].pushFront(c.es, linkClient, h)
+	c.es[h] = entry{id: id, node: uint16(n), age: c.tick}
+	c.cl[n].pushFront(c.es, h)
 	if c.ages {
-		c.glob.pushFront(c.es, linkGlobal, h)
+		c.glob.PushFront(c.gln, h)
+		c.gnode[h] = uint16(n)
 	}
 	if c.single {
 		c.one[id] = h
@@ -272,9 +290,9 @@ func (c *caches) add(n int, id uint32) int32 {
 func (c *caches) drop(h int32) {
 	e := &c.es[h]
 	n := int(e.node)
-	c.listOf(h).remove(c.es, linkClient, h)
+	c.listOf(h).remove(c.es, h)
 	if c.ages {
-		c.glob.remove(c.es, linkGlobal, h)
+		c.glob.Remove(c.gln, h)
 	}
 	if c.single {
 		c.one[e.id] = 0
@@ -296,7 +314,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	}
 	e := &c.es[h]
 	from := int(e.node)
-	c.listOf(h).remove(c.es, linkClient, h)
+	c.listOf(h).remove(c.es, h)
 	if !c.single {
 		b := &c.bl[e.id]
 		b.mask = b.mask&^c.bit(from) | c.bit(t)
@@ -307,13 +325,16 @@ func (c *caches) move(h int32, t int, refresh bool) {
 			}
 		}
 	}
-	e.node, e.global = int32(t), true
-	c.gl[t].pushFront(c.es, linkClient, h)
+	e.node, e.global = uint16(t), true
+	if c.ages {
+		c.gnode[h] = uint16(t)
+	}
+	c.gl[t].pushFront(c.es, h)
 	if refresh {
 		c.tick++
 		e.age = c.tick
 		if c.ages {
-			c.glob.moveToFront(c.es, linkGlobal, h)
+			c.glob.MoveToFront(c.gln, h)
 		}
 	}
 	c.shrank(from)
@@ -324,7 +345,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 // how many.
 func (c *caches) invalidate(id uint32, n int) int {
 	if c.single {
-		if h := c.one[id]; h != 0 && c.es[h].node != int32(n) {
+		if h := c.one[id]; h != 0 && int(c.es[h].node) != n {
 			c.drop(h)
 			return 1
 		}
@@ -333,7 +354,7 @@ func (c *caches) invalidate(id uint32, n int) int {
 	cnt := 0
 	b := &c.bl[id]
 	for i := int32(0); i < b.n; {
-		if x := c.arena.s[b.off+i]; x.node != int32(n) {
+		if x := c.arena.run(b)[i]; x.node != int32(n) {
 			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++
 		} else {

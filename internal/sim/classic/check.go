@@ -18,10 +18,10 @@ func (c *caches) check() error {
 				lst = &c.gl[n]
 			}
 			cnt := 0
-			for h := lst.Front(); h != 0; h = c.es[h].ln[linkClient].Next {
+			for h := lst.Front(); h != 0; h = c.es[h].ln.Next {
 				cnt++
 				e := &c.es[h]
-				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) {
+				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) || c.ages && c.gnode[h] != e.node {
 					return fmt.Errorf("client %d: entry %v misfiled", n, c.ids.Key(e.id))
 				}
 			}
@@ -38,7 +38,7 @@ func (c *caches) check() error {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
 	}
 	var last int64 = 1 << 62
-	for h := c.glob.Front(); h != 0; h = c.es[h].ln[linkGlobal].Next {
+	for h := c.glob.Front(); h != 0; h = c.gln[h].Next {
 		if c.es[h].age > last {
 			return fmt.Errorf("global list out of age order at %v", c.ids.Key(c.es[h].id))
 		}
@@ -58,14 +58,14 @@ func (c *caches) check() error {
 		var mask uint64
 		for _, x := range c.arena.run(&c.bl[id]) {
 			h := x.h
-			if c.es[h].id != uint32(id) || c.es[h].node != x.node || seen[c.es[h].node] {
+			if c.es[h].id != uint32(id) || int32(c.es[h].node) != x.node || seen[x.node] {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
-			seen[c.es[h].node] = true
+			seen[x.node] = true
 			mask |= c.bit(int(c.es[h].node))
 			held++
 		}
-		if b := &c.bl[id]; b.n > b.cap || b.cap&(b.cap-1) != 0 {
+		if b := &c.bl[id]; b.cap == 0 && b.n > 1 || b.cap > 0 && (b.n < 2 || b.n > b.cap || b.cap&(b.cap-1) != 0) {
 			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.n, b.cap)
 		}
 		if mask != c.bl[id].mask {

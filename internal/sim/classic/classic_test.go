@@ -2,6 +2,7 @@ package classic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -326,4 +327,27 @@ func cachesOf(alg sim.Algorithm) *caches {
 		return a.c
 	}
 	panic(fmt.Sprintf("no caches in %T", alg))
+}
+
+// TestEntryLimits: an entry names its client in 16 bits and N-chance's
+// count in 8, so larger settings are refused with ErrConfig, and the
+// largest allowed are accepted.
+func TestEntryLimits(t *testing.T) {
+	p := params(maxClients+1, 4, 4)
+	for _, name := range []string{"baseline", "globallru", "nchance", "gms"} {
+		if _, err := constructors[name](p); !errors.Is(err, sim.ErrConfig) {
+			t.Errorf("%s with %d clients: %v, want ErrConfig", name, p.Clients, err)
+		}
+	}
+	p = params(4, 4, 4)
+	p.NChance = 256
+	if _, err := NewNChance(p); !errors.Is(err, sim.ErrConfig) {
+		t.Errorf("nchance n=256: %v, want ErrConfig", err)
+	}
+	p.NChance = 255
+	w := reads(0, 1, 1, 1, 2, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6)
+	run(t, "nchance", w, p, true)
+	if _, err := constructors["gms"](params(maxClients, 1, 0)); err != nil {
+		t.Errorf("gms with %d clients: %v", maxClients, err)
+	}
 }

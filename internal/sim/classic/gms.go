@@ -1,10 +1,6 @@
 package classic
 
-import (
-	"sort"
-
-	"github.com/coopfs/coopfs/internal/sim"
-)
+import "github.com/coopfs/coopfs/internal/sim"
 
 // GMS is the Global Memory Service algorithm (seed 002 3.2, Feeley95).
 //
@@ -76,15 +72,16 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		w[n] += f
 		found += f
 	}
-	g.minAge = 0
-	for h := c.glob.Back(); h != 0 && found < g.m; h = c.es[h].ln[linkGlobal].Prev {
-		w[c.es[h].node]++
+	var last int32 // the M-th oldest block
+	for h := c.glob.Back(); h != 0 && found < g.m; h = c.gln[h].Prev {
+		w[c.gnode[h]]++
 		found++
-		g.minAge = c.es[h].age
+		last = h
 	}
-	if found < g.m {
-		g.minAge = 0 // fewer blocks than M: nothing is old enough to drop
-	}
+	g.minAge = 0
+	if found == g.m && last != 0 {
+		g.minAge = c.es[last].age
+	} // else fewer blocks than M: nothing is old enough to drop
 	t := 0.0
 	for i := range w {
 		t += float64(w[i])
@@ -102,8 +99,18 @@ func (g *GMS) pick() int {
 	if total == 0 {
 		return -1
 	}
-	x := g.c.rng.Float64() * total
-	return min(sort.SearchFloat64s(g.cum, x+1e-12), len(g.cum)-1)
+	x := g.c.rng.Float64()*total + 1e-12
+	// The first i with cum[i] >= x, as sort.SearchFloat64s finds it, without
+	// its call through a closure at every step.
+	lo, hi := 0, len(g.cum)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); g.cum[m] < x {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return min(lo, len(g.cum)-1)
 }
 
 // drop drops e with a delete notice; if that leaves a singlet, the manager
@@ -111,11 +118,10 @@ func (g *GMS) pick() int {
 func (g *GMS) drop(e int32, cnt *sim.Counters) {
 	o := g.c.other(e)
 	dropNotify(g.c, e, cnt)
-	if o != 0 {
-		g.c.es[o].single = true
+	if o.h != 0 {
 		cnt.Replacement(sim.ReplDuplicate, 1)
 		cnt.Manager(sim.CauseReplacement, 1)
-		cnt.Msg(sim.NodeManager, int(g.c.es[o].node), false)
+		cnt.Msg(sim.NodeManager, int(o.node), false)
 	}
 }
 

@@ -3,30 +3,26 @@ package classic
 import "github.com/coopfs/coopfs/internal/lru"
 
 // entry is one cached copy of a block in one client's cache, in the slab
-// caches.es, named by its handle. Its links are in the entry itself, one
-// per list kind (linkClient, linkGlobal), so that what an access reads and
-// writes of one copy is one cache line: 64 bytes, and a slab of more than
-// 32 KiB starts on a page.
+// caches.es, named by its handle. Its client-list links are in the entry
+// itself, so that what an access reads and writes of one copy is one cache
+// line: 32 bytes, two to a line, and a slab of more than 32 KiB starts on
+// a page. (So the client is a uint16 and N-chance's count a uint8:
+// newCaches and NewNChance check the limits.) The global age list's links
+// are not here but in caches.gln, beside caches.gnode: GMS walks that list
+// by the thousand, and dense links make the walk a run of cache hits.
 type entry struct {
 	age    int64  // tick of the last access (global age order)
 	id     uint32 // the block (sim.IDs)
-	node   int32  // client id
-	recirc int32  // N-chance: times forwarded since last referenced
+	node   uint16 // client id
+	recirc uint8  // N-chance: times forwarded since last referenced
 	global bool   // held on behalf of another client (forwarded, not referenced since)
-	single bool   // GMS: the client knows the block is a singlet
-	ln     [2]lru.Link
-	_      [24]byte
+	ln     lru.Link
+	_      [8]byte
 }
 
-// The list kinds an entry is on, the index of its link for each.
-const (
-	linkClient = iota // its client's list (caches.cl or caches.gl)
-	linkGlobal        // the global age list (caches.glob)
-)
-
-// elist is a doubly linked list of entry handles through the entries' links
-// of one kind (the caller passes the slab and the kind to every call).
-// Front is the most recent end. The zero value is an empty list.
+// elist is a doubly linked list of entry handles through the entries'
+// client-list links (the caller passes the slab to every call). Front is
+// the most recent end. The zero value is an empty list.
 type elist struct{ head, tail, n int32 }
 
 // Len returns the number of entries.
@@ -38,11 +34,11 @@ func (l *elist) Front() int32 { return l.head }
 // Back returns the last handle, 0 if empty.
 func (l *elist) Back() int32 { return l.tail }
 
-// pushFront puts h, which is on no list of kind k, first.
-func (l *elist) pushFront(es []entry, k int, h int32) {
-	es[h].ln[k] = lru.Link{Next: l.head}
+// pushFront puts h, which is on no list, first.
+func (l *elist) pushFront(es []entry, h int32) {
+	es[h].ln = lru.Link{Next: l.head}
 	if l.head != 0 {
-		es[l.head].ln[k].Prev = h
+		es[l.head].ln.Prev = h
 	} else {
 		l.tail = h
 	}
@@ -51,29 +47,29 @@ func (l *elist) pushFront(es []entry, k int, h int32) {
 }
 
 // remove takes h, which is on l, off it.
-func (l *elist) remove(es []entry, k int, h int32) {
-	x := es[h].ln[k]
+func (l *elist) remove(es []entry, h int32) {
+	x := es[h].ln
 	if x.Prev != 0 {
-		es[x.Prev].ln[k].Next = x.Next
+		es[x.Prev].ln.Next = x.Next
 	} else {
 		l.head = x.Next
 	}
 	if x.Next != 0 {
-		es[x.Next].ln[k].Prev = x.Prev
+		es[x.Next].ln.Prev = x.Prev
 	} else {
 		l.tail = x.Prev
 	}
-	es[h].ln[k] = lru.Link{}
+	es[h].ln = lru.Link{}
 	l.n--
 }
 
 // moveToFront makes h, which is on l, first.
-func (l *elist) moveToFront(es []entry, k int, h int32) {
+func (l *elist) moveToFront(es []entry, h int32) {
 	if l.head == h {
 		return
 	}
-	l.remove(es, k, h)
-	l.pushFront(es, k, h)
+	l.remove(es, h)
+	l.pushFront(es, h)
 }
 
 // lruSet is an LRU set of blocks (the server's memory) on one lru.List

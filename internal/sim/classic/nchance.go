@@ -1,6 +1,11 @@
 package classic
 
-import "github.com/coopfs/coopfs/internal/sim"
+import (
+	"fmt"
+	"math"
+
+	"github.com/coopfs/coopfs/internal/sim"
+)
 
 // NChance is N-chance forwarding (seed 002 3.1, Dahlin94) with the xFS
 // refinement, as simulated in seed 002 chapter 5.
@@ -29,6 +34,9 @@ type NChance struct {
 
 // NewNChance returns N-chance with n = p.NChance.
 func NewNChance(p sim.Params) (*NChance, error) {
+	if p.NChance > math.MaxUint8 {
+		return nil, fmt.Errorf("%w: nchance = %d, at most %d", sim.ErrConfig, p.NChance, math.MaxUint8)
+	}
 	c, err := newCaches(p)
 	if err != nil {
 		return nil, err
