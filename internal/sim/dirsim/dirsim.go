@@ -122,9 +122,9 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
-	var mask *presence
-	if p.Clients <= 64 {
-		mask = new(presence)
+	var rs *rows
+	if p.Clients > 1 {
+		rs = newRows(p.Clients, p.ClientCacheBlocks)
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
@@ -132,7 +132,7 @@ func New(p sim.Params) (*Sim, error) {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, mask, i)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, rs, i)
 	}
 	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
