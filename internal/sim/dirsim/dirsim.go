@@ -231,6 +231,13 @@ func (s *Sim) version(file uint64) block.Version {
 	return 1
 }
 
+// current reports whether handle h of cache l holds version v (the file's
+// current one): always, while no file has changed (every copy is then of
+// version 1), without loading the node.
+func (s *Sim) current(l *cache, h int32, v block.Version) bool {
+	return s.vers.Len() == 0 || l.nodes[h].ver == v
+}
+
 // Access implements sim.Algorithm.
 func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	switch a.Op {
@@ -274,7 +281,7 @@ func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome
 	v := s.version(id.file)
 	cache := s.caches[cl]
 	if h := cache.find(id.id); h != 0 {
-		if cache.nodes[h].ver == v {
+		if s.current(cache, h, v) {
 			cache.touch(h)
 			s.done[cl] = t + s.local
 			return sim.Outcome{Layer: sim.LayerLocal}
@@ -376,7 +383,7 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 	at, layer := arrive, sim.LayerServer
 	var wait time.Duration
 	c.ServerMemLookups++
-	if h := s.server.find(id.id); h != 0 && s.server.nodes[h].ver == v {
+	if h := s.server.find(id.id); h != 0 && s.current(s.server, h, v) {
 		s.server.touch(h)
 	} else {
 		layer = sim.LayerDisk
