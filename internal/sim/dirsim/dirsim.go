@@ -210,8 +210,19 @@ func (r ref) dirID() block.ID { return block.ID{File: r.file, Index: uint64(r.id
 
 // refOf numbers a's block (Run has, unless a came another way).
 func (s *Sim) refOf(a *sim.Access) ref {
-	r := ref{a.ID, a.File}
-	if r.id == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
+	if a.ID == 0 {
+		return s.number(a)
+	}
+	return ref{a.ID, a.File}
+}
+
+// number is refOf for an access Run did not number; not inlined, so that
+// refOf is.
+//
+//go:noinline
+func (s *Sim) number(a *sim.Access) ref {
+	r := ref{0, a.File}
+	if a.Op == sim.OpRead || a.Op == sim.OpWrite {
 		r.id = s.ids.ID(a.Key())
 	}
 	return r
@@ -222,11 +233,21 @@ type fileKey uint64
 
 func (k fileKey) Hash() uint64 { return lru.Mix(uint64(k)) }
 
+// version returns file's current version (1 until it changes), small
+// enough to be inlined: nothing is looked up while no file has changed.
 func (s *Sim) version(file uint64) block.Version {
-	if s.vers.Len() > 0 {
-		if v, ok := s.vers.Get(fileKey(file)); ok {
-			return v
-		}
+	if s.vers.Len() == 0 {
+		return 1
+	}
+	return s.changedVersion(file)
+}
+
+// changedVersion looks file's version up; not inlined, so that version is.
+//
+//go:noinline
+func (s *Sim) changedVersion(file uint64) block.Version {
+	if v, ok := s.vers.Get(fileKey(file)); ok {
+		return v
 	}
 	return 1
 }
