@@ -82,6 +82,7 @@ type table struct {
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
 
+	fetched  uint64       // what fetch loaded
 	more     [][]ClientID // holders from 64 on, by entry.more; more[0] is unused
 	moreFree []int32
 }
@@ -102,6 +103,25 @@ func (t *table) get(id block.ID) int32 {
 	}
 	h, _ := t.index.Get(bkey(id))
 	return h
+}
+
+// handles appends ids' handles (0 for none) to hs.
+func (t *table) handles(ids []block.ID, hs []int32) []int32 {
+	for _, id := range ids {
+		hs = append(hs, t.get(id))
+	}
+	return hs
+}
+
+// fetch loads the entries hs (0 for none) and nothing else, so that their
+// lines are in the processor's cache for what follows; it keeps a value
+// of them so that the loads are made.
+func (t *table) fetch(hs []int32) {
+	var x uint64
+	for _, h := range hs {
+		x += t.ents[h].mask
+	}
+	t.fetched = x
 }
 
 // touch makes h the most recently used entry.
