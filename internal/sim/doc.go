@@ -22,7 +22,11 @@
 //     Params.Seed. Work per access must be O(1) (hash maps and intrusive
 //     lists).
 //   - An algorithm that needs the future (Optimal) implements Prescanner;
-//     Run feeds it a fresh Source first. Algorithms that can check their
+//     Run feeds it a fresh Source first. If it is also a NextTaker, Run
+//     first tries without the prescan, on the next uses the trace carries
+//     (Access.Next: libCacheSim's oracleGeneral formats), which the
+//     algorithm checks as it goes; at the first that does not hold, Run
+//     prescans and starts again. Algorithms that can check their
 //     invariants implement Checker, which tests call.
 //   - Params are the simulated system and the cost model (defaults: seed 002
 //     table 5.2). Algorithm-specific knobs without a field go in

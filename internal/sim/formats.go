@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,9 @@ const (
 
 // oracleReader reads libCacheSim's oracleGeneral records, or with ns its
 // oracleGeneralOpNS records (an operation and a namespace, the client,
-// before the next access). The next-access field is checked (>= -1) and
-// otherwise not used: Optimal builds its own index over the accesses
-// coopfs simulates.
+// before the next access). The next-access field (1-based position of the
+// object's next record, -1 or math.MaxInt64 if none) is checked (>= -1)
+// and passed on in Access.Next, math.MaxInt64 as -1.
 type oracleReader struct {
 	r    *bufio.Reader
 	ns   bool
@@ -50,33 +51,61 @@ func (o *oracleReader) fast(dst []Access) int {
 		return 0
 	}
 	b, _ := o.r.Peek(k * o.size)
-	n := 0
-	for ; n < k; n++ {
-		a, ok := o.decode(b[n*o.size : (n+1)*o.size])
-		if !ok {
-			break
-		}
-		dst[n] = a
-	}
+	n := o.decode(dst[:k], b)
 	o.r.Discard(n * o.size)
 	o.n += int64(n)
 	return n
 }
 
-// decode reads one record; ok is false if its next access or operation
-// is out of range.
-func (o *oracleReader) decode(r []byte) (a Access, ok bool) {
-	a = Access{Time: time.Duration(binary.LittleEndian.Uint32(r[0:])) * time.Second,
-		File: binary.LittleEndian.Uint64(r[4:]), Op: OpRead, Size: binary.LittleEndian.Uint32(r[12:])}
-	next := r[16:]
-	if o.ns {
-		if a.Op, ok = lcsOp(r[16]); !ok {
-			return a, false
+// decodeOracle fills dst from the oracleGeneral records in b, each
+// written straight into its place, and returns how many it filled: it
+// stops at a record whose next access is out of range.
+func decodeOracle(dst []Access, b []byte) int {
+	for i := range dst {
+		r := b[i*OracleRecordSize:][:OracleRecordSize]
+		next, ok := oracleNext(r[16:])
+		if !ok {
+			return i
 		}
-		a.Client = int(binary.LittleEndian.Uint16(r[17:]))
-		next = r[19:]
+		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
+			File: binary.LittleEndian.Uint64(r[4:]), Size: binary.LittleEndian.Uint32(r[12:]), Next: next}
 	}
-	return a, int64(binary.LittleEndian.Uint64(next)) >= -1
+	return len(dst)
+}
+
+// decodeOracleNS is decodeOracle for oracleGeneralOpNS records; it also
+// stops at an unknown operation.
+func decodeOracleNS(dst []Access, b []byte) int {
+	for i := range dst {
+		r := b[i*OracleNSRecordSize:][:OracleNSRecordSize]
+		next, ok := oracleNext(r[19:])
+		op, known := lcsOp(r[16])
+		if !ok || !known {
+			return i
+		}
+		dst[i] = Access{Time: time.Duration(binary.LittleEndian.Uint32(r)) * time.Second,
+			Client: int(binary.LittleEndian.Uint16(r[17:])), File: binary.LittleEndian.Uint64(r[4:]), Op: op,
+			Size: binary.LittleEndian.Uint32(r[12:]), Next: next}
+	}
+	return len(dst)
+}
+
+// oracleNext reads a next-access field: libCacheSim's "none", -1 or
+// math.MaxInt64, is -1; ok is false for a field below -1.
+func oracleNext(b []byte) (next int64, ok bool) {
+	next = int64(binary.LittleEndian.Uint64(b))
+	if next == math.MaxInt64 {
+		next = -1
+	}
+	return next, next >= -1
+}
+
+// decode fills dst from the records in b (decodeOracle, decodeOracleNS).
+func (o *oracleReader) decode(dst []Access, b []byte) int {
+	if o.ns {
+		return decodeOracleNS(dst, b)
+	}
+	return decodeOracle(dst, b)
 }
 
 // lcsOp maps libCacheSim's operation codes (req_op_e): nop, get, gets and
@@ -122,7 +151,8 @@ func (o *oracleReader) Next() (Access, error) {
 		}
 		return Access{}, fmt.Errorf("record %d: truncated (%d of %d bytes): not an %s trace?", o.n+1, len(b), o.size, name)
 	}
-	a, ok := o.decode(b)
+	var a [1]Access
+	ok := o.decode(a[:], b) == 1
 	o.r.Discard(o.size)
 	o.n++
 	if !ok {
@@ -133,7 +163,7 @@ func (o *oracleReader) Next() (Access, error) {
 		}
 		return Access{}, fmt.Errorf("record %d: next access %d: not an %s trace?", o.n, int64(binary.LittleEndian.Uint64(b[o.size-8:])), name)
 	}
-	return a, nil
+	return a[0], nil
 }
 
 // CSVSpec names the columns of a csv trace, numbered from 1 (0: absent),
@@ -724,6 +754,7 @@ func (e *blockExpander) Next() (Access, error) {
 		return e.cur, nil
 	}
 	a, err := e.pull()
+	a.Next = 0 // positions move once an object is several blocks
 	if err != nil || a.Size == 0 {
 		a.Size = 0
 		return a, err

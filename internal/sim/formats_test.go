@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -29,14 +30,14 @@ func TestOracleFormat(t *testing.T) {
 	var in []byte
 	in = append(in, oracleRec(5, 42, 10000, 3)...)
 	in = append(in, oracleRec(6, 7, 100, -1)...)
-	in = append(in, oracleRec(6, 42, 10000, -1)...)
+	in = append(in, oracleRec(6, 42, 10000, math.MaxInt64)...) // libCacheSim's other "none"
 	src, err := NewReader(bytes.NewReader(in), FormatOracle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := readAll(t, src)
-	want := []Access{{Time: 5 * time.Second, File: 42, Size: 10000}, {Time: 6 * time.Second, File: 7, Size: 100},
-		{Time: 6 * time.Second, File: 42, Size: 10000}}
+	want := []Access{{Time: 5 * time.Second, File: 42, Size: 10000, Next: 3}, {Time: 6 * time.Second, File: 7, Size: 100, Next: -1},
+		{Time: 6 * time.Second, File: 42, Size: 10000, Next: -1}}
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("got %v, %v", got, err)
 	}
@@ -51,8 +52,13 @@ func TestOracleFormat(t *testing.T) {
 	if err != nil || len(got) != 7 || got[2].Block != 2 || got[3].File != 7 || got[3].Block != 0 || got[6].Block != 2 || got[0].Size != 0 {
 		t.Errorf("blocks: %v, %v", got, err)
 	}
+	for i, a := range got { // the records' positions are not the blocks'
+		if a.Next != 0 {
+			t.Errorf("blocks: access %d has next %d, want 0", i, a.Next)
+		}
+	}
 	src, _ = NewReaderOptions(bytes.NewReader(in), ReadOptions{Format: FormatOracle, Sizes: SizesIgnore})
-	if got, err = readAll(t, src); err != nil || len(got) != 3 || got[0].Size != 0 {
+	if got, err = readAll(t, src); err != nil || len(got) != 3 || got[0].Size != 0 || got[0].Next != 3 {
 		t.Errorf("ignore: %v, %v", got, err)
 	}
 	// A truncated record and a bad next access are one clear error each.
@@ -89,8 +95,8 @@ func TestOracleNSFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := readAll(t, src)
-	want := []Access{{Time: 5 * time.Second, Client: 3, File: 42, Size: 10000}, {Time: 6 * time.Second, Client: 41, File: 7, Op: OpWrite, Size: 100},
-		{Time: 6 * time.Second, File: 42, Op: OpDelete, Size: 10000}}
+	want := []Access{{Time: 5 * time.Second, Client: 3, File: 42, Size: 10000, Next: 3}, {Time: 6 * time.Second, Client: 41, File: 7, Op: OpWrite, Size: 100, Next: -1},
+		{Time: 6 * time.Second, File: 42, Op: OpDelete, Size: 10000, Next: -1}}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("got %+v, %v; want %+v", got, err, want)
 	}
@@ -236,12 +242,18 @@ func TestConvertRoundTrip(t *testing.T) {
 	}
 	// coopfs → oracleGeneralOpNS keeps the clients, the writes and the
 	// deletes (a file's delete becomes a delete of each of its blocks),
-	// with next accesses over all records.
+	// with next accesses over all records (libCacheSim's: the next
+	// record's position counted from 1, -1 if none).
 	ns := convertBytes(t, acc, FormatOracleNS, 4096)
 	var recs []Access
+	last := map[uint64]int{}
 	for _, a := range acc {
 		objectRecords(a, true, func(id uint64, a Access) {
-			a.File, a.Block, a.Size = id, 0, 4096
+			a.File, a.Block, a.Size, a.Next = id, 0, 4096, -1
+			if j, ok := last[id]; ok {
+				recs[j].Next = int64(len(recs) + 1)
+			}
+			last[id] = len(recs)
 			recs = append(recs, a)
 		})
 	}
@@ -306,21 +318,41 @@ func FuzzOracleNSReader(f *testing.F) {
 
 // fuzzRead reads data with each of opts and fails on an access that bad
 // rejects, a negative time or client, or a size left where sizes are
-// expanded or ignored.
+// expanded or ignored; and read in batches (the fast paths), data must
+// give the same accesses and the same error.
 func fuzzRead(t *testing.T, data []byte, opts []ReadOptions, bad func(Access) bool) {
 	for _, o := range opts {
 		src, err := NewReaderOptions(bytes.NewReader(data), o)
 		if err != nil {
 			continue
 		}
+		var one []Access
+		var oneErr error
 		for range 10000 {
 			a, err := src.Next()
 			if err != nil {
+				oneErr = err
 				break
 			}
 			if bad(a) || a.Client < 0 || a.Time < 0 || (o.Sizes != SizesKeep && a.Size != 0) {
 				t.Fatalf("bad access %+v", a)
 			}
+			one = append(one, a)
+		}
+		if oneErr == nil {
+			continue
+		}
+		src, _ = NewReaderOptions(bytes.NewReader(data), o)
+		var batched []Access
+		var batchErr error
+		buf := make([]Access, 7)
+		for batchErr == nil {
+			var n int
+			n, batchErr = FillBatch(src, buf)
+			batched = append(batched, buf[:n]...)
+		}
+		if !slices.Equal(one, batched) || oneErr.Error() != batchErr.Error() {
+			t.Fatalf("one by one %d accesses, %v; in batches %d, %v", len(one), oneErr, len(batched), batchErr)
 		}
 	}
 }

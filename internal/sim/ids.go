@@ -117,7 +117,10 @@ func (d *IDs) Number(batch []Access) {
 		for i := range batch[:n] {
 			a := &batch[i]
 			if a.Op == OpRead || a.Op == OpWrite {
-				a.ID = d.idHashed(Key{a.File, a.Block}, d.hashes[i])
+				k := Key{a.File, a.Block}
+				if a.ID = d.t.first(k, d.hashes[i], d.keys); a.ID == 0 {
+					a.ID = d.idHashed(k, d.hashes[i])
+				}
 				if d.files {
 					a.FileID = d.bfile[a.ID]
 				}

@@ -26,6 +26,19 @@ func (x *keyIndex) touch(h uint64) uint32 {
 	return x.slots[h&x.mask].id
 }
 
+// first returns k's number if the first slot a key of hash h probes holds
+// it, else 0 (then get or intern probes on): the usual case, inlined.
+func (x *keyIndex) first(k Key, h uint64, keys []Key) uint32 {
+	if len(x.slots) == 0 {
+		return 0
+	}
+	s := x.slots[h&x.mask]
+	if s.tag != uint32(h>>32) || s.id == 0 || keys[s.id] != k {
+		return 0
+	}
+	return s.id
+}
+
 // get returns the number of key k of hash h, 0 if none.
 func (x *keyIndex) get(k Key, h uint64, keys []Key) uint32 {
 	if x.n == 0 {

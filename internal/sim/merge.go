@@ -140,6 +140,7 @@ func (s *mergeSource) Next() (Access, error) {
 	a.Client += s.base[i]
 	a.File = s.ns[i] | a.File&(1<<FileNSShift-1)
 	a.Time = time.Duration(s.n) * s.interval
+	a.Next = 0 // positions in one trace, not in the merge
 	s.n++
 	return a, nil
 }

@@ -247,11 +247,36 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 	if o.Config == "" {
 		o.Config = "default"
 	}
+	if nt, ok := alg.(NextTaker); ok {
+		m, err := replay(ctx, w, alg, p, o, nt.TakeNext(), nt)
+		switch {
+		case errors.Is(err, errNextFailed):
+		case err != nil:
+			return Metrics{}, err
+		case nt.NextHeld(true):
+			return m, nil
+		}
+	}
 	if ps, ok := alg.(Prescanner); ok {
 		if err := prescan(w, ps); err != nil {
 			return Metrics{}, err
 		}
 	}
+	var ids *IDs
+	if nb, ok := alg.(Numberer); ok {
+		ids = nb.IDs()
+	}
+	return replay(ctx, w, alg, p, o, ids, nil)
+}
+
+// errNextFailed stops a replay whose NextTaker found a next use that does
+// not hold.
+var errNextFailed = errors.New("the trace's next uses do not hold")
+
+// replay is Run's loop: it reads w ahead (numbering its accesses with ids,
+// if set) and feeds alg. With nt set it stops with errNextFailed as soon
+// as nt's next uses fail (checked after each batch).
+func replay(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions, ids *IDs, nt NextTaker) (Metrics, error) {
 	src, err := w.Open()
 	if err != nil {
 		return Metrics{}, fmt.Errorf("open %s: %w", w.Name(), err)
@@ -259,10 +284,6 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 	defer CloseSource(src)
 	rec := NewRecorder(p)
 	var n, warm int64
-	var ids *IDs
-	if nb, ok := alg.(Numberer); ok {
-		ids = nb.IDs()
-	}
 	pf := newPrefetcher(src, ids)
 	defer pf.stop()
 	for {
@@ -287,6 +308,9 @@ func Run(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptions)
 			if o.Progress != nil && o.ProgressEvery > 0 && n%o.ProgressEvery == 0 {
 				o.Progress(n)
 			}
+		}
+		if nt != nil && !nt.NextHeld(false) {
+			return Metrics{}, errNextFailed
 		}
 		if err := ctx.Err(); err != nil {
 			return Metrics{}, err

@@ -55,7 +55,12 @@ func ParseOp(s string) (Op, error) {
 // or drop them before the algorithms see them (ReadOptions.Sizes). ID is
 // the block's dense number (IDs) for a read or write, set by Run for
 // algorithms that number blocks (Numberer), else 0; FileID likewise the
-// file's, for those that also number files (IDs.NumberFiles).
+// file's, for those that also number files (IDs.NumberFiles). Next is the
+// position of the next access to the same block as the trace gives it
+// (libCacheSim's oracleGeneral formats: accesses counted from 1, every
+// operation included), -1 if the trace says there is none, 0 if the trace
+// does not say; sources that add, drop or reorder accesses set it to 0. It
+// is a claim, not a fact: Optimal checks every one it takes (NextTaker).
 type Access struct {
 	Time   time.Duration
 	Client int
@@ -65,6 +70,7 @@ type Access struct {
 	Size   uint32
 	ID     uint32
 	FileID uint32
+	Next   int64
 }
 
 // Key is the block an access names, usable as a map key.
@@ -161,6 +167,22 @@ type Prescanner interface {
 // on the reading goroutine, so Prescan gets them numbered (Access.ID).
 type PrescanNumberer interface {
 	PrescanIDs() *IDs
+}
+
+// NextTaker is implemented by Prescanners that can take the next uses a
+// trace carries (Access.Next) instead of prescanning. Run first runs such
+// an algorithm without a prescan, numbering the reads and writes with the
+// IDs TakeNext returns (as for a Numberer); the algorithm checks every next
+// use it takes against the blocks it sees, and as soon as one does not hold
+// (or an access carries none), Run stops, prescans and runs again from the
+// start. Either way the results are the prescan's.
+type NextTaker interface {
+	Prescanner
+	// TakeNext readies a run that takes the next uses from the accesses.
+	TakeNext() *IDs
+	// NextHeld reports whether every next use taken so far held; with end
+	// (the run is over), also that no block still waits for an access.
+	NextHeld(end bool) bool
 }
 
 // Numberer is implemented by algorithms that keep their per-block state in

@@ -26,9 +26,16 @@ func newFarthest(n int) *farthest {
 	}
 }
 
-func (f *farthest) has(p int32) bool { return f.lv[0][p>>6]&(1<<(p&63)) != 0 }
+func (f *farthest) has(p int32) bool {
+	w := int(p >> 6)
+	return w < len(f.lv[0]) && f.lv[0][w]&(1<<(p&63)) != 0
+}
 
+// add puts p in the set, growing it if p is beyond its positions.
 func (f *farthest) add(p int32) {
+	if int(p>>6) >= len(f.lv[0]) {
+		f.grow(int(p) + 1)
+	}
 	for _, l := range f.lv {
 		w := &l[p>>6]
 		was := *w
@@ -48,6 +55,20 @@ func (f *farthest) del(p int32) {
 		}
 		p >>= 6
 	}
+}
+
+// grow makes room for the positions below n, at least twice as many.
+func (f *farthest) grow(n int) {
+	g := newFarthest(max(n, 2*64*len(f.lv[0])))
+	copy(g.lv[0], f.lv[0])
+	for i := 1; i < len(g.lv); i++ {
+		for j, w := range g.lv[i-1] {
+			if w != 0 {
+				g.lv[i][j>>6] |= 1 << (j & 63)
+			}
+		}
+	}
+	*f = *g
 }
 
 // max returns the largest position, -1 if the set is empty.

@@ -12,7 +12,11 @@ import (
 // Optimal is seed 002's ideal algorithm 3.3.1: Belady's replacement over the
 // client memories, from a next-use index precomputed in Prescan (the one
 // structure that grows with the trace: 8 bytes per access, the next use
-// and the block number).
+// and the block number) or, where the trace carries each access's next use
+// (libCacheSim's oracleGeneral formats), from the accesses themselves
+// (TakeNext): then nothing grows with the trace but a bit per access (the
+// one-client set of next uses), and each next use is checked when its
+// block comes (sim.NextTaker).
 //
 // The client memories hold at most one copy of a block: a read served by
 // another client moves the block to the reader, and the reader's block with
@@ -26,22 +30,22 @@ import (
 // client it is exactly Belady. Server memory is an LRU disk cache.
 // Replacement uses heaps: O(log n) per access rather than O(1).
 //
-// A cached block's state is kept by block number, beside the heaps: its
-// client (node, -1 if not in client memory), its next use and its
-// positions in the global heap and its client's heap. Heap slots hold the
-// next use and the block number: nothing holds a pointer.
+// A block in client memory has an entry (optEntry: its number, client and
+// positions in the global heap and its client's heap) in a
+// table of at most Clients × K entries, which the heaps' slots name (with
+// the next use): the heaps' moves write to that small table, not to one
+// as long as the unique blocks; by block number only the entry's index is
+// kept. Nothing holds a pointer.
 type Optimal struct {
 	p      sim.Params
 	k      int
-	next   []int32  // next use of access i's block, math.MaxInt32 if none
-	bid    []uint32 // access i's block number (reads and writes)
+	idx    useIndex // from Prescan: access i's block number and next use
 	pos    int
 	ids    sim.IDs
-	node   []int32 // block number → its client, -1 if not in client memory
-	nu     []int32 // block number → its next use (while cached)
-	gpos   []int32 // block number → its position in the global heap
-	cpos   []int32 // block number → its position in its client's heap
-	nblk   int     // blocks in client memory
+	entry  []int32    // block number → its entry, -1 if not in client memory
+	ent    []optEntry // the entries of the blocks in client memory
+	spare  []int32    // entries free for reuse
+	nblk   int        // blocks in client memory
 	glob   optHeap
 	cl     []optHeap
 	server *lruSet
@@ -49,6 +53,9 @@ type Optimal struct {
 	bel    *beladySet // one client and no deletes in the trace: the set of next uses
 	free   []int
 	freeAt []int
+	take   bool    // next uses from the accesses (TakeNext), not next and bid
+	want   []int32 // with take: block number → the position its last access named next (math.MaxInt32: none), 0 if not seen
+	bad    bool    // with take: a next use did not hold
 }
 
 // NewOptimal returns Optimal; it must be prescanned (sim.Run does it).
@@ -56,23 +63,88 @@ func NewOptimal(p sim.Params) (*Optimal, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	o := &Optimal{p: p, k: p.ClientCacheBlocks,
-		cl: make([]optHeap, p.Clients), freeAt: make([]int, p.Clients), one: p.Clients == 1}
-	o.glob.pos = &o.gpos
+	o := &Optimal{p: p, k: p.ClientCacheBlocks, one: p.Clients == 1}
+	o.reset()
+	return o, nil
+}
+
+// reset empties the caches for a new run (the block numbers stay).
+func (o *Optimal) reset() {
+	o.entry, o.ent, o.spare = o.entry[:0], o.ent[:0], o.spare[:0]
+	o.nblk, o.pos, o.bel = 0, 0, nil
+	o.glob = optHeap{ent: &o.ent, which: 0}
+	o.cl = make([]optHeap, o.p.Clients)
+	o.free, o.freeAt = o.free[:0], make([]int, o.p.Clients)
 	for i := range o.cl {
-		o.cl[i].pos = &o.cpos
+		o.cl[i] = optHeap{ent: &o.ent, which: 1}
 		o.freeAt[i] = -1
 		o.updateFree(i)
 	}
-	o.server = newLRUSet(p.ServerCacheBlocks)
-	return o, nil
+	o.server = newLRUSet(o.p.ServerCacheBlocks)
+	o.take, o.want, o.bad = false, o.want[:0], false
+}
+
+// TakeNext implements sim.NextTaker.
+func (o *Optimal) TakeNext() *sim.IDs {
+	o.reset()
+	o.idx = useIndex{}
+	o.take = true
+	if o.one {
+		o.bel = &beladySet{set: newFarthest(1 << 16)}
+	}
+	return &o.ids
+}
+
+// NextHeld implements sim.NextTaker.
+func (o *Optimal) NextHeld(end bool) bool {
+	if o.bad || !end {
+		return !o.bad
+	}
+	for _, w := range o.want {
+		if w != 0 && w != math.MaxInt32 {
+			return false
+		}
+	}
+	return true
+}
+
+// taken is access a's next use and block number (TakeNext), a being at
+// position i: ok is false, from the first one on, when a next use does
+// not hold: the access names none or one that is not ahead, or its
+// block's previous access named another position than i. Opens and
+// closes name no block; a delete fails (its place in a trace's chain of
+// next uses is not the prescan's).
+func (o *Optimal) taken(a *sim.Access, i int32) (nu int32, k uint32, ok bool) {
+	if !o.bad && (a.Op == sim.OpOpen || a.Op == sim.OpClose) {
+		return math.MaxInt32, 0, true
+	}
+	if o.bad || (a.Op != sim.OpRead && a.Op != sim.OpWrite) || a.ID == 0 || a.Next == 0 ||
+		(a.Next > 0 && (a.Next <= int64(i)+1 || a.Next >= math.MaxInt32)) {
+		o.bad = true
+		return 0, 0, false
+	}
+	k = a.ID
+	if int(k) >= len(o.want) {
+		o.want = append(o.want, make([]int32, int(k)+1-len(o.want)+len(o.want)/2)...)
+	}
+	if w := o.want[k]; w != 0 && w != i {
+		o.bad = true
+		return 0, 0, false
+	}
+	nu = math.MaxInt32
+	if a.Next > 0 {
+		nu = int32(a.Next - 1)
+	}
+	o.want[k] = nu
+	return nu, k, true
 }
 
 // Prescan implements sim.Prescanner: it numbers the blocks and builds the
 // next-use index.
 func (o *Optimal) Prescan(src sim.Source) error {
 	var last []int32 // block number → its last access so far, -1 if none
-	o.next, o.bid = o.next[:0], o.bid[:0]
+	o.reset()
+	o.idx.n = 0 // its chunks are reused
 	deletes := false
 	buf := make([]sim.Access, 4096)
 	for {
@@ -82,27 +154,25 @@ func (o *Optimal) Prescan(src sim.Source) error {
 		}
 		for _, a := range buf[:n] {
 			deletes = deletes || a.Op == sim.OpDelete
-			i := len(o.next)
+			i := o.idx.n
 			if i >= math.MaxInt32-1 {
 				return fmt.Errorf("optimal: trace longer than %d accesses", math.MaxInt32-1)
 			}
-			o.next = append(o.next, math.MaxInt32)
 			id := a.ID
+			o.idx.add(id)
 			if id != 0 {
 				for int(id) >= len(last) {
 					last = append(last, -1)
 				}
 				if j := last[id]; j >= 0 {
-					o.next[j] = int32(i)
+					o.idx.setNext(j, int32(i))
 				}
 				last[id] = int32(i)
 			}
-			o.bid = append(o.bid, id)
 		}
 		if e != nil {
-			o.pos, o.bel = 0, nil
 			if o.one && !deletes {
-				o.bel = &beladySet{set: newFarthest(len(o.next))}
+				o.bel = &beladySet{set: newFarthest(o.idx.n)}
 			}
 			if errors.Is(e, io.EOF) {
 				return nil
@@ -141,10 +211,23 @@ func (o *Optimal) updateFree(n int) {
 
 // Access implements sim.Algorithm.
 func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
-	if o.pos >= len(o.next) {
-		panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
+	var nu int32
+	var k uint32
+	if o.take {
+		if o.pos >= math.MaxInt32-1 {
+			o.bad = true
+		}
+		var ok bool
+		if nu, k, ok = o.taken(&a, int32(o.pos)); !ok {
+			return sim.Outcome{} // the run is void: sim.Run runs it again with a prescan
+		}
+	} else {
+		if o.pos >= o.idx.n {
+			panic("optimal: Access beyond the prescanned workload (run it with sim.Run)")
+		}
+		u := o.idx.at(o.pos)
+		nu, k = u.next, u.id
 	}
-	nu, k := o.next[o.pos], o.bid[o.pos]
 	o.pos++
 	if o.bel != nil {
 		return o.accessOne(a, int32(o.pos-1), nu, k)
@@ -156,8 +239,8 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 			if id == 0 {
 				continue
 			}
-			if int(id) < len(o.node) && o.node[id] >= 0 {
-				o.remove(id)
+			if int(id) < len(o.entry) && o.entry[id] >= 0 {
+				o.remove(o.entry[id])
 				cnt.Invalidations++
 			}
 			o.server.del(id)
@@ -167,7 +250,7 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	default:
 		return sim.Outcome{}
 	}
-	if int(k) >= len(o.node) {
+	if int(k) >= len(o.entry) {
 		o.grow(o.ids.Len() + 1)
 	}
 	n := int32(a.Client)
@@ -175,16 +258,15 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if a.Op == sim.OpWrite {
 		o.server.put(k)
 	}
-	if t := o.node[k]; t >= 0 {
-		o.nu[k] = nu // migrate's remove ignores the client heap's old copy
-		o.glob.fix(k, nu)
-		if t == n {
+	if e := o.entry[k]; e >= 0 {
+		o.glob.fix(e, nu)
+		if t := o.ent[e].node; t == n {
 			if !o.one {
-				o.cl[n].fix(k, nu)
+				o.cl[n].fix(e, nu)
 			}
 		} else {
 			layer = sim.LayerRemote
-			o.migrate(k, n)
+			o.migrate(e, n, nu)
 		}
 	} else {
 		layer = sim.LayerServer
@@ -194,11 +276,10 @@ func (o *Optimal) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		}
 		if o.k > 0 {
 			o.makeRoom(int(n))
-			o.node[k], o.nu[k] = n, nu
-			o.nblk++
-			o.glob.push(k, nu)
+			e := o.add(k, n)
+			o.glob.push(e, nu)
 			if !o.one {
-				o.cl[n].push(k, nu)
+				o.cl[n].push(e, nu)
 			}
 			o.updateFree(int(n))
 		}
@@ -231,40 +312,62 @@ func (o *Optimal) accessOne(a sim.Access, i, nu int32, k uint32) sim.Outcome {
 	return sim.Outcome{Layer: layer}
 }
 
-// grow makes the per-block arrays n long.
+// grow makes the per-block state n long.
 func (o *Optimal) grow(n int) {
-	for len(o.node) < n {
-		o.node = append(o.node, -1)
+	for len(o.entry) < n {
+		o.entry = append(o.entry, -1)
 	}
-	o.nu = append(o.nu, make([]int32, n-len(o.nu))...)
-	o.gpos = append(o.gpos, make([]int32, n-len(o.gpos))...)
-	o.cpos = append(o.cpos, make([]int32, n-len(o.cpos))...)
 }
 
-// migrate moves block id to client n; if n is full, n's farthest block
-// takes id's place at its old client.
-func (o *Optimal) migrate(id uint32, n int32) {
-	t := o.node[id]
-	o.cl[t].remove(id)
-	if o.cl[n].len() >= o.k {
-		v := o.cl[n].top()
-		o.cl[n].remove(v)
-		o.node[v] = t
-		o.cl[t].push(v, o.nu[v])
+// add gives block k at client n an entry.
+func (o *Optimal) add(k uint32, n int32) int32 {
+	var e int32
+	if l := len(o.spare); l > 0 {
+		e, o.spare = o.spare[l-1], o.spare[:l-1]
+	} else {
+		e = int32(len(o.ent))
+		o.ent = append(o.ent, optEntry{})
 	}
-	o.node[id] = n
-	o.cl[n].push(id, o.nu[id])
-	o.updateFree(int(t))
-	o.updateFree(int(n))
+	o.ent[e] = optEntry{id: k, node: n}
+	o.entry[k] = e
+	o.nblk++
+	return e
 }
 
-func (o *Optimal) remove(id uint32) {
-	o.glob.remove(id)
-	n := o.node[id]
+// migrate moves entry e's block, next used at nu, to client n; if n is
+// full, n's farthest block takes e's place at its old client.
+func (o *Optimal) migrate(e, n, nu int32) {
+	t := o.ent[e].node
+	o.cl[t].remove(e)
+	full := o.cl[n].len() >= o.k
+	if full {
+		o.move(o.cl[n].top(), n, t)
+	}
+	o.ent[e].node = n
+	o.cl[n].push(e, nu)
+	if !full { // else n and t hold as many blocks as before
+		o.updateFree(int(t))
+		o.updateFree(int(n))
+	}
+}
+
+// move moves entry v's block from client n to client t.
+func (o *Optimal) move(v, n, t int32) {
+	nu := o.cl[n].a[o.ent[v].pos[1]].next
+	o.cl[n].remove(v)
+	o.ent[v].node = t
+	o.cl[t].push(v, nu)
+}
+
+// remove drops entry e's block from client memory.
+func (o *Optimal) remove(e int32) {
+	o.glob.remove(e)
+	n := o.ent[e].node
 	if !o.one {
-		o.cl[n].remove(id)
+		o.cl[n].remove(e)
 	}
-	o.node[id] = -1
+	o.entry[o.ent[e].id] = -1
+	o.spare = append(o.spare, e)
 	o.nblk--
 	o.updateFree(int(n))
 }
@@ -281,21 +384,17 @@ func (o *Optimal) makeRoom(n int) {
 	v := o.cl[n].top()
 	for _, t := range o.free {
 		if t != n {
-			o.cl[n].remove(v)
-			o.node[v] = int32(t)
-			o.cl[t].push(v, o.nu[v])
+			o.move(v, int32(n), int32(t))
 			o.updateFree(n)
 			o.updateFree(t)
 			return
 		}
 	}
 	g := o.glob.top()
-	t := int(o.node[g])
+	t := int(o.ent[g].node)
 	o.remove(g)
 	if t != n {
-		o.cl[n].remove(v)
-		o.node[v] = int32(t)
-		o.cl[t].push(v, o.nu[v])
+		o.move(v, int32(n), int32(t))
 		o.updateFree(n)
 		o.updateFree(t)
 	}
@@ -316,8 +415,8 @@ func (o *Optimal) Check() error {
 	}
 	if o.one {
 		for i, sl := range o.glob.a {
-			if id := sl.id; o.node[id] != 0 || int(o.gpos[id]) != i || sl.next != o.nu[id] {
-				return fmt.Errorf("entry %v misfiled", o.ids.Key(id))
+			if e := &o.ent[sl.e]; e.node != 0 || int(e.pos[0]) != i || o.entry[e.id] != sl.e {
+				return fmt.Errorf("entry %v misfiled", o.ids.Key(e.id))
 			}
 		}
 		if o.glob.len() > o.k || o.glob.len() != o.nblk {
@@ -331,99 +430,15 @@ func (o *Optimal) Check() error {
 			return fmt.Errorf("client %d holds %d blocks, capacity %d", n, o.cl[n].len(), o.k)
 		}
 		for i, sl := range o.cl[n].a {
-			id := sl.id
-			if int(o.node[id]) != n || int(o.cpos[id]) != i || sl.next != o.nu[id] || o.glob.a[o.gpos[id]].next != o.nu[id] {
-				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(id))
+			e := &o.ent[sl.e]
+			if int(e.node) != n || int(e.pos[1]) != i || o.glob.a[e.pos[0]].next != sl.next || o.entry[e.id] != sl.e {
+				return fmt.Errorf("client %d: entry %v misfiled", n, o.ids.Key(e.id))
 			}
 		}
 		total += o.cl[n].len()
 	}
-	if total != o.nblk || total != o.glob.len() {
-		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap", total, o.nblk, o.glob.len())
+	if total != o.nblk || total != o.glob.len() || total != len(o.ent)-len(o.spare) {
+		return fmt.Errorf("%d entries on clients, %d blocks, %d in the global heap, %d entries used", total, o.nblk, o.glob.len(), len(o.ent)-len(o.spare))
 	}
 	return nil
-}
-
-// optHeap is a binary max-heap of blocks by next use. Slots hold the next
-// use and the block number (comparisons touch nothing else); the blocks'
-// positions are kept in *pos, by block number.
-type optHeap struct {
-	a   []optSlot
-	pos *[]int32
-}
-
-type optSlot struct {
-	next int32
-	id   uint32
-}
-
-func (h *optHeap) len() int           { return len(h.a) }
-func (h *optHeap) top() uint32        { return h.a[0].id }
-func (h *optHeap) less(i, j int) bool { return h.a[i].next > h.a[j].next }
-
-func (h *optHeap) swap(i, j int) {
-	h.a[i], h.a[j] = h.a[j], h.a[i]
-	p := *h.pos
-	p[h.a[i].id] = int32(i)
-	p[h.a[j].id] = int32(j)
-}
-
-func (h *optHeap) push(id uint32, next int32) {
-	(*h.pos)[id] = int32(len(h.a))
-	h.a = append(h.a, optSlot{next, id})
-	h.up(len(h.a) - 1)
-}
-
-func (h *optHeap) remove(id uint32) {
-	i := int((*h.pos)[id])
-	last := len(h.a) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.a = h.a[:last]
-	if i != last {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-}
-
-// fix restores the order after id's next use became next.
-func (h *optHeap) fix(id uint32, next int32) {
-	i := int((*h.pos)[id])
-	h.a[i].next = next
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *optHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h *optHeap) down(i0 int) bool {
-	i, n := i0, len(h.a)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && h.less(r, l) {
-			j = r
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
 }
