@@ -17,24 +17,30 @@ import (
 // client streaming through a file finds it at once) and then its index,
 // and a file's blocks sit side by side in memory. Block 0's slot is in the
 // record itself (the object traces of the field make every object a file
-// of one block); the next nearSlots in a slice of the record's that grows
-// with the highest index used, so a file of a few blocks costs a few
-// slots; the others in an lru.Sparse. Records are recycled with
-// their memory: after warm-up nothing is allocated. Nothing holds a
-// pointer but the page slices.
+// of one block); the next nearSlots in a page of the index's (numbered in
+// the record) that grows with the highest index used, so a file of a few
+// blocks costs a few slots; the others in an lru.Sparse (numbered too).
+// Records are recycled with their pages: after warm-up nothing is
+// allocated. Nothing holds a pointer but the index's page tables.
 //
 // INVARIANT: a record is indexed iff used > 0; used counts its slots that
 // hold an entry or a hint.
 type fileIndex struct {
 	fileSlab[fileRec]
-	hints int // slots holding a hint
+	nears [][]slot            // the records' near pages, by number (0: none)
+	mores []*lru.Sparse[slot] // the records' far slots, by number (0: none)
+	hints int                 // slots holding a hint
 }
 
+// fileRec is one file's record: 48 bytes without pointers (its other
+// slots are numbered pages of the index), so that a record is seldom
+// split across two cache lines and the garbage collector does not scan
+// the millions a simulated client of an object trace holds.
 type fileRec struct {
 	id   uint64
-	s0   slot              // index 0
-	near []slot            // indexes 1..nearSlots (grown as needed)
-	more *lru.Sparse[slot] // the others (nil until one is used)
+	s0   slot  // index 0
+	near int32 // indexes 1..nearSlots: nears[near] (0 until one is used)
+	more int32 // the others: mores[more] (0 until one is used)
 	used int32
 }
 
@@ -65,7 +71,7 @@ func (s *slot) hint() (Hint, bool) {
 // newFileIndex returns an empty index; dense says file ids are small dense
 // numbers (fileMap).
 func newFileIndex(dense bool) *fileIndex {
-	x := new(fileIndex)
+	x := &fileIndex{nears: make([][]slot, 1), mores: make([]*lru.Sparse[slot], 1)}
 	x.ids.dense = dense
 	return x
 }
@@ -92,15 +98,15 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 func (x *fileIndex) atFar(r int32, idx uint64) *slot {
 	f := x.rec(r)
 	if idx <= nearSlots {
-		if idx <= uint64(len(f.near)) {
-			return &f.near[idx-1]
+		if p := x.nears[f.near]; idx <= uint64(len(p)) { // nears[0] is empty
+			return &p[idx-1]
 		}
 		return nil
 	}
-	if f.more == nil {
+	if f.more == 0 {
 		return nil
 	}
-	return f.more.At(idx - nearSlots - 1)
+	return x.mores[f.more].At(idx - nearSlots - 1)
 }
 
 // make returns the slot of index idx in record r, made if need be (valid
@@ -111,13 +117,19 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 		return &f.s0
 	}
 	if idx <= nearSlots {
-		f.near = lru.Extend(f.near, int(idx), nearSlots)
-		return &f.near[idx-1]
+		if f.near == 0 {
+			f.near = int32(len(x.nears))
+			x.nears = append(x.nears, nil)
+		}
+		p := lru.Extend(x.nears[f.near], int(idx), nearSlots)
+		x.nears[f.near] = p
+		return &p[idx-1]
 	}
-	if f.more == nil {
-		f.more = new(lru.Sparse[slot])
+	if f.more == 0 {
+		f.more = int32(len(x.mores))
+		x.mores = append(x.mores, new(lru.Sparse[slot]))
 	}
-	return f.more.Make(idx - nearSlots - 1)
+	return x.mores[f.more].Make(idx - nearSlots - 1)
 }
 
 // lookup returns the slot of block b, nil if none.
@@ -145,10 +157,11 @@ func (x *fileIndex) emptied(r int32) {
 	x.release(f.id, r)
 	// Keep the pages' memory for the record's next file, cleared.
 	f.s0 = slot{}
-	clear(f.near)
-	f.near = f.near[:0]
-	if f.more != nil {
-		f.more.Reset()
+	p := x.nears[f.near]
+	clear(p)
+	x.nears[f.near] = p[:0]
+	if f.more != 0 {
+		x.mores[f.more].Reset()
 	}
 }
 
@@ -160,15 +173,16 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}
-	for i := range rec.near {
-		if s := &rec.near[i]; !s.empty() && !f(uint64(i)+1, s) {
+	near := x.nears[rec.near]
+	for i := range near {
+		if s := &near[i]; !s.empty() && !f(uint64(i)+1, s) {
 			return
 		}
 	}
-	if rec.more == nil {
+	if rec.more == 0 {
 		return
 	}
-	rec.more.Each(func(i uint64, s *slot) bool { return s.empty() || f(i+nearSlots+1, s) })
+	x.mores[rec.more].Each(func(i uint64, s *slot) bool { return s.empty() || f(i+nearSlots+1, s) })
 }
 
 // files calls f for every record in use until f returns false.

@@ -272,8 +272,41 @@ func (t *serverFiles) len() int {
 	return t.slab.len()
 }
 
-// holds reports whether c is among fs's token holders.
-func (s *Server) holds(fs *fileState, c ClientID) bool { return fs.holders.has(c, &s.files.more) }
+// holds reports whether c is among the token holders of file (state fs):
+// while the quick bits are on, they are the holders.
+func (s *Server) holds(fs *fileState, file uint64, c ClientID) bool {
+	if s.quick.on {
+		return s.quick.has(c, file)
+	}
+	return fs.holders.has(c, &s.files.more)
+}
+
+// addHolder records that c, not a holder yet, holds a token for file
+// (state fs): in the quick bits while they are on (a simulation that
+// never writes builds no holder lists), else in fs's holder set.
+func (s *Server) addHolder(fs *fileState, file uint64, c ClientID) {
+	if s.quick.on {
+		if s.quick.fits(c, file) {
+			s.quick.add(c, file)
+			return
+		}
+		s.quickOff()
+	}
+	fs.holders.add(c, &s.files.more)
+}
+
+// quickOff turns the quick bits off for good, first writing the holders
+// they record into the files' holder sets (in file and client order: the
+// order of a set does not matter, its users sort what they take from it).
+func (s *Server) quickOff() {
+	if !s.quick.on {
+		return
+	}
+	s.quick.each(func(c ClientID, file uint64) {
+		s.files.find(file).holders.add(c, &s.files.more)
+	})
+	s.quick.off()
+}
 
 // holderSet is a file's token holders, unordered: the first inline (most
 // files have one or two: no allocation, no pointer to follow), the others
@@ -355,7 +388,7 @@ func (s *Server) Holds(c ClientID, file uint64, write bool) bool {
 	if write {
 		return fs.writer == c
 	}
-	return s.holds(fs, c)
+	return s.holds(fs, file, c)
 }
 
 // Token reports, in one lookup, file's current version (Version) and
@@ -371,7 +404,7 @@ func (s *Server) Token(c ClientID, file uint64, write bool) (v block.Version, he
 	if write {
 		return fs.version, fs.writer == c
 	}
-	return fs.version, s.holds(fs, c)
+	return fs.version, s.holds(fs, file, c)
 }
 
 // OpenIsLocal reports whether client c can open file without contacting
@@ -400,10 +433,10 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 	s.revok = s.revok[:0]
 	if write {
 		if fs.writer != c {
-			had := s.holds(fs, c)
+			s.quickOff() // a new version
+			had := s.holds(fs, file, c)
 			s.revok = fs.holders.appendExcept(s.revok, c, &s.files.more)
 			fs.holders.reset(&s.files.more)
-			s.quick.off() // a new version
 			if had {
 				fs.holders.add(c, &s.files.more)
 			}
@@ -416,9 +449,8 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 		r.Downgraded = fs.writer
 		fs.writer = NoClient
 	}
-	if !s.holds(fs, c) {
-		fs.holders.add(c, &s.files.more)
-		s.quick.add(c, file)
+	if !s.holds(fs, file, c) {
+		s.addHolder(fs, file, c)
 	}
 	r.Revoke, r.Version = s.revok, fs.version
 	return r
@@ -429,13 +461,13 @@ func (s *Server) Open(now Time, c ClientID, boot BootID, file uint64, write bool
 func (s *Server) Delete(file uint64) []ClientID {
 	s.revok = s.revok[:0]
 	if fs := s.lookup(file); fs != nil {
+		s.quickOff() // a new version
 		s.revok = fs.holders.appendExcept(s.revok, NoClient, &s.files.more)
 		sortIDs(s.revok)
 		// Keep the file's state with a new version: copies cached outside
 		// the token holders (forward targets) become stale, even if the id
 		// is reused.
 		fs.holders.reset(&s.files.more)
-		s.quick.off() // a new version
 		fs.last, fs.writer = NoClient, NoClient
 		fs.version++
 	}
@@ -505,14 +537,17 @@ func (s *Server) Files() int { return s.files.len() }
 // copy may be cached elsewhere) and returns it. The writer revalidates its
 // own copies (Client.Revalidate).
 func (s *Server) NewVersion(file uint64) block.Version {
+	s.quickOff()
 	fs := s.file(file)
 	fs.version++
-	s.quick.off()
 	return fs.version
 }
 
 // Version returns file's current version (1 for a file never written).
 func (s *Server) Version(file uint64) block.Version {
+	if s.quick.on { // no file has a second version: no lookup
+		return 1
+	}
 	if fs := s.lookup(file); fs != nil {
 		return fs.version
 	}

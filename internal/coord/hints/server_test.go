@@ -130,13 +130,19 @@ func TestTokens(t *testing.T) {
 // from a clock behind, setAge, removals, file drops — and compares
 // evictions with a simple linear-scan reference.
 func TestAgeCacheAgainstReference(t *testing.T) {
+	for _, size := range []int{16, 100} { // heaps of two and four levels
+		testAgeCacheAgainstReference(t, size)
+	}
+}
+
+func testAgeCacheAgainstReference(t *testing.T, size int) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := newAgeCache(16, nil, nil)
+	c := newAgeCache(size, nil, nil)
 	ref := map[uint64]Time{}
 	refSeq := map[uint64]uint64{}
 	var seq uint64
 	for step := 0; step < 20000; step++ {
-		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40)))
+		id := blk(uint64(rng.IntN(3)), uint64(rng.IntN(40*size/16)))
 		key := id.File*1000 + id.Index
 		now := Time(step)
 		if rng.IntN(8) == 0 {
@@ -268,7 +274,9 @@ func TestHolderSet(t *testing.T) {
 // TestTokenMatchesHoldsAndVersion checks Token, whose reads a simulation's
 // server answers from bits while every version is 1, against Holds and
 // Version after every step of random opens, forgets, and (once the read
-// phase is over) writes and deletes.
+// phase is over) writes and deletes; and the answers of that server
+// against those of a server without the bits (the live system's), which
+// keeps every holder in the files' states all along.
 func TestTokenMatchesHoldsAndVersion(t *testing.T) {
 	for _, clients := range []int{1, 3, 42} {
 		ids := make([]ClientID, clients)
@@ -279,18 +287,28 @@ func TestTokenMatchesHoldsAndVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		live, _ := NewServer(ServerConfig{Clients: ids})
 		rng := rand.New(rand.NewPCG(uint64(clients), 7))
 		for step := range 2000 {
 			c, f := ClientID(rng.IntN(clients)), uint64(rng.IntN(100))
 			switch op := rng.IntN(20); {
 			case op == 0:
 				s.Forget(f)
+				live.Forget(f)
 			case step > 1500 && op == 1:
-				s.Delete(f)
+				if got, want := s.Delete(f), live.Delete(f); !slices.Equal(got, want) {
+					t.Fatalf("%d clients, step %d: Delete(%d) revokes %v, live server %v", clients, step, f, got, want)
+				}
 			case step > 1500 && op == 2:
 				s.NewVersion(f)
+				live.NewVersion(f)
 			default:
-				s.Open(Time(step), c, 1, f, step > 1500 && op == 3)
+				w := step > 1500 && op == 3
+				got, want := s.Open(Time(step), c, 1, f, w), live.Open(Time(step), c, 1, f, w)
+				if !slices.Equal(got.Revoke, want.Revoke) || got.HintsFrom != want.HintsFrom ||
+					got.Downgraded != want.Downgraded || got.Version != want.Version || got.NewVersion != want.NewVersion {
+					t.Fatalf("%d clients, step %d: Open(%d, %d, %v) = %+v, live server %+v", clients, step, c, f, w, got, want)
+				}
 			}
 			if step == 1500 && !s.quick.on {
 				t.Fatalf("%d clients: the bits went off in the read phase", clients)
@@ -301,6 +319,10 @@ func TestTokenMatchesHoldsAndVersion(t *testing.T) {
 					if v != s.Version(ff) || held != s.Holds(cc, ff, false) {
 						t.Fatalf("%d clients, step %d: Token(%d, %d) = %d, %v; Version %d, Holds %v",
 							clients, step, cc, ff, v, held, s.Version(ff), s.Holds(cc, ff, false))
+					}
+					if v != live.Version(ff) || held != live.Holds(cc, ff, false) || s.Holds(cc, ff, true) != live.Holds(cc, ff, true) {
+						t.Fatalf("%d clients, step %d: Token(%d, %d) = %d, %v; live server %d, %v",
+							clients, step, cc, ff, v, held, live.Version(ff), live.Holds(cc, ff, false))
 					}
 				}
 			}

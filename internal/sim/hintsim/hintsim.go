@@ -64,9 +64,17 @@ type Algorithm struct {
 	coopID  hints.ClientID
 	now     hints.Time
 	buf     []hints.BlockHint
-	// pending holds forwards made while other copies existed: file → block
-	// indexes, for the unnecessary-forward count.
-	pending map[uint64]map[uint64]struct{}
+	// pending holds forwards made while other copies existed, for the
+	// unnecessary-forward count: block 0 of file f as bit f of pending0
+	// (an object trace forwards only those; a bitmap of its files is
+	// small enough to stay in a processor cache), other blocks as file →
+	// block indexes.
+	pending0 []uint64
+	pending  map[uint64]map[uint64]struct{}
+	// oneVersion is set while no file has a second version (no write or
+	// delete yet): every cached copy is then current, and the oracle's
+	// "does another client cache b" is the holder index's bits alone.
+	oneVersion bool
 	// holders indexes, per block, the clients whose caches hold it (a bit
 	// per client, kept through hints.ClientConfig.Watch) so that the
 	// oracle scans only them; nil with one client or more than 64 (then every
@@ -112,7 +120,8 @@ func New(p sim.Params) (*Algorithm, error) {
 	if p.ClientCacheBlocks < 1 {
 		return nil, fmt.Errorf("%w: hints needs client caches of at least 1 block", sim.ErrConfig)
 	}
-	a := &Algorithm{p: p, mem: mem, coopID: hints.ClientID(p.Clients), pending: make(map[uint64]map[uint64]struct{})}
+	a := &Algorithm{p: p, mem: mem, coopID: hints.ClientID(p.Clients), pending: make(map[uint64]map[uint64]struct{}),
+		oneVersion: true}
 	ids := make([]hints.ClientID, p.Clients)
 	for i := range ids {
 		ids[i] = hints.ClientID(i)
@@ -218,6 +227,7 @@ func (a *Algorithm) managerMsgs(node, n int, c *sim.Counters) {
 }
 
 func (a *Algorithm) delete(file uint64, c *sim.Counters) {
+	a.oneVersion = false
 	a.settlePending(file, a.srv.Version(file), c)
 	holders := a.srv.Delete(file)
 	c.Manager(sim.CauseConsistency, 2)
@@ -228,6 +238,7 @@ func (a *Algorithm) delete(file uint64, c *sim.Counters) {
 }
 
 func (a *Algorithm) write(cid hints.ClientID, b block.ID, c *sim.Counters) {
+	a.oneVersion = false
 	if !a.srv.Holds(cid, b.File, true) {
 		a.open(cid, b.File, true, c)
 	}
@@ -330,12 +341,7 @@ func (a *Algorithm) evicted(from *hints.Client, ev hints.Eviction, c *sim.Counte
 	c.Replacement(sim.ReplForward, 1)
 	c.Msg(int(from.ID()), a.node(ev.To), true)
 	if a.otherHas(ev.Block, ev.Version, from.ID()) {
-		m := a.pending[ev.Block.File]
-		if m == nil {
-			m = make(map[uint64]struct{})
-			a.pending[ev.Block.File] = m
-		}
-		m[ev.Block.Index] = struct{}{}
+		a.addPending(ev.Block)
 	}
 	target := a.srv.Coop()
 	if ev.To != a.coopID {
@@ -413,6 +419,9 @@ func (a *Algorithm) cachedBy(b block.ID, v block.Version, except hints.ClientID,
 // otherHas is the oracle: does a client other than except cache b (version
 // v or newer)?
 func (a *Algorithm) otherHas(b block.ID, v block.Version, except hints.ClientID) bool {
+	if a.oneVersion && a.holders.on { // every copy is current: the bits say it
+		return a.candidates(b, except) != 0
+	}
 	found := false
 	a.cachedBy(b, v, except, func(bool) bool { found = true; return false })
 	return found
@@ -427,28 +436,54 @@ func (a *Algorithm) otherMaster(b block.ID, v block.Version, except hints.Client
 // settlePending counts, before file's copies of version v are invalidated, the forwards
 // of its blocks that were unnecessary: more than one copy is still cached.
 func (a *Algorithm) settlePending(file uint64, v block.Version, c *sim.Counters) {
+	unnecessary := func(idx uint64) {
+		n := 0
+		a.cachedBy(block.ID{File: file, Index: idx}, v, -1, func(bool) bool { n++; return true })
+		if n > 1 {
+			c.UnnecessaryFwds++
+		}
+	}
+	if w, bit := file/64, uint64(1)<<(file%64); w < uint64(len(a.pending0)) && a.pending0[w]&bit != 0 {
+		a.pending0[w] &^= bit
+		unnecessary(0)
+	}
 	m := a.pending[file]
 	if m == nil {
 		return
 	}
 	for idx := range m {
-		b := block.ID{File: file, Index: idx}
-		n := 0
-		a.cachedBy(b, v, -1, func(bool) bool { n++; return true })
-		if n > 1 {
-			c.UnnecessaryFwds++
-		}
+		unnecessary(idx)
 	}
 	delete(a.pending, file)
 }
 
+// addPending records a forward of b made while other copies existed.
+func (a *Algorithm) addPending(b block.ID) {
+	if b.Index == 0 {
+		w := b.File / 64
+		if w >= uint64(len(a.pending0)) {
+			a.pending0 = grow(a.pending0, w)
+		}
+		a.pending0[w] |= 1 << (b.File % 64)
+		return
+	}
+	m := a.pending[b.File]
+	if m == nil {
+		m = make(map[uint64]struct{})
+		a.pending[b.File] = m
+	}
+	m[b.Index] = struct{}{}
+}
+
 // holderIndex is the oracle's index: per block, a bit per client whose
 // cache holds it, kept through the clients' Watch hooks. Files are
-// numbered densely, so it is a slice of files, each a slice of blocks;
-// blocks past farIndex (a txt or LIRS trace is one file whose block
-// numbers are object ids) are in a table.
+// numbered densely: block 0 of every file (the only block of an object
+// trace's files) is in one slice indexed by file, a word per file; the
+// other blocks in a slice per file; blocks past farIndex (a txt or LIRS
+// trace is one file whose block numbers are object ids) in a table.
 type holderIndex struct {
-	on    bool // kept (2 to 64 clients)
+	on    bool     // kept (2 to 64 clients)
+	first []uint64 // block 0 of file f: first[f]
 	files [][]uint64
 	far   sim.Table[sim.Key, uint64]
 }
@@ -457,6 +492,12 @@ type holderIndex struct {
 const farIndex = 1 << 16
 
 func (x *holderIndex) get(b block.ID) uint64 {
+	if b.Index == 0 {
+		if b.File < uint64(len(x.first)) {
+			return x.first[b.File]
+		}
+		return 0
+	}
 	if b.Index >= farIndex {
 		m, _ := x.far.Get(sim.Key{File: b.File, Block: b.Index})
 		return m
@@ -471,6 +512,12 @@ func (x *holderIndex) get(b block.ID) uint64 {
 
 // ref returns b's bits, made if need be.
 func (x *holderIndex) ref(b block.ID) *uint64 {
+	if b.Index == 0 {
+		if b.File >= uint64(len(x.first)) {
+			x.first = grow(x.first, b.File)
+		}
+		return &x.first[b.File]
+	}
 	if b.Index >= farIndex {
 		k := sim.Key{File: b.File, Block: b.Index}
 		if m := x.far.Ref(k); m != nil {
@@ -490,11 +537,22 @@ func (x *holderIndex) ref(b block.ID) *uint64 {
 	return &f[b.Index]
 }
 
+// grow returns s extended (by doubling at least) to cover index i.
+func grow[T any](s []T, i uint64) []T {
+	n := max(int(i)+1, 2*len(s), 1024)
+	return append(s, make([]T, n-len(s))...)
+}
+
 // each calls f for every block with bits.
 func (x *holderIndex) each(f func(b block.ID, m uint64)) {
+	for file, m := range x.first {
+		if m != 0 {
+			f(block.ID{File: uint64(file)}, m)
+		}
+	}
 	for file, bs := range x.files {
 		for idx, m := range bs {
-			if m != 0 {
+			if m != 0 && idx > 0 {
 				f(block.ID{File: uint64(file), Index: uint64(idx)}, m)
 			}
 		}

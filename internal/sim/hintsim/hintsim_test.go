@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/hints"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -200,5 +201,51 @@ func TestInvariantsOnGeneratedWorkload(t *testing.T) {
 		if c.Forwards == 0 || (mem == "discard" && c.DiscardInserts == 0) {
 			t.Errorf("%s: forwards %d, discard inserts %d: the workload does not exercise replacement", mem, c.Forwards, c.DiscardInserts)
 		}
+	}
+}
+
+// TestOracleBitsMatchTheClients checks the oracle's shortcut: while no
+// file has a second version, "does a client other than c cache b" from
+// the holder bits alone gives what asking every client does, for every
+// block and client, all through a read-only workload of shared files.
+func TestOracleBitsMatchTheClients(t *testing.T) {
+	w, err := sim.Generate(sim.GenConfig{Pattern: sim.GenOffice, Clients: 6, Accesses: 20000, Seed: 5,
+		Files: 60, Private: 10, MaxFile: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := params(6, 24, 16)
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sim.NewCounters(p)
+	n, compared := 0, 0
+	err = sim.ForEach(w, func(acc sim.Access) {
+		if acc.Op != sim.OpRead {
+			return
+		}
+		a.Access(acc, c)
+		if n++; n%100 != 0 || t.Failed() || !a.oneVersion {
+			return
+		}
+		a.holders.each(func(b block.ID, _ uint64) {
+			for cid := range hints.ClientID(6) {
+				quick := a.otherHas(b, 1, cid)
+				a.oneVersion = false
+				slow := a.otherHas(b, 1, cid)
+				a.oneVersion = true
+				if quick != slow {
+					t.Errorf("access %d: another client than %d caches %v: bits say %v, the clients %v", n, cid, b, quick, slow)
+				}
+				compared++
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compared == 0 {
+		t.Fatal("nothing compared: the workload has no shared blocks")
 	}
 }
