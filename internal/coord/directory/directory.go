@@ -135,11 +135,12 @@ type fwdRec struct {
 // Directory is the server-side state machine of one export. Not safe for
 // concurrent use. A restarted server starts with a new Directory.
 type Directory struct {
-	cfg     Config
-	tab     *table
-	mem     blockSet // blocks in the server's memory
-	clients clientMap
-	stats   Stats
+	cfg      Config
+	tab      *table
+	discards []int32  // Discarded's handles, kept for the next
+	mem      blockSet // blocks in the server's memory
+	clients  clientMap
+	stats    Stats
 
 	// the recent forwards (the seed's request cache), a ring
 	ring    []fwdRec
@@ -265,11 +266,20 @@ func (d *Directory) Discarded(c ClientID, ids []block.ID) {
 	cl.Notifications++
 	d.stats.Notifications++
 	d.stats.NotifiedBlocks += uint64(len(ids))
-	for _, id := range ids {
-		if e := d.tab.get(id); e != 0 && d.tab.del(e, c) && d.tab.ents[e].empty() {
+	// The handles first, then the entries, then the changes: each pass's
+	// loads are independent of each other, so that the processor fetches
+	// the notified blocks' slots (and then entries), random places in
+	// memory, many at a time instead of one after the other. A block
+	// notified twice finds its entry emptied of c, or freed and zeroed
+	// (nothing is created meanwhile), the second time: del is false.
+	hs := d.tab.handles(ids, d.discards[:0])
+	d.tab.fetch(hs)
+	for _, e := range hs {
+		if e != 0 && d.tab.del(e, c) && d.tab.ents[e].empty() {
 			d.tab.remove(e)
 		}
 	}
+	d.discards = hs[:0]
 	d.stats.Entries = d.tab.len()
 }
 

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 
@@ -34,6 +35,9 @@ type entry struct {
 	// last is the rotation pointer: the node that served the latest
 	// request for the block (NoClient before the first forward).
 	last ClientID
+	// used is when the entry was last used (the table's clock, from 1; 0
+	// in a free slot): its place in LRU order while the list is not kept.
+	used uint64
 }
 
 // maskClients bounds the client ids kept in an entry's mask.
@@ -50,18 +54,27 @@ const maskClients = 64
 // indexed by the block's number (4 bytes for every number up to the
 // largest seen). Either way the slab holds at most max entries.
 //
-// The file lists are kept from the first dropFile on (built then from the
-// entries): a workload that never changes a file never pays for them.
+// The LRU list is kept only from the first time it is needed on (the table
+// full, or a walk of every entry), built then from the entries' use times:
+// until then a use is one store in the entry, and a table that never fills
+// (the simulator's, whose clients report their discards) never pays for
+// the list's links. The file lists are kept from the first dropFile on
+// (built then from the entries): a workload that never changes a file
+// never pays for them.
 //
-// INVARIANT: the index (or slot), the LRU list and, when byFile, the file
-// lists hold exactly the live entries; free holds the slab's other
-// handles.
+// INVARIANT: the index (or slot), the live slab entries (used != 0) and,
+// when listed, the LRU list and, when byFile, the file lists hold exactly
+// the live entries; free holds the slab's other handles; the LRU order is
+// that of the entries' use times (while listed, the list's).
 type table struct {
 	max    int
 	dense  bool
 	ents   []entry    // the slab; ents[0] is unused (handle 0 is none)
-	lruLk  []lru.Link // links on the LRU list, by handle
-	lru    lru.List   // newest first
+	clock  uint64     // the latest use time given
+	listed bool       // the LRU list is kept
+	lruLk  []lru.Link // listed: links on the LRU list, by handle
+	lru    lru.List   // listed: newest first
+	n      int        // live entries
 	free   []int32
 	index  lru.Table[bkey, int32] // block → handle (not dense)
 	slot   []int32                // dense: block number → handle
@@ -69,16 +82,16 @@ type table struct {
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
 
+	fetched  uint64       // what fetch loaded
 	more     [][]ClientID // holders from 64 on, by entry.more; more[0] is unused
 	moreFree []int32
 }
 
 func newTable(max int, dense bool) *table {
-	return &table{max: max, dense: dense, ents: make([]entry, 1), lruLk: make([]lru.Link, 1),
-		more: make([][]ClientID, 1)}
+	return &table{max: max, dense: dense, ents: make([]entry, 1), more: make([][]ClientID, 1)}
 }
 
-func (t *table) len() int { return t.lru.Len() }
+func (t *table) len() int { return t.n }
 
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
@@ -92,8 +105,54 @@ func (t *table) get(id block.ID) int32 {
 	return h
 }
 
+// handles appends ids' handles (0 for none) to hs.
+func (t *table) handles(ids []block.ID, hs []int32) []int32 {
+	for _, id := range ids {
+		hs = append(hs, t.get(id))
+	}
+	return hs
+}
+
+// fetch loads the entries hs (0 for none) and nothing else, so that their
+// lines are in the processor's cache for what follows; it keeps a value
+// of them so that the loads are made.
+func (t *table) fetch(hs []int32) {
+	var x uint64
+	for _, h := range hs {
+		x += t.ents[h].mask
+	}
+	t.fetched = x
+}
+
 // touch makes h the most recently used entry.
-func (t *table) touch(h int32) { t.lru.MoveToFront(t.lruLk, h) }
+func (t *table) touch(h int32) {
+	if t.listed {
+		t.lru.MoveToFront(t.lruLk, h)
+		return
+	}
+	t.clock++
+	t.ents[h].used = t.clock
+}
+
+// list starts keeping the LRU list: the live entries in order of their use
+// times, newest first.
+func (t *table) list() {
+	if t.listed {
+		return
+	}
+	hs := make([]int32, 0, t.n)
+	for h := range t.ents {
+		if t.ents[h].used != 0 {
+			hs = append(hs, int32(h))
+		}
+	}
+	slices.SortFunc(hs, func(a, b int32) int { return cmp.Compare(t.ents[a].used, t.ents[b].used) })
+	t.lruLk = make([]lru.Link, len(t.ents), cap(t.ents))
+	for _, h := range hs {
+		t.lru.PushFront(t.lruLk, h)
+	}
+	t.listed = true
+}
 
 // create adds an empty entry for id (the caller adds a holder at once),
 // recycling the least recently used entry when the table is full. It
@@ -101,6 +160,7 @@ func (t *table) touch(h int32) { t.lru.MoveToFront(t.lruLk, h) }
 func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	recycled := false
 	if t.len() >= t.max {
+		t.list()
 		t.remove(t.lru.Back())
 		recycled = true
 	}
@@ -111,9 +171,13 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	default:
 		h = int32(len(t.ents))
 		t.ents = append(t.ents, entry{})
-		t.lruLk = append(t.lruLk, lru.Link{})
+		if t.listed {
+			t.lruLk = append(t.lruLk, lru.Link{})
+		}
 	}
-	t.ents[h] = entry{id: id, ver: v, last: NoClient}
+	t.clock++
+	t.ents[h] = entry{id: id, ver: v, last: NoClient, used: t.clock}
+	t.n++
 	if t.dense {
 		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
 			t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
@@ -122,7 +186,9 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	} else {
 		t.index.Put(bkey(id), h)
 	}
-	t.lru.PushFront(t.lruLk, h)
+	if t.listed {
+		t.lru.PushFront(t.lruLk, h)
+	}
 	if t.byFile {
 		t.fileAdd(h)
 	}
@@ -132,7 +198,10 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 // remove drops entry h from the table.
 func (t *table) remove(h int32) {
 	e := &t.ents[h]
-	t.lru.Remove(t.lruLk, h)
+	if t.listed {
+		t.lru.Remove(t.lruLk, h)
+	}
+	t.n--
 	if t.byFile {
 		fl := t.files.Ref(fkey(e.id.File))
 		if fl.Remove(t.fileLk, h); fl.Len() == 0 {
@@ -170,8 +239,10 @@ func (t *table) fileAdd(h int32) {
 func (t *table) dropFile(file uint64) int {
 	if !t.byFile {
 		t.byFile = true
-		for h := t.lru.Back(); h != 0; h = t.lruLk[h].Prev {
-			t.fileAdd(h)
+		for h := range t.ents {
+			if t.ents[h].used != 0 {
+				t.fileAdd(int32(h))
+			}
 		}
 	}
 	n := 0
@@ -185,6 +256,7 @@ func (t *table) dropFile(file uint64) int {
 // each calls f for every entry from the newest to the oldest; f may remove
 // the entry it is given.
 func (t *table) each(f func(int32)) {
+	t.list()
 	for h := t.lru.Front(); h != 0; {
 		next := t.lruLk[h].Next
 		f(h)

@@ -122,9 +122,9 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
-	var mask *presence
-	if p.Clients <= 64 {
-		mask = new(presence)
+	var rs *rows
+	if p.Clients > 1 {
+		rs = newRows(p.Clients, p.ClientCacheBlocks)
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
@@ -132,7 +132,7 @@ func New(p sim.Params) (*Sim, error) {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, mask, i)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, rs, i)
 	}
 	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
@@ -210,8 +210,19 @@ func (r ref) dirID() block.ID { return block.ID{File: r.file, Index: uint64(r.id
 
 // refOf numbers a's block (Run has, unless a came another way).
 func (s *Sim) refOf(a *sim.Access) ref {
-	r := ref{a.ID, a.File}
-	if r.id == 0 && (a.Op == sim.OpRead || a.Op == sim.OpWrite) {
+	if a.ID == 0 {
+		return s.number(a)
+	}
+	return ref{a.ID, a.File}
+}
+
+// number is refOf for an access Run did not number; not inlined, so that
+// refOf is.
+//
+//go:noinline
+func (s *Sim) number(a *sim.Access) ref {
+	r := ref{0, a.File}
+	if a.Op == sim.OpRead || a.Op == sim.OpWrite {
 		r.id = s.ids.ID(a.Key())
 	}
 	return r
@@ -222,13 +233,30 @@ type fileKey uint64
 
 func (k fileKey) Hash() uint64 { return lru.Mix(uint64(k)) }
 
+// version returns file's current version (1 until it changes), small
+// enough to be inlined: nothing is looked up while no file has changed.
 func (s *Sim) version(file uint64) block.Version {
-	if s.vers.Len() > 0 {
-		if v, ok := s.vers.Get(fileKey(file)); ok {
-			return v
-		}
+	if s.vers.Len() == 0 {
+		return 1
+	}
+	return s.changedVersion(file)
+}
+
+// changedVersion looks file's version up; not inlined, so that version is.
+//
+//go:noinline
+func (s *Sim) changedVersion(file uint64) block.Version {
+	if v, ok := s.vers.Get(fileKey(file)); ok {
+		return v
 	}
 	return 1
+}
+
+// current reports whether handle h of cache l holds version v (the file's
+// current one): always, while no file has changed (every copy is then of
+// version 1), without loading the node.
+func (s *Sim) current(l *cache, h int32, v block.Version) bool {
+	return s.vers.Len() == 0 || l.nodes[h].ver == v
 }
 
 // Access implements sim.Algorithm.
@@ -274,7 +302,7 @@ func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome
 	v := s.version(id.file)
 	cache := s.caches[cl]
 	if h := cache.find(id.id); h != 0 {
-		if cache.nodes[h].ver == v {
+		if s.current(cache, h, v) {
 			cache.touch(h)
 			s.done[cl] = t + s.local
 			return sim.Outcome{Layer: sim.LayerLocal}
@@ -376,7 +404,7 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 	at, layer := arrive, sim.LayerServer
 	var wait time.Duration
 	c.ServerMemLookups++
-	if h := s.server.find(id.id); h != 0 && s.server.nodes[h].ver == v {
+	if h := s.server.find(id.id); h != 0 && s.current(s.server, h, v) {
 		s.server.touch(h)
 	} else {
 		layer = sim.LayerDisk

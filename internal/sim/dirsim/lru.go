@@ -15,31 +15,100 @@ import (
 //
 // A block is found in one of three ways. A direct cache (the server's, a
 // lone client's) keeps a handle for every block number (4 bytes a block
-// numbered): one load. The clients' caches of a simulation with up to 64
-// clients share a presence mask, a word per block number with a bit per
-// client: a miss, most of what a client's lookup is when blocks move
-// between clients, is one load, and a present block is found in the
-// client's lru.IDTable. Beyond 64 clients the IDTable alone.
+// numbered): one load. The clients' caches of a simulation share rows
+// (see rows) when their worst case is small enough: a load for the
+// block's row, which a block no client caches does not have (a miss, most
+// of what a client's lookup is when blocks move between clients), and one
+// for the client's handle in it, beside the other clients' (the holder a
+// miss is forwarded to). Otherwise each client's lru.IDTable.
 //
-// INVARIANT: len() <= capacity; the list, the index (one, or at) and the
-// presence bits (with a mask) hold the same blocks; free holds the slab's
-// other handles below len(nodes).
+// INVARIANT: len() <= capacity; the list and the index (one, the rows or
+// at) hold the same blocks; free holds the slab's other handles below
+// len(nodes).
 type cache struct {
 	capacity int
 	direct   bool
 	one      []int32     // direct: block number → handle, 0 if absent
-	at       lru.IDTable // not direct: block number → handle
-	mask     *presence   // not direct, up to 64 clients: the shared presence mask
-	bit      uint64      // this cache's bit in it
+	rows     *rows       // not direct: the clients' shared rows (nil: at)
+	col      int         // this cache's column in them
+	at       lru.IDTable // neither: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
 	list     lru.List // newest first
 	free     []int32
 }
 
-// presence is the clients' presence mask: by block number, bit i set when
-// client i caches the block.
-type presence struct{ m []uint64 }
+// rows are the clients' handles of the blocks some client caches: a row
+// for each such block, a column for each client (its handle, 0 if it does
+// not cache the block), found through the block's number. A row is taken
+// when a first client caches its block and given back when the last one
+// drops it, so the rows follow the blocks cached, not all those numbered;
+// at worst (no block cached twice) clients × capacity rows of clients
+// handles each.
+//
+// INVARIANT: of[id] is nonzero exactly when some client caches block id,
+// and n of that row counts them; free holds the other rows below len(n).
+type rows struct {
+	clients int
+	of      []int32 // block number → row, 0 if none
+	h       []int32 // row r is h[r*clients : (r+1)*clients]; row 0 is unused
+	n       []int32 // by row: its nonzero handles
+	free    []int32
+}
+
+// maxRowsBytes bounds the rows' worst case (4 × clients² × capacity bytes)
+// under which the clients share them instead of keeping an IDTable each.
+const maxRowsBytes = 256 << 20
+
+// newRows returns the rows for clients caches of capacity blocks, nil when
+// their worst case is above maxRowsBytes.
+func newRows(clients, capacity int) *rows {
+	if 4*clients*clients*capacity > maxRowsBytes {
+		return nil
+	}
+	return &rows{clients: clients, h: make([]int32, clients), n: make([]int32, 1)}
+}
+
+// get returns column c's handle of block id, 0 if none.
+func (r *rows) get(id uint32, c int) int32 {
+	if int(id) >= len(r.of) {
+		return 0
+	}
+	if i := r.of[id]; i != 0 {
+		return r.h[int(i)*r.clients+c]
+	}
+	return 0
+}
+
+// put sets column c's handle of block id, which it does not cache, to h.
+func (r *rows) put(id uint32, c int, h int32) {
+	if int(id) >= len(r.of) {
+		r.of = lru.Extend(r.of, int(id)+1, 1<<62)
+	}
+	i := r.of[id]
+	if i == 0 {
+		if k := len(r.free); k > 0 {
+			i, r.free = r.free[k-1], r.free[:k-1]
+		} else {
+			i = int32(len(r.n))
+			r.n = append(r.n, 0)
+			r.h = append(r.h, make([]int32, r.clients)...)
+		}
+		r.of[id] = i
+	}
+	r.h[int(i)*r.clients+c] = h
+	r.n[i]++
+}
+
+// del clears column c's handle of block id, which it caches.
+func (r *rows) del(id uint32, c int) {
+	i := r.of[id]
+	r.h[int(i)*r.clients+c] = 0
+	if r.n[i]--; r.n[i] == 0 {
+		r.of[id] = 0
+		r.free = append(r.free, i)
+	}
+}
 
 type lnode struct {
 	ver   block.Version
@@ -48,12 +117,12 @@ type lnode struct {
 	id    uint32 // block number
 }
 
-// newLRU returns an empty cache: direct, or sharing mask as client i (mask
-// nil: neither).
-func newLRU(capacity int, direct bool, mask *presence, i int) *cache {
+// newLRU returns an empty cache: direct, or in column col of rs (rs nil:
+// neither).
+func newLRU(capacity int, direct bool, rs *rows, col int) *cache {
 	l := &cache{capacity: capacity, direct: direct, nodes: make([]lnode, 1), links: make([]lru.Link, 1)}
-	if !direct && mask != nil {
-		l.mask, l.bit = mask, 1<<i
+	if !direct {
+		l.rows, l.col = rs, col
 	}
 	return l
 }
@@ -68,10 +137,8 @@ func (l *cache) find(id uint32) int32 {
 			return l.one[id]
 		}
 		return 0
-	case l.mask != nil:
-		if int(id) >= len(l.mask.m) || l.mask.m[id]&l.bit == 0 {
-			return 0
-		}
+	case l.rows != nil:
+		return l.rows.get(id, l.col)
 	}
 	return l.at.Get(id)
 }
@@ -92,13 +159,13 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
 	id := l.nodes[h].id
-	if l.direct {
+	switch {
+	case l.direct:
 		l.one[id] = 0
-	} else {
+	case l.rows != nil:
+		l.rows.del(id, l.col)
+	default:
 		l.at.Delete(id)
-		if l.mask != nil {
-			l.mask.m[id] &^= l.bit
-		}
 	}
 	l.free = append(l.free, h)
 }
@@ -152,12 +219,8 @@ func (l *cache) slot(n lnode) int32 {
 			l.one = lru.Extend(l.one, int(n.id)+1, 1<<62)
 		}
 		l.one[n.id] = h
-	case l.mask != nil:
-		if int(n.id) >= len(l.mask.m) {
-			l.mask.m = lru.Extend(l.mask.m, int(n.id)+1, 1<<62)
-		}
-		l.mask.m[n.id] |= l.bit
-		fallthrough
+	case l.rows != nil:
+		l.rows.put(n.id, l.col, h)
 	default:
 		l.at.Put(n.id, h)
 	}

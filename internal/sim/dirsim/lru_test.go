@@ -1,0 +1,102 @@
+package dirsim
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+// withoutRows gives every client of a new s its own lru.IDTable, as a
+// simulation whose rows would be too large does.
+func withoutRows(s *Sim) {
+	for i := range s.caches {
+		s.caches[i] = newLRU(s.p.ClientCacheBlocks, false, nil, i)
+	}
+}
+
+// The clients' shared rows find exactly what per-client tables find: the
+// same metrics, directory and holder counters on workloads with sharing,
+// writes, file changes and evictions.
+func TestRowsChangeNothing(t *testing.T) {
+	for _, g := range []sim.GenConfig{
+		{Pattern: sim.GenOffice, Clients: 8, Accesses: 60000, Seed: 3},
+		{Pattern: sim.GenHotColdGlobal, Clients: 6, Accesses: 40000, Blocks: 3000, Seed: 4},
+		{Pattern: sim.GenZipf, Clients: 5, Accesses: 40000, Files: 500, Seed: 5},
+	} {
+		t.Run(g.Pattern, func(t *testing.T) {
+			w, err := sim.Generate(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := sim.DefaultParams()
+			p.Clients, p.WarmUp = g.Clients, 0
+			p.ClientCacheBlocks, p.ServerCacheBlocks = 300, 500
+			p = p.WithOption(OptQueueLen, "20").WithOption(OptKeepOwn, "on")
+			run := func(rows bool) string {
+				s := newSim(t, p)
+				if s.caches[0].rows == nil {
+					t.Fatal("no rows for a small simulation")
+				}
+				if !rows {
+					withoutRows(s)
+				}
+				m, err := sim.Run(context.Background(), w, s, p, sim.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Check(); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.checkIndex(); err != nil {
+					t.Fatal(err)
+				}
+				hs := make([]any, len(s.holders))
+				for i, h := range s.holders {
+					hs[i] = h.Stats()
+				}
+				if ds := s.dir.Stats(); ds.Forwards == 0 || ds.NotifiedBlocks == 0 {
+					t.Fatalf("no forwards or no evictions: %+v", ds)
+				}
+				return fmt.Sprintf("%+v\n%+v\n%+v\n%+v", m, s.dir.Stats(), s.Clients(), hs)
+			}
+			with, without := run(true), run(false)
+			if !reflect.DeepEqual(with, without) {
+				t.Fatalf("rows change the results:\nwith    %s\nwithout %s", with, without)
+			}
+		})
+	}
+}
+
+// checkIndex checks every cache's index against its list: each block on
+// the list is found at its handle, and the rows hold no other block.
+func (s *Sim) checkIndex() error {
+	copies := 0
+	for i, l := range append(append([]*cache(nil), s.caches...), s.server) {
+		for h := l.list.Front(); h != 0; h = l.links[h].Next {
+			if got := l.find(l.nodes[h].id); got != h {
+				return fmt.Errorf("cache %d: block %d at handle %d is found at %d", i, l.nodes[h].id, h, got)
+			}
+		}
+		if l.rows != nil {
+			copies += l.len()
+		}
+	}
+	if rs := s.caches[0].rows; rs != nil {
+		n := 0
+		for i, r := range rs.of {
+			if r != 0 {
+				n += int(rs.n[r])
+				if rs.n[r] == 0 {
+					return fmt.Errorf("block %d has row %d with no copy", i, r)
+				}
+			}
+		}
+		if n != copies {
+			return fmt.Errorf("rows count %d copies, the caches hold %d", n, copies)
+		}
+	}
+	return nil
+}
