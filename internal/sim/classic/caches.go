@@ -190,7 +190,7 @@ func (c *caches) copies(id uint32) int {
 		}
 		return 0
 	}
-	return int(c.bl[id].n)
+	return int(c.bl[id].count())
 }
 
 // holder returns a client copy of block id other than client n's, with h
@@ -219,7 +219,7 @@ func (c *caches) other(h int32) holder {
 		return holder{}
 	}
 	b := &c.bl[c.es[h].id]
-	if b.n != 2 {
+	if b.count() != 2 {
 		return holder{}
 	}
 	r := c.arena.run(b)
@@ -353,7 +353,7 @@ func (c *caches) invalidate(id uint32, n int) int {
 	}
 	cnt := 0
 	b := &c.bl[id]
-	for i := int32(0); i < b.n; {
+	for i := int32(0); i < b.count(); {
 		if x := c.arena.run(b)[i]; x.node != int32(n) {
 			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++

@@ -65,8 +65,8 @@ func (c *caches) check() error {
 			mask |= c.bit(int(c.es[h].node))
 			held++
 		}
-		if b := &c.bl[id]; b.cap == 0 && b.n > 1 || b.cap > 0 && (b.n < 2 || b.n > b.cap || b.cap&(b.cap-1) != 0) {
-			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.n, b.cap)
+		if b := &c.bl[id]; !b.inline() && (b.count() < 2 || b.count() > b.capacity() || b.capacity() < 2) {
+			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.count(), b.capacity())
 		}
 		if mask != c.bl[id].mask {
 			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)
