@@ -22,7 +22,8 @@ import (
 // forwarded there and not referenced since, then global is set), the
 // global list (ordered by age, newest first, when ages is set) and its
 // block's holder list (or one[id] with one client), at most once per
-// client; free holds exactly the clients with free slots.
+// client; free holds exactly the clients with free slots (when frees is
+// set).
 type caches struct {
 	p    sim.Params
 	k    int
@@ -49,6 +50,10 @@ type caches struct {
 	server *lruSet
 	tick   int64
 	rng    *rand.Rand
+	// frees: free and freeAt are kept (Global LRU, GMS: N-chance and the
+	// baseline never read them, and a full client joins and leaves the
+	// set on every replacement).
+	frees  bool
 	free   []int // clients with free slots
 	freeAt []int // index in free, -1 if absent
 }
@@ -65,15 +70,22 @@ func newCaches(p sim.Params) (*caches, error) {
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
-		freeAt: make([]int, p.Clients), es: make([]entry, 1), size: make([]int32, p.Clients)}
+		es: make([]entry, 1), size: make([]int32, p.Clients)}
 	c.server = newLRUSet(p.ServerCacheBlocks)
+	return c, nil
+}
+
+// global keeps the global age list and the set of clients with free slots
+// (Global LRU and GMS); it is called before the first access.
+func (c *caches) global() {
+	c.ages, c.frees = true, true
+	c.freeAt = make([]int, len(c.cl))
 	for i := range c.cl {
 		c.freeAt[i] = -1
 		if c.k > 0 {
 			c.addFree(i)
 		}
 	}
-	return c, nil
 }
 
 // id returns a's block number (numbering it if Run did not), with the
@@ -133,9 +145,9 @@ func (c *caches) listOf(h int32) *elist {
 }
 
 // grew records that client n holds one block more: it leaves the free
-// set when that fills it.
+// set (if kept) when that fills it.
 func (c *caches) grew(n int) {
-	if c.size[n]++; int(c.size[n]) == c.k {
+	if c.size[n]++; int(c.size[n]) == c.k && c.frees {
 		i, last := c.freeAt[n], c.free[len(c.free)-1]
 		c.free[i], c.freeAt[last] = last, i
 		c.free = c.free[:len(c.free)-1]
@@ -144,9 +156,9 @@ func (c *caches) grew(n int) {
 }
 
 // shrank records that client n holds one block less: it joins the free
-// set when it was full.
+// set (if kept) when it was full.
 func (c *caches) shrank(n int) {
-	if c.size[n]--; int(c.size[n]) == c.k-1 {
+	if c.size[n]--; int(c.size[n]) == c.k-1 && c.frees {
 		c.addFree(n)
 	}
 }

@@ -19,7 +19,7 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ages = true
+	c.global()
 	return &GlobalLRU{c}, nil
 }
 

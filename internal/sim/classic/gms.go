@@ -41,7 +41,7 @@ func NewGMS(p sim.Params) (*GMS, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ages = true
+	c.global()
 	m := p.GMSEpochReplacements
 	if m == 0 {
 		m = max(1, p.Clients*p.ClientCacheBlocks/10)
