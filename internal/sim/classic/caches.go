@@ -22,8 +22,8 @@ import (
 // forwarded there and not referenced since, then global is set), the
 // global list (ordered by age, newest first, when ages is set) and its
 // block's holder list (or one[id] with one client), at most once per
-// client; free holds exactly the clients with free slots (when frees is
-// set).
+// client; free and pending hold exactly the clients with free slots
+// (when frees is set).
 type caches struct {
 	p    sim.Params
 	k    int
@@ -54,8 +54,12 @@ type caches struct {
 	// baseline never read them, and a full client joins and leaves the
 	// set on every replacement).
 	frees  bool
-	free   []int // clients with free slots
+	free   []int // clients with free slots but the pending one
 	freeAt []int // index in free, -1 if absent
+	// pending is 1 + the client that joined the free set last, not yet
+	// added to free (0 if none): it is added when the set changes
+	// otherwise or is read.
+	pending int
 }
 
 // maxClients is the most clients an entry can name (entry.node).
@@ -145,9 +149,16 @@ func (c *caches) listOf(h int32) *elist {
 }
 
 // grew records that client n holds one block more: it leaves the free
-// set (if kept) when that fills it.
+// set (if kept) when that fills it. The client that last joined and has
+// not been added yet (the common case: a full client makes room and
+// fills again) just stops being pending.
 func (c *caches) grew(n int) {
 	if c.size[n]++; int(c.size[n]) == c.k && c.frees {
+		if c.pending == n+1 {
+			c.pending = 0
+			return
+		}
+		c.flushFree()
 		i, last := c.freeAt[n], c.free[len(c.free)-1]
 		c.free[i], c.freeAt[last] = last, i
 		c.free = c.free[:len(c.free)-1]
@@ -156,10 +167,20 @@ func (c *caches) grew(n int) {
 }
 
 // shrank records that client n holds one block less: it joins the free
-// set (if kept) when it was full.
+// set (if kept) when it was full, as the pending client.
 func (c *caches) shrank(n int) {
 	if c.size[n]--; int(c.size[n]) == c.k-1 && c.frees {
-		c.addFree(n)
+		c.flushFree()
+		c.pending = n + 1
+	}
+}
+
+// flushFree adds the pending client to the end of free, where it would
+// have been added.
+func (c *caches) flushFree() {
+	if p := c.pending; p != 0 {
+		c.addFree(p - 1)
+		c.pending = 0
 	}
 }
 
@@ -168,9 +189,15 @@ func (c *caches) addFree(n int) {
 	c.free = append(c.free, n)
 }
 
+// freeSet returns the clients with free slots in the order they are kept.
+func (c *caches) freeSet() []int {
+	c.flushFree()
+	return c.free
+}
+
 // freeClient returns a client with a free slot other than not, or -1.
 func (c *caches) freeClient(not int) int {
-	for _, n := range c.free {
+	for _, n := range c.freeSet() {
 		if n != not {
 			return n
 		}

@@ -9,7 +9,7 @@ func (c *caches) check() error {
 		if size := c.cl[n].Len() + c.gl[n].Len(); size > c.k || size != int(c.size[n]) {
 			return fmt.Errorf("client %d holds %d blocks, counted %d, capacity %d", n, size, c.size[n], c.k)
 		}
-		if c.frees && (c.freeAt[n] >= 0) != (int(c.size[n]) < c.k) {
+		if p := c.pending == n+1; c.frees && (p && c.freeAt[n] >= 0 || (p || c.freeAt[n] >= 0) != (int(c.size[n]) < c.k)) {
 			return fmt.Errorf("client %d: free set wrong", n)
 		}
 		for i, l := range []int{0, 1} {

@@ -67,7 +67,7 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 	g.needsEpoch, g.left, g.accesses = false, g.m, 0
 	w := make([]int, len(c.cl))
 	found := 0
-	for _, n := range c.free {
+	for _, n := range c.freeSet() {
 		f := min(c.k-c.cl[n].Len(), g.m-found)
 		w[n] += f
 		found += f
