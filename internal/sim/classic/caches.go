@@ -25,12 +25,14 @@ import (
 // client; free and pending hold exactly the clients with free slots
 // (when frees is set).
 type caches struct {
-	p    sim.Params
-	k    int
-	ids  sim.IDs
-	cl   []elist
-	gl   []elist
-	ages bool // the global age list is kept (Global LRU, GMS)
+	p   sim.Params
+	k   int
+	ids sim.IDs
+	cl  []elist
+	gl  []elist
+	// ages: the global age list is kept (Global LRU and GMS with more than
+	// one client; with one, the client's list is that list: see oldest).
+	ages bool
 	// glob is the global age list (when ages is set), through gln; gnode
 	// is each entry's client (entry.node) for walks of it. Both are
 	// indexed by entry handle.
@@ -82,7 +84,7 @@ func newCaches(p sim.Params) (*caches, error) {
 // global keeps the global age list and the set of clients with free slots
 // (Global LRU and GMS); it is called before the first access.
 func (c *caches) global() {
-	c.ages, c.frees = true, true
+	c.ages, c.frees = !c.single, true
 	c.freeAt = make([]int, len(c.cl))
 	for i := range c.cl {
 		c.freeAt[i] = -1
@@ -129,6 +131,16 @@ func (c *caches) bit(n int) uint64 {
 
 // full reports whether client n has no free slot.
 func (c *caches) full(n int) bool { return int(c.size[n]) >= c.k }
+
+// oldest returns the globally least recently used block (0 if none). With
+// one client that is its LRU block: nothing is forwarded, so its list is
+// the global age list.
+func (c *caches) oldest() int32 {
+	if c.single {
+		return c.cl[0].Back()
+	}
+	return c.glob.Back()
+}
 
 // victim is client n's oldest block: the older of its LRU referenced block
 // and its earliest-forwarded block.

@@ -44,6 +44,18 @@ func (c *caches) check() error {
 		}
 		last = c.es[h].age
 	}
+	if c.single { // its list is the global age list (caches.oldest)
+		last = 1 << 62
+		for h := c.cl[0].Front(); h != 0; h = c.es[h].ln.Next {
+			if c.es[h].age > last {
+				return fmt.Errorf("one client's list out of age order at %v", c.ids.Key(c.es[h].id))
+			}
+			last = c.es[h].age
+		}
+		if c.gl[0].Len() != 0 {
+			return fmt.Errorf("one client holds %d forwarded blocks", c.gl[0].Len())
+		}
+	}
 	held := 0
 	for id, h := range c.one {
 		if h != 0 {

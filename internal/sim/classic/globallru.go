@@ -78,7 +78,7 @@ func (g *GlobalLRU) makeRoom(n int) {
 		c.move(v, t, false)
 		return
 	}
-	old := c.glob.Back()
+	old := c.oldest()
 	switch {
 	case old == v:
 		c.drop(v)
