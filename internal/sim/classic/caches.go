@@ -161,30 +161,41 @@ func (c *caches) listOf(h int32) *elist {
 }
 
 // grew records that client n holds one block more: it leaves the free
-// set (if kept) when that fills it. The client that last joined and has
-// not been added yet (the common case: a full client makes room and
-// fills again) just stops being pending.
+// set (if kept) when that fills it. (grew and shrank are small enough to
+// be inlined; the set's work is in leaveFree and joinFree.)
 func (c *caches) grew(n int) {
 	if c.size[n]++; int(c.size[n]) == c.k && c.frees {
-		if c.pending == n+1 {
-			c.pending = 0
-			return
-		}
-		c.flushFree()
-		i, last := c.freeAt[n], c.free[len(c.free)-1]
-		c.free[i], c.freeAt[last] = last, i
-		c.free = c.free[:len(c.free)-1]
-		c.freeAt[n] = -1
+		c.leaveFree(n)
 	}
 }
 
 // shrank records that client n holds one block less: it joins the free
-// set (if kept) when it was full, as the pending client.
+// set (if kept) when it was full.
 func (c *caches) shrank(n int) {
 	if c.size[n]--; int(c.size[n]) == c.k-1 && c.frees {
-		c.flushFree()
-		c.pending = n + 1
+		c.joinFree(n)
 	}
+}
+
+// leaveFree takes client n out of the free set. The client that last
+// joined and has not been added yet (the common case: a full client makes
+// room and fills again) just stops being pending.
+func (c *caches) leaveFree(n int) {
+	if c.pending == n+1 {
+		c.pending = 0
+		return
+	}
+	c.flushFree()
+	i, last := c.freeAt[n], c.free[len(c.free)-1]
+	c.free[i], c.freeAt[last] = last, i
+	c.free = c.free[:len(c.free)-1]
+	c.freeAt[n] = -1
+}
+
+// joinFree puts client n in the free set as the pending client.
+func (c *caches) joinFree(n int) {
+	c.flushFree()
+	c.pending = n + 1
 }
 
 // flushFree adds the pending client to the end of free, where it would
