@@ -22,14 +22,17 @@ import (
 // forwarded there and not referenced since, then global is set), the
 // global list (ordered by age, newest first, when ages is set) and its
 // block's holder list (or one[id] with one client), at most once per
-// client; free holds exactly the clients with free slots.
+// client; free and pending hold exactly the clients with free slots
+// (when frees is set).
 type caches struct {
-	p    sim.Params
-	k    int
-	ids  sim.IDs
-	cl   []elist
-	gl   []elist
-	ages bool // the global age list is kept (Global LRU, GMS)
+	p   sim.Params
+	k   int
+	ids sim.IDs
+	cl  []elist
+	gl  []elist
+	// ages: the global age list is kept (Global LRU and GMS with more than
+	// one client; with one, the client's list is that list: see oldest).
+	ages bool
 	// glob is the global age list (when ages is set), through gln; gnode
 	// is each entry's client (entry.node) for walks of it. Both are
 	// indexed by entry handle.
@@ -49,8 +52,16 @@ type caches struct {
 	server *lruSet
 	tick   int64
 	rng    *rand.Rand
-	free   []int // clients with free slots
+	// frees: free and freeAt are kept (Global LRU, GMS: N-chance and the
+	// baseline never read them, and a full client joins and leaves the
+	// set on every replacement).
+	frees  bool
+	free   []int // clients with free slots but the pending one
 	freeAt []int // index in free, -1 if absent
+	// pending is 1 + the client that joined the free set last, not yet
+	// added to free (0 if none): it is added when the set changes
+	// otherwise or is read.
+	pending int
 }
 
 // maxClients is the most clients an entry can name (entry.node).
@@ -65,15 +76,22 @@ func newCaches(p sim.Params) (*caches, error) {
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
-		freeAt: make([]int, p.Clients), es: make([]entry, 1), size: make([]int32, p.Clients)}
+		es: make([]entry, 1), size: make([]int32, p.Clients)}
 	c.server = newLRUSet(p.ServerCacheBlocks)
+	return c, nil
+}
+
+// global keeps the global age list and the set of clients with free slots
+// (Global LRU and GMS); it is called before the first access.
+func (c *caches) global() {
+	c.ages, c.frees = !c.single, true
+	c.freeAt = make([]int, len(c.cl))
 	for i := range c.cl {
 		c.freeAt[i] = -1
 		if c.k > 0 {
 			c.addFree(i)
 		}
 	}
-	return c, nil
 }
 
 // id returns a's block number (numbering it if Run did not), with the
@@ -114,6 +132,16 @@ func (c *caches) bit(n int) uint64 {
 // full reports whether client n has no free slot.
 func (c *caches) full(n int) bool { return int(c.size[n]) >= c.k }
 
+// oldest returns the globally least recently used block (0 if none). With
+// one client that is its LRU block: nothing is forwarded, so its list is
+// the global age list.
+func (c *caches) oldest() int32 {
+	if c.single {
+		return c.cl[0].Back()
+	}
+	return c.glob.Back()
+}
+
 // victim is client n's oldest block: the older of its LRU referenced block
 // and its earliest-forwarded block.
 func (c *caches) victim(n int) int32 {
@@ -133,21 +161,49 @@ func (c *caches) listOf(h int32) *elist {
 }
 
 // grew records that client n holds one block more: it leaves the free
-// set when that fills it.
+// set (if kept) when that fills it. (grew and shrank are small enough to
+// be inlined; the set's work is in leaveFree and joinFree.)
 func (c *caches) grew(n int) {
-	if c.size[n]++; int(c.size[n]) == c.k {
-		i, last := c.freeAt[n], c.free[len(c.free)-1]
-		c.free[i], c.freeAt[last] = last, i
-		c.free = c.free[:len(c.free)-1]
-		c.freeAt[n] = -1
+	if c.size[n]++; int(c.size[n]) == c.k && c.frees {
+		c.leaveFree(n)
 	}
 }
 
 // shrank records that client n holds one block less: it joins the free
-// set when it was full.
+// set (if kept) when it was full.
 func (c *caches) shrank(n int) {
-	if c.size[n]--; int(c.size[n]) == c.k-1 {
-		c.addFree(n)
+	if c.size[n]--; int(c.size[n]) == c.k-1 && c.frees {
+		c.joinFree(n)
+	}
+}
+
+// leaveFree takes client n out of the free set. The client that last
+// joined and has not been added yet (the common case: a full client makes
+// room and fills again) just stops being pending.
+func (c *caches) leaveFree(n int) {
+	if c.pending == n+1 {
+		c.pending = 0
+		return
+	}
+	c.flushFree()
+	i, last := c.freeAt[n], c.free[len(c.free)-1]
+	c.free[i], c.freeAt[last] = last, i
+	c.free = c.free[:len(c.free)-1]
+	c.freeAt[n] = -1
+}
+
+// joinFree puts client n in the free set as the pending client.
+func (c *caches) joinFree(n int) {
+	c.flushFree()
+	c.pending = n + 1
+}
+
+// flushFree adds the pending client to the end of free, where it would
+// have been added.
+func (c *caches) flushFree() {
+	if p := c.pending; p != 0 {
+		c.addFree(p - 1)
+		c.pending = 0
 	}
 }
 
@@ -156,9 +212,15 @@ func (c *caches) addFree(n int) {
 	c.free = append(c.free, n)
 }
 
+// freeSet returns the clients with free slots in the order they are kept.
+func (c *caches) freeSet() []int {
+	c.flushFree()
+	return c.free
+}
+
 // freeClient returns a client with a free slot other than not, or -1.
 func (c *caches) freeClient(not int) int {
-	for _, n := range c.free {
+	for _, n := range c.freeSet() {
 		if n != not {
 			return n
 		}
@@ -190,7 +252,7 @@ func (c *caches) copies(id uint32) int {
 		}
 		return 0
 	}
-	return int(c.bl[id].n)
+	return int(c.bl[id].count())
 }
 
 // holder returns a client copy of block id other than client n's, with h
@@ -219,7 +281,7 @@ func (c *caches) other(h int32) holder {
 		return holder{}
 	}
 	b := &c.bl[c.es[h].id]
-	if b.n != 2 {
+	if b.count() != 2 {
 		return holder{}
 	}
 	r := c.arena.run(b)
@@ -353,7 +415,7 @@ func (c *caches) invalidate(id uint32, n int) int {
 	}
 	cnt := 0
 	b := &c.bl[id]
-	for i := int32(0); i < b.n; {
+	for i := int32(0); i < b.count(); {
 		if x := c.arena.run(b)[i]; x.node != int32(n) {
 			c.drop(x.h) // takes it out of the run: i is the next one
 			cnt++

@@ -9,7 +9,7 @@ func (c *caches) check() error {
 		if size := c.cl[n].Len() + c.gl[n].Len(); size > c.k || size != int(c.size[n]) {
 			return fmt.Errorf("client %d holds %d blocks, counted %d, capacity %d", n, size, c.size[n], c.k)
 		}
-		if (c.freeAt[n] >= 0) != (int(c.size[n]) < c.k) {
+		if p := c.pending == n+1; c.frees && (p && c.freeAt[n] >= 0 || (p || c.freeAt[n] >= 0) != (int(c.size[n]) < c.k)) {
 			return fmt.Errorf("client %d: free set wrong", n)
 		}
 		for i, l := range []int{0, 1} {
@@ -44,6 +44,18 @@ func (c *caches) check() error {
 		}
 		last = c.es[h].age
 	}
+	if c.single { // its list is the global age list (caches.oldest)
+		last = 1 << 62
+		for h := c.cl[0].Front(); h != 0; h = c.es[h].ln.Next {
+			if c.es[h].age > last {
+				return fmt.Errorf("one client's list out of age order at %v", c.ids.Key(c.es[h].id))
+			}
+			last = c.es[h].age
+		}
+		if c.gl[0].Len() != 0 {
+			return fmt.Errorf("one client holds %d forwarded blocks", c.gl[0].Len())
+		}
+	}
 	held := 0
 	for id, h := range c.one {
 		if h != 0 {
@@ -65,8 +77,8 @@ func (c *caches) check() error {
 			mask |= c.bit(int(c.es[h].node))
 			held++
 		}
-		if b := &c.bl[id]; b.cap == 0 && b.n > 1 || b.cap > 0 && (b.n < 2 || b.n > b.cap || b.cap&(b.cap-1) != 0) {
-			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.n, b.cap)
+		if b := &c.bl[id]; !b.inline() && (b.count() < 2 || b.count() > b.capacity() || b.capacity() < 2) {
+			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.count(), b.capacity())
 		}
 		if mask != c.bl[id].mask {
 			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)

@@ -19,7 +19,7 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ages = true
+	c.global()
 	return &GlobalLRU{c}, nil
 }
 
@@ -78,7 +78,7 @@ func (g *GlobalLRU) makeRoom(n int) {
 		c.move(v, t, false)
 		return
 	}
-	old := c.glob.Back()
+	old := c.oldest()
 	switch {
 	case old == v:
 		c.drop(v)

@@ -41,7 +41,7 @@ func NewGMS(p sim.Params) (*GMS, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ages = true
+	c.global()
 	m := p.GMSEpochReplacements
 	if m == 0 {
 		m = max(1, p.Clients*p.ClientCacheBlocks/10)
@@ -67,12 +67,19 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 	g.needsEpoch, g.left, g.accesses = false, g.m, 0
 	w := make([]int, len(c.cl))
 	found := 0
-	for _, n := range c.free {
+	for _, n := range c.freeSet() {
 		f := min(c.k-c.cl[n].Len(), g.m-found)
 		w[n] += f
 		found += f
 	}
 	var last int32 // the M-th oldest block
+	if c.single {  // the client's list is the global age list (oldest)
+		for h := c.cl[0].Back(); h != 0 && found < g.m; h = c.es[h].ln.Prev {
+			w[0]++
+			found++
+			last = h
+		}
+	}
 	for h := c.glob.Back(); h != 0 && found < g.m; h = c.gln[h].Prev {
 		w[c.gnode[h]]++
 		found++

@@ -15,14 +15,49 @@ type holder struct {
 // in the block itself; two or more copies are a run of holders in
 // holderArena. A client's copy is found by scanning the run (a few
 // holders, in one or two cache lines): there is no table per client to
-// search, insert into and delete from.
+// search, insert into and delete from. A block is 16 bytes (the table of
+// blocks is touched at random on every access): the run's place, length
+// and capacity take the inline copy's space.
 type block struct {
 	mask uint64
-	// in is the only copy while the run is inline (cap 0, n at most 1);
-	// once it is in the arena (cap > 0), in[0].h is the run's start there.
-	in  [1]holder
-	n   int32 // copies
-	cap int32 // the run's capacity in the arena: 0 (inline) or a power of two, at least 2
+	// in is the only copy while the run is inline (in[0].h >= 0: 0 if no
+	// copy, an entry handle otherwise). Once the run is in the arena,
+	// in[0].h is ^start (negative) and in[0].node packs the run's length
+	// (low runBits) and the log2 of its capacity (a power of two, at
+	// least 2) above them.
+	in [1]holder
+}
+
+// runBits is the width of a run's length in block.in[0].node: it holds
+// maxClients.
+const runBits = 24
+
+const runMask = 1<<runBits - 1
+
+// inline reports whether b's copies (at most one) are in b itself.
+func (b *block) inline() bool { return b.in[0].h >= 0 }
+
+// count returns b's number of copies.
+func (b *block) count() int32 {
+	if x := b.in[0]; x.h >= 0 {
+		if x.h != 0 {
+			return 1
+		}
+		return 0
+	}
+	return b.in[0].node & runMask
+}
+
+// start returns the start of b's run in the arena (not inline).
+func (b *block) start() int32 { return ^b.in[0].h }
+
+// capacity returns the capacity of b's run in the arena (not inline).
+func (b *block) capacity() int32 { return 1 << (b.in[0].node >> runBits) }
+
+// setRun places b's run at off in the arena with n holders and capacity
+// nc.
+func (b *block) setRun(off, n, nc int32) {
+	b.in[0] = holder{h: ^off, node: n | int32(bits.TrailingZeros32(uint32(nc)))<<runBits}
 }
 
 // holderArena keeps the runs of every block's holders that have more than
@@ -58,45 +93,49 @@ func (a *holderArena) release(off, capacity int32) {
 // run returns b's holders (valid until the next change to any run or to
 // the blocks' slice).
 func (a *holderArena) run(b *block) []holder {
-	if b.cap == 0 {
-		return b.in[:b.n]
+	if x := b.in[0]; x.h >= 0 {
+		if x.h == 0 {
+			return nil
+		}
+		return b.in[:]
 	}
-	off := b.in[0].h
-	return a.s[off : off+b.n]
+	off := b.start()
+	return a.s[off : off+b.in[0].node&runMask]
 }
 
 // push appends holder x to b's run.
 func (a *holderArena) push(b *block, x holder) {
 	switch {
-	case b.cap == 0 && b.n == 0:
+	case b.in[0].h == 0:
 		b.in[0] = x
-	case b.cap == 0:
+	case b.inline():
 		off := a.alloc(2)
 		a.s[off], a.s[off+1] = b.in[0], x
-		b.in[0], b.cap = holder{h: off}, 2
+		b.setRun(off, 2, 2)
 	default:
-		if b.n == b.cap {
-			a.resize(b, 2*b.cap)
+		n, nc := b.count(), b.capacity()
+		if n == nc {
+			a.resize(b, 2*nc)
 		}
-		a.s[b.in[0].h+b.n] = x
+		a.s[b.start()+n] = x
+		b.in[0].node++ // the length is the low bits
 	}
-	b.n++
 }
 
 // resize moves b's run (in the arena) to capacity nc (a power of two, at
 // least its length), keeping its holders.
 func (a *holderArena) resize(b *block, nc int32) {
-	old := b.in[0].h
+	old, n := b.start(), b.count()
 	off := a.alloc(nc)
-	copy(a.s[off:off+b.n], a.s[old:old+b.n])
-	a.release(old, b.cap)
-	b.in[0].h, b.cap = off, nc
+	copy(a.s[off:off+n], a.s[old:old+n])
+	a.release(old, b.capacity())
+	b.setRun(off, n, nc)
 }
 
 // remove takes entry h out of b's run, keeping the others in order.
 func (a *holderArena) remove(b *block, h int32) {
-	if b.cap == 0 {
-		b.in[0], b.n = holder{}, 0
+	if b.inline() {
+		b.in[0] = holder{}
 		return
 	}
 	r := a.run(b)
@@ -107,13 +146,13 @@ func (a *holderArena) remove(b *block, h int32) {
 	for ; i < len(r)-1; i++ { // a loop: runs are short, and memmove is a call
 		r[i] = r[i+1]
 	}
-	b.n--
-	switch {
-	case b.n == 1:
-		a.release(b.in[0].h, b.cap)
-		b.in[0], b.cap = r[0], 0
-	case b.n <= b.cap/4:
-		a.resize(b, capFor(b.n))
+	b.in[0].node--
+	switch n, nc := int32(len(r)-1), b.capacity(); {
+	case n == 1:
+		a.release(b.start(), nc)
+		b.in[0] = r[0]
+	case n <= nc/4:
+		a.resize(b, capFor(n))
 	}
 }
 
