@@ -49,6 +49,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/coord/hints"
+	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -462,7 +463,7 @@ func (a *Algorithm) addPending(b block.ID) {
 	if b.Index == 0 {
 		w := b.File / 64
 		if w >= uint64(len(a.pending0)) {
-			a.pending0 = grow(a.pending0, w)
+			a.pending0 = lru.Extend(a.pending0, int(w)+1, 1<<62)
 		}
 		a.pending0[w] |= 1 << (b.File % 64)
 		return
@@ -514,7 +515,7 @@ func (x *holderIndex) get(b block.ID) uint64 {
 func (x *holderIndex) ref(b block.ID) *uint64 {
 	if b.Index == 0 {
 		if b.File >= uint64(len(x.first)) {
-			x.first = grow(x.first, b.File)
+			x.first = lru.Extend(x.first, int(b.File)+1, 1<<62)
 		}
 		return &x.first[b.File]
 	}
@@ -535,12 +536,6 @@ func (x *holderIndex) ref(b block.ID) *uint64 {
 		x.files[b.File] = f
 	}
 	return &f[b.Index]
-}
-
-// grow returns s extended (by doubling at least) to cover index i.
-func grow[T any](s []T, i uint64) []T {
-	n := max(int(i)+1, 2*len(s), 1024)
-	return append(s, make([]T, n-len(s))...)
 }
 
 // each calls f for every block with bits.
