@@ -142,6 +142,24 @@ func (c *caches) oldest() int32 {
 	return c.glob.Back()
 }
 
+// newer returns the block next after h in global age order, from the
+// oldest (0 if none): see oldest.
+func (c *caches) newer(h int32) int32 {
+	if c.single {
+		return c.es[h].ln.Prev
+	}
+	return c.gln[h].Prev
+}
+
+// ageNode returns the client of h, walking the global age order: from the
+// dense copy of the clients beside the age list, not from the entry.
+func (c *caches) ageNode(h int32) int {
+	if c.single {
+		return 0
+	}
+	return int(c.gnode[h])
+}
+
 // victim is client n's oldest block: the older of its LRU referenced block
 // and its earliest-forwarded block.
 func (c *caches) victim(n int) int32 {

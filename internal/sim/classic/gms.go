@@ -73,15 +73,8 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		found += f
 	}
 	var last int32 // the M-th oldest block
-	if c.single {  // the client's list is the global age list (oldest)
-		for h := c.cl[0].Back(); h != 0 && found < g.m; h = c.es[h].ln.Prev {
-			w[0]++
-			found++
-			last = h
-		}
-	}
-	for h := c.glob.Back(); h != 0 && found < g.m; h = c.gln[h].Prev {
-		w[c.gnode[h]]++
+	for h := c.oldest(); h != 0 && found < g.m; h = c.newer(h) {
+		w[c.ageNode(h)]++
 		found++
 		last = h
 	}
