@@ -282,10 +282,10 @@ func replay(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptio
 		return Metrics{}, fmt.Errorf("open %s: %w", w.Name(), err)
 	}
 	defer CloseSource(src)
-	rec := NewRecorder(p)
-	var n, warm int64
+	l := loop{rec: NewRecorder(p), alg: alg, p: p, o: o, name: w.Name()}
 	pf := newPrefetcher(src, ids)
 	defer pf.stop()
+	t, touch := alg.(Toucher)
 	for {
 		batch, err := pf.next()
 		if err != nil {
@@ -294,20 +294,13 @@ func replay(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptio
 		if batch == nil {
 			break
 		}
-		for _, a := range batch {
-			if uint(a.Client) >= uint(p.Clients) {
-				return Metrics{}, fmt.Errorf("%s: access %d names client %d, but there are %d clients (set --clients)", w.Name(), n+1, a.Client, p.Clients)
-			}
-			if n == int64(p.WarmUp) && n > 0 {
-				rec.Reset()
-				warm = n
-			}
-			rec.Begin(a)
-			rec.Record(a, alg.Access(a, rec.Counters()))
-			n++
-			if o.Progress != nil && o.ProgressEvery > 0 && n%o.ProgressEvery == 0 {
-				o.Progress(n)
-			}
+		if !touch {
+			err = l.simulate(batch)
+		} else {
+			err = l.simulateTouched(batch, t)
+		}
+		if err != nil {
+			return Metrics{}, err
 		}
 		if nt != nil && !nt.NextHeld(false) {
 			return Metrics{}, errNextFailed
@@ -316,7 +309,53 @@ func replay(ctx context.Context, w Workload, alg Algorithm, p Params, o RunOptio
 			return Metrics{}, err
 		}
 	}
-	return rec.Metrics(o.Algorithm, o.Config, w.Name(), warm), nil
+	return l.rec.Metrics(o.Algorithm, o.Config, w.Name(), l.warm), nil
+}
+
+// loop is replay's state while it feeds the algorithm.
+type loop struct {
+	rec     *Recorder
+	alg     Algorithm
+	p       Params
+	o       RunOptions
+	name    string
+	n, warm int64 // accesses simulated; where the warm-up ended
+}
+
+// simulate feeds the accesses of batch to the algorithm, in order.
+func (l *loop) simulate(batch []Access) error {
+	for _, a := range batch {
+		if uint(a.Client) >= uint(l.p.Clients) {
+			return fmt.Errorf("%s: access %d names client %d, but there are %d clients (set --clients)", l.name, l.n+1, a.Client, l.p.Clients)
+		}
+		if l.n == int64(l.p.WarmUp) && l.n > 0 {
+			l.rec.Reset()
+			l.warm = l.n
+		}
+		l.rec.Begin(a)
+		l.rec.Record(a, l.alg.Access(a, l.rec.Counters()))
+		l.n++
+		if l.o.Progress != nil && l.o.ProgressEvery > 0 && l.n%l.o.ProgressEvery == 0 {
+			l.o.Progress(l.n)
+		}
+	}
+	return nil
+}
+
+// simulateTouched simulates batch in windows of t's length, handing t each
+// window after the one it simulates next (see Toucher).
+func (l *loop) simulateTouched(batch []Access, t Toucher) error {
+	w := max(t.TouchWindow(), 1)
+	for i := 0; i < len(batch); i += w {
+		end := min(i+w, len(batch))
+		if end < len(batch) {
+			t.Touch(batch[end:min(end+w, len(batch))])
+		}
+		if err := l.simulate(batch[i:end]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Slice is an in-memory workload, for tests and small generated traces.

@@ -155,6 +155,25 @@ type Algorithm interface {
 	Access(a Access, c *Counters) Outcome
 }
 
+// Toucher is implemented by algorithms whose per-access state is spread
+// over more memory than the processor caches hold (many clients, many
+// blocks), where an access waits mostly on loads from memory. When Run reads
+// ahead, it simulates each batch in windows of TouchWindow accesses and,
+// before it simulates a window, hands Touch the window after it: the
+// algorithm loads the state those accesses will use (independent loads the
+// CPU overlaps with each other and with the window being simulated), so
+// that it is in the cache when they come. Touch only reads: it must not
+// change anything the results depend on, and Access must not depend on
+// whether or when Touch was called (a batch's first window is not touched
+// ahead, and a source read in step is never touched).
+type Toucher interface {
+	// TouchWindow is the window's length in accesses (at least 1).
+	TouchWindow() int
+	// Touch loads the state of ahead's accesses, which come next, in order,
+	// after the window being simulated.
+	Touch(ahead []Access)
+}
+
 // Prescanner is implemented by algorithms that need to see the whole
 // workload before the run (Optimal builds its next-use index). The runner
 // calls Prescan on a fresh Source from the same Workload before the run.
