@@ -45,10 +45,12 @@ type caches struct {
 	one    []int32 // single: block number → entry handle, 0 if not cached
 	bl     []block // block number → its holders
 	arena  holderArena
-	masks  bool    // clients fit block.mask (at most 64)
+	masks  bool    // clients fit block.mask (2 to 64: one client keeps one, not bl)
+	nb     int     // the per-block slices' length (bl, or one with one client)
 	size   []int32 // by client: blocks held
 	es     []entry // the slab; es[0] is unused (handle 0 is nil)
-	efree  []int32
+	efree  []int32 // free handles: efree[:nfree] (the slice itself is not cut,
+	nfree  int     // so that a push or pop stores no slice header)
 	server *lruSet
 	tick   int64
 	rng    *rand.Rand
@@ -75,7 +77,7 @@ func newCaches(p sim.Params) (*caches, error) {
 		return nil, fmt.Errorf("%w: clients = %d, the classic algorithms simulate at most %d", sim.ErrConfig, p.Clients, maxClients)
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
-		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: p.Clients <= 64,
+		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: 1 < p.Clients && p.Clients <= 64,
 		es: make([]entry, 1), size: make([]int32, p.Clients)}
 	c.server = newLRUSet(p.ServerCacheBlocks)
 	return c, nil
@@ -97,6 +99,15 @@ func (c *caches) global() {
 // id returns a's block number (numbering it if Run did not), with the
 // per-block slices long enough for it.
 func (c *caches) id(a *sim.Access) uint32 {
+	if id := a.ID; id != 0 && int(id) < c.nb {
+		return id
+	}
+	return c.number(a)
+}
+
+// number is id's slow path: the block is new to the caches (or Run did not
+// number it).
+func (c *caches) number(a *sim.Access) uint32 {
 	id := a.ID
 	if id == 0 {
 		id = c.ids.ID(a.Key())
@@ -105,29 +116,24 @@ func (c *caches) id(a *sim.Access) uint32 {
 		if int(id) >= len(c.one) {
 			c.one = append(c.one, make([]int32, int(id)+1-len(c.one))...)
 		}
-	} else if int(id) >= len(c.bl) {
-		c.bl = append(c.bl, make([]block, int(id)+1-len(c.bl))...)
+		c.nb = len(c.one)
+	} else {
+		if int(id) >= len(c.bl) {
+			c.bl = append(c.bl, make([]block, int(id)+1-len(c.bl))...)
+		}
+		c.nb = len(c.bl)
 	}
 	return id
 }
 
 // known reports whether block id has been accessed (Run numbers blocks
 // ahead of the simulation).
-func (c *caches) known(id uint32) bool {
-	if c.single {
-		return int(id) < len(c.one)
-	}
-	return int(id) < len(c.bl)
-}
+func (c *caches) known(id uint32) bool { return int(id) < c.nb }
 
-// bit is client n's bit in block.mask (0 when there are more than 64
-// clients: no masks are kept).
-func (c *caches) bit(n int) uint64 {
-	if !c.masks {
-		return 0
-	}
-	return 1 << uint(n)
-}
+// bit is client n's bit in block.mask. The masks are kept whatever the
+// number of clients (a client past 64 has no bit) and read only when
+// masks is set.
+func (c *caches) bit(n int) uint64 { return 1 << uint(n) }
 
 // full reports whether client n has no free slot.
 func (c *caches) full(n int) bool { return int(c.size[n]) >= c.k }
@@ -248,14 +254,18 @@ func (c *caches) freeClient(not int) int {
 
 // lookup returns client n's entry for block id, 0 if none.
 func (c *caches) lookup(n int, id uint32) int32 {
+	if c.masks && c.bl[id].mask&(1<<uint(n)) == 0 {
+		return 0
+	}
+	return c.find(n, id)
+}
+
+// find is lookup's search of the block's run (or the one client's copy).
+func (c *caches) find(n int, id uint32) int32 {
 	if c.single {
 		return c.one[id]
 	}
-	b := &c.bl[id]
-	if c.masks && b.mask&(1<<uint(n)) == 0 {
-		return 0
-	}
-	for _, x := range c.arena.run(b) {
+	for _, x := range c.arena.run(&c.bl[id]) {
 		if x.node == int32(n) {
 			return x.h
 		}
@@ -327,11 +337,15 @@ func (c *caches) touch(h int32) {
 }
 
 func (c *caches) newEntry() int32 {
-	if n := len(c.efree); n > 0 {
-		h := c.efree[n-1]
-		c.efree = c.efree[:n-1]
-		return h
+	if c.nfree > 0 {
+		c.nfree--
+		return c.efree[c.nfree]
 	}
+	return c.growEntries()
+}
+
+// growEntries is newEntry's slow path: a new handle at the slab's end.
+func (c *caches) growEntries() int32 {
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
 	if c.ages {
@@ -359,7 +373,11 @@ func (c *caches) add(n int, id uint32) int32 {
 		c.one[id] = h
 	} else {
 		b := &c.bl[id]
-		c.arena.push(b, holder{h, int32(n)})
+		if b.in[0].h == 0 { // the first copy: no call
+			b.in[0] = holder{h, int32(n)}
+		} else {
+			c.arena.push(b, holder{h, int32(n)})
+		}
 		b.mask |= c.bit(n)
 	}
 	c.grew(n)
@@ -378,10 +396,19 @@ func (c *caches) drop(h int32) {
 		c.one[e.id] = 0
 	} else {
 		b := &c.bl[e.id]
-		c.arena.remove(b, h)
+		if b.inline() { // the only copy: no call
+			b.in[0] = holder{}
+		} else {
+			c.arena.remove(b, h)
+		}
 		b.mask &^= c.bit(n)
 	}
-	c.efree = append(c.efree, h)
+	if c.nfree < len(c.efree) {
+		c.efree[c.nfree] = h
+	} else {
+		c.efree = append(c.efree, h)
+	}
+	c.nfree++
 	c.shrank(n)
 }
 
@@ -475,17 +502,17 @@ func (c *caches) deleteFile(file, n uint64) int {
 // with out its outcome (place is then set for a write: the caller places the
 // written block at the writer); else it is a read that missed locally. id
 // is the block's number for reads and writes.
-func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, id uint32, done, place bool) {
+func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, id uint32, done, place bool) {
 	switch a.Op {
 	case sim.OpRead:
-		id = c.id(&a)
+		id = c.id(a)
 		if h := c.lookup(a.Client, id); h != 0 {
 			c.touch(h)
 			return sim.Outcome{Layer: sim.LayerLocal}, id, true, false
 		}
 		return sim.Outcome{}, id, false, false
 	case sim.OpWrite:
-		id = c.id(&a)
+		id = c.id(a)
 		c.write(a, id, cnt, manager)
 		return sim.Outcome{}, id, true, true
 	case sim.OpDelete:
@@ -502,7 +529,7 @@ func (c *caches) front(a sim.Access, cnt *sim.Counters, manager bool) (out sim.O
 // (write-through, block-based write-invalidate through the manager: one
 // message to the manager, one per invalidated copy); the caller then
 // places the block at the writer.
-func (c *caches) write(a sim.Access, id uint32, cnt *sim.Counters, manager bool) {
+func (c *caches) write(a *sim.Access, id uint32, cnt *sim.Counters, manager bool) {
 	n := c.invalidate(id, a.Client)
 	cnt.Invalidations += int64(n)
 	c.server.put(id)

@@ -31,8 +31,8 @@ func (c *caches) check() error {
 			total += cnt
 		}
 	}
-	if total != len(c.es)-1-len(c.efree) {
-		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-len(c.efree))
+	if total != len(c.es)-1-c.nfree {
+		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-c.nfree)
 	}
 	if c.ages && total != c.glob.Len() {
 		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())

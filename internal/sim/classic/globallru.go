@@ -26,7 +26,7 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	out, k, done, place := c.front(a, cnt, false)
+	out, k, done, place := c.front(&a, cnt, false)
 	if done {
 		if place {
 			g.place(a.Client, k, false)

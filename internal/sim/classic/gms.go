@@ -55,7 +55,7 @@ func (g *GMS) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if g.maxAcc > 0 && g.accesses >= g.maxAcc {
 		g.needsEpoch = true
 	}
-	return managerAccess(g.c, a, cnt, g.makeRoom)
+	return managerAccess(g.c, &a, cnt, g)
 }
 
 // Epochs returns the number of epochs started so far.

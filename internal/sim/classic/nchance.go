@@ -46,13 +46,19 @@ func NewNChance(p sim.Params) (*NChance, error) {
 
 // Access implements sim.Algorithm.
 func (x *NChance) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
-	return managerAccess(x.c, a, cnt, x.makeRoom)
+	return managerAccess(x.c, &a, cnt, x)
+}
+
+// roomMaker is what N-chance and GMS do differently: make room at a full
+// client n (an interface, not a method value: no wrapper call per access).
+type roomMaker interface {
+	makeRoom(n int, cnt *sim.Counters)
 }
 
 // managerAccess is the read/write path shared by N-chance and GMS:
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
-func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int, *sim.Counters)) sim.Outcome {
+func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMaker) sim.Outcome {
 	out, k, done, place := c.front(a, cnt, true)
 	if done {
 		if place {
@@ -82,7 +88,7 @@ func managerAccess(c *caches, a sim.Access, cnt *sim.Counters, makeRoom func(int
 
 // managerPlace puts block k at client n as most recent; missed says n is
 // known not to cache it (a local read miss).
-func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom func(int, *sim.Counters), missed bool) {
+func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom roomMaker, missed bool) {
 	if !missed {
 		if e := c.lookup(n, k); e != 0 {
 			c.touch(e)
@@ -93,7 +99,7 @@ func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom func(i
 		return
 	}
 	if c.full(n) {
-		makeRoom(n, cnt)
+		makeRoom.makeRoom(n, cnt)
 	}
 	c.add(n, k)
 }
