@@ -444,8 +444,12 @@ func (c *caches) move(h int32, t int, refresh bool) {
 			c.glob.MoveToFront(c.gln, h)
 		}
 	}
-	c.shrank(from)
+	// t first: a target that fills is the client that joined the free set
+	// last (it made room for v), so it just stops being pending, and then
+	// from becomes the pending one. The other order flushes both into the
+	// set and takes both out again, to the same set.
 	c.grew(t)
+	c.shrank(from)
 }
 
 // invalidate drops every copy of block id except client n's and returns
