@@ -33,7 +33,7 @@ func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	layer := sim.LayerServer
 	if !c.server.get(k) {
 		layer = sim.LayerDisk
-		c.server.put(k)
+		c.server.add(k)
 	}
 	b.place(a.Client, k, true)
 	return sim.Outcome{Layer: layer}

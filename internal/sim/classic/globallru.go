@@ -42,7 +42,7 @@ func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 		layer = sim.LayerServer
 	} else {
 		layer = sim.LayerDisk
-		c.server.put(k)
+		c.server.add(k)
 	}
 	g.place(a.Client, k, true)
 	return sim.Outcome{Layer: layer}

@@ -100,17 +100,21 @@ func (g *GMS) pick() int {
 		return -1
 	}
 	x := g.c.rng.Float64()*total + 1e-12
-	// The first i with cum[i] >= x, as sort.SearchFloat64s finds it, without
-	// its call through a closure at every step.
-	lo, hi := 0, len(g.cum)
-	for lo < hi {
-		if m := int(uint(lo+hi) >> 1); g.cum[m] < x {
-			lo = m + 1
-		} else {
-			hi = m
+	// The first i with cum[i] >= x, as sort.SearchFloat64s finds it (the
+	// last client if x passes them all), without a call through a closure
+	// at every step and without a branch on the comparisons (a conditional
+	// move: which half holds x is a coin toss). INVARIANT: that i is in
+	// [base, base+n-1].
+	cum := g.cum
+	base, n := 0, len(cum)
+	for n > 1 {
+		half := n / 2
+		if cum[base+half-1] < x {
+			base += half
 		}
+		n -= half
 	}
-	return min(lo, len(g.cum)-1)
+	return base
 }
 
 // drop drops e with a delete notice; if that leaves a singlet, the manager

@@ -107,6 +107,15 @@ func (s *lruSet) put(id uint32) {
 		s.lst.MoveToFront(s.links, int32(id))
 		return
 	}
+	s.add(id)
+}
+
+// add caches id, which is not cached, as most recent, evicting the least
+// recent if full (a miss that get just reported: no second look).
+func (s *lruSet) add(id uint32) {
+	if s.cap == 0 {
+		return
+	}
 	if s.lst.Len() >= s.cap {
 		old := s.lst.Back()
 		s.lst.Remove(s.links, old)

@@ -79,7 +79,7 @@ func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMak
 		layer = sim.LayerServer
 		if !c.server.get(k) {
 			layer = sim.LayerDisk
-			c.server.put(k)
+			c.server.add(k)
 		}
 	}
 	managerPlace(c, a.Client, k, cnt, makeRoom, true)

@@ -1,6 +1,8 @@
 package classic
 
 import (
+	"math/rand/v2"
+	"sort"
 	"testing"
 
 	"github.com/coopfs/coopfs/internal/sim"
@@ -39,5 +41,38 @@ func TestNChanceVersusGMSWithActiveClients(t *testing.T) {
 	}
 	if o.DiskAccesses > g.DiskAccesses || o.DiskAccesses > n.DiskAccesses {
 		t.Errorf("optimal %d disk accesses, more than GMS %d or N-chance %d", o.DiskAccesses, g.DiskAccesses, n.DiskAccesses)
+	}
+}
+
+// TestPickIsSearch checks GMS's branchless search against
+// sort.SearchFloat64s: the first client whose cumulative weight reaches the
+// draw, on weights with zeros (equal cumulative weights) and at the ends.
+func TestPickIsSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= 70; n++ {
+		for k := range uint64(200) {
+			p := sim.DefaultParams()
+			p.Clients = n
+			g, err := NewGMS(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := 0.0
+			for i := range g.cum {
+				if rng.IntN(3) > 0 {
+					sum += float64(rng.IntN(5))
+				}
+				g.cum[i] = sum
+			}
+			if sum == 0 {
+				continue
+			}
+			g.c.rng = rand.New(rand.NewPCG(k, 7))
+			x := rand.New(rand.NewPCG(k, 7)).Float64()*sum + 1e-12 // the draw pick makes
+			want := min(sort.SearchFloat64s(g.cum, x), n-1)
+			if got := g.pick(); got != want {
+				t.Fatalf("%d clients, cum %v, draw %v: pick %d, want %d", n, g.cum, x, got, want)
+			}
+		}
 	}
 }
