@@ -374,8 +374,8 @@ type Counters struct {
 	window      time.Duration
 	msgBytes    int64
 	blockBytes  int64
-	netBytes    int64   // up to the current window
-	clientBytes []int64 // by client, up to the current window
+	netBytes    int64
+	clientBytes []int64
 	winStart    time.Duration
 	winNet      int64
 	winClient   []int64 // bytes per client in the current window
@@ -411,11 +411,14 @@ func (c *Counters) Msg(from, to int, carriesBlock bool) {
 	if carriesBlock {
 		n += c.blockBytes
 	}
-	c.winNet += n // the totals take the window's bytes when it closes
-	if uint(from) < uint(len(c.winClient)) {
+	c.netBytes += n
+	c.winNet += n
+	if uint(from) < uint(len(c.clientBytes)) {
+		c.clientBytes[from] += n
 		c.winClient[from] += n
 	}
-	if uint(to) < uint(len(c.winClient)) {
+	if uint(to) < uint(len(c.clientBytes)) {
+		c.clientBytes[to] += n
 		c.winClient[to] += n
 	}
 }
@@ -435,13 +438,9 @@ func (c *Counters) advance(t time.Duration) {
 	}
 }
 
-// closeWindow ends the current load window: its bytes go into the totals
-// (Msg counts a message once, in its window) and the maxima.
 func (c *Counters) closeWindow() {
-	c.netBytes += c.winNet
 	c.maxWinNet = max(c.maxWinNet, c.winNet)
 	for k, v := range c.winClient {
-		c.clientBytes[k] += v
 		c.maxWinCli = max(c.maxWinCli, v)
 		c.winClient[k] = 0
 	}
