@@ -368,3 +368,22 @@ func (s *blockSet) del(id block.ID) {
 	}
 	s.index.Delete(bkey(id))
 }
+
+// nextHolder returns the holder below maskClients that follows last in
+// e's mask, leaving out skip (the lowest one when none follows), NoClient
+// if there is none: where pick most likely forwards, without its checks.
+func (e *entry) nextHolder(last, skip ClientID) ClientID {
+	m := e.mask
+	if skip < maskClients {
+		m &^= 1 << skip
+	}
+	if last < maskClients-1 {
+		if after := m &^ (2<<last - 1); after != 0 {
+			m = after
+		}
+	}
+	if m == 0 {
+		return NoClient
+	}
+	return ClientID(bits.TrailingZeros64(m))
+}

@@ -58,6 +58,7 @@ type Sim struct {
 	cliLink                           []time.Duration
 	done                              []time.Duration // when each client's latest read completed
 	servedRemote                      []uint64        // blocks each client received from peers
+	tch                               toucher         // Touch's state
 }
 
 var _ sim.Algorithm = (*Sim)(nil)
@@ -122,9 +123,13 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
-	var rs *rows
+	ix := new(blockIndex)
+	kind, rs := kindLone, (*rows)(nil)
 	if p.Clients > 1 {
-		rs = newRows(p.Clients, p.ClientCacheBlocks)
+		kind, rs = kindTable, newRows(p.Clients, p.ClientCacheBlocks)
+		if rs != nil {
+			kind = kindRows
+		}
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
@@ -132,9 +137,9 @@ func New(p sim.Params) (*Sim, error) {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, rs, i)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, kind, ix, rs, i)
 	}
-	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
+	s.server = newLRU(p.ServerCacheBlocks, kindServer, ix, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	s.msg, s.local, s.remote, s.srvMs, s.diskMs = ms(p.MessageMs), ms(p.LocalMs), ms(p.RemoteMs), ms(p.ServerMs), ms(p.DiskMs)
 	s.xferSrv, s.xferCli = xfer(p.BlockSize, srvMbps), xfer(p.BlockSize, cliMbps)

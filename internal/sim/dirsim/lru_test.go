@@ -13,7 +13,7 @@ import (
 // simulation whose rows would be too large does.
 func withoutRows(s *Sim) {
 	for i := range s.caches {
-		s.caches[i] = newLRU(s.p.ClientCacheBlocks, false, nil, i)
+		s.caches[i] = newLRU(s.p.ClientCacheBlocks, kindTable, nil, nil, i)
 	}
 }
 
@@ -86,10 +86,11 @@ func (s *Sim) checkIndex() error {
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		n := 0
-		for i, r := range rs.of {
-			if r != 0 {
-				n += int(rs.n[r])
-				if rs.n[r] == 0 {
+		for i, b := range s.caches[0].ix.of {
+			if r := int(b.cli); r != 0 {
+				c := int(rs.h[r*rs.stride])
+				n += c
+				if c == 0 {
 					return fmt.Errorf("block %d has row %d with no copy", i, r)
 				}
 			}
