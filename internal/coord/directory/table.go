@@ -64,8 +64,9 @@ const maskClients = 64
 //
 // INVARIANT: the index (or slot), the live slab entries (used != 0) and,
 // when listed, the LRU list and, when byFile, the file lists hold exactly
-// the live entries; free holds the slab's other handles; the LRU order is
-// that of the entries' use times (while listed, the list's).
+// the live entries; free holds the slab's other handles, whose entries
+// are zero; the LRU order is that of the entries' use times (while
+// listed, the list's).
 type table struct {
 	max    int
 	dense  bool
@@ -176,7 +177,8 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 		}
 	}
 	t.clock++
-	t.ents[h] = entry{id: id, ver: v, last: NoClient, used: t.clock}
+	e := &t.ents[h] // zero (INVARIANT: free entries are): set the fields that are not
+	e.id, e.ver, e.last, e.used = id, v, NoClient, t.clock
 	t.n++
 	if t.dense {
 		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits

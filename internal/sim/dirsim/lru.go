@@ -195,17 +195,7 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 // remove drops handle h.
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
-	id := l.nodes[h].id
-	switch l.kind {
-	case kindServer:
-		l.ix.of[id].srv = 0
-	case kindLone:
-		l.ix.of[id].cli = 0
-	case kindRows:
-		l.rows.del(&l.ix.of[id], l.col)
-	default:
-		l.at.Delete(id)
-	}
+	l.unindex(l.nodes[h].id)
 	l.free = append(l.free, h)
 }
 
@@ -220,25 +210,35 @@ func (l *cache) relabel(file uint64, from, to block.Version) {
 }
 
 // insert caches block id of file (version ver, data ready at ready) as
-// the newest block, replacing a cached copy. It returns the evicted block,
-// if any.
-func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) (victim lnode, evicted bool) {
-	if l.capacity <= 0 {
-		return lnode{}, false
-	}
-	n := lnode{ver, ready, file, id}
+// the newest block, replacing a cached copy. It returns the evicted block
+// (id 0: none).
+func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) ref {
 	if h := l.find(id); h != 0 {
-		l.nodes[h] = n
+		l.nodes[h] = lnode{ver, ready, file, id}
 		l.touch(h)
-		return lnode{}, false
+		return ref{}
 	}
-	if l.len() >= l.capacity {
-		h := l.list.Back()
-		victim, evicted = l.nodes[h], true
-		l.remove(h)
+	return l.insertNew(id, file, ver, ready)
+}
+
+// insertNew is insert for a block the cache does not hold. A full cache
+// gives the oldest block's node to the new block and moves it to the
+// front.
+func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.Duration) (victim ref) {
+	if l.capacity <= 0 {
+		return ref{}
 	}
-	l.list.PushFront(l.links, l.slot(n))
-	return victim, evicted
+	if l.len() < l.capacity {
+		l.list.PushFront(l.links, l.slot(lnode{ver, ready, file, id}))
+		return ref{}
+	}
+	h := l.list.BackToFront(l.links)
+	n := &l.nodes[h]
+	victim = ref{n.id, n.file}
+	l.unindex(victim.id)
+	*n = lnode{ver, ready, file, id}
+	l.index(id, h)
+	return victim
 }
 
 // slot stores n, which is not cached, and returns its handle.
@@ -252,15 +252,34 @@ func (l *cache) slot(n lnode) int32 {
 		l.links = append(l.links, lru.Link{})
 	}
 	l.nodes[h] = n
+	l.index(n.id, h)
+	return h
+}
+
+// index finds block id, which is not cached, at handle h.
+func (l *cache) index(id uint32, h int32) {
 	switch l.kind {
 	case kindServer:
-		l.ix.at(n.id).srv = h
+		l.ix.at(id).srv = h
 	case kindLone:
-		l.ix.at(n.id).cli = h
+		l.ix.at(id).cli = h
 	case kindRows:
-		l.rows.put(l.ix.at(n.id), l.col, h)
+		l.rows.put(l.ix.at(id), l.col, h)
 	default:
-		l.at.Put(n.id, h)
+		l.at.Put(id, h)
 	}
-	return h
+}
+
+// unindex forgets block id, which is cached.
+func (l *cache) unindex(id uint32) {
+	switch l.kind {
+	case kindServer:
+		l.ix.of[id].srv = 0
+	case kindLone:
+		l.ix.of[id].cli = 0
+	case kindRows:
+		l.rows.del(&l.ix.of[id], l.col)
+	default:
+		l.at.Delete(id)
+	}
 }

@@ -47,6 +47,10 @@ type toucher struct {
 // slots and rows — in stages, each stage's loads independent of each
 // other so that the processor overlaps them. It only reads.
 func (s *Sim) Touch(acc []sim.Access) {
+	if len(s.caches) == 1 {
+		s.touchLone(acc)
+		return
+	}
 	var st [touchWindow]ahead
 	n := 0
 	for i := range acc {
@@ -114,6 +118,24 @@ func (s *Sim) Touch(acc []sim.Access) {
 			if hc := s.caches[t.holder]; int(t.hh) < len(hc.nodes) {
 				x += uint64(hc.nodes[t.hh].ready)
 			}
+		}
+	}
+	s.tch.sink += x
+}
+
+// touchLone is Touch for a lone client, whose cache and the server's
+// memory's nodes stay in the processor's cache: it loads the blocks' slots
+// and directory entries only.
+func (s *Sim) touchLone(acc []sim.Access) {
+	var x uint64
+	ix := s.server.ix.of
+	for i := range acc {
+		a := &acc[i]
+		if int(a.ID) < len(ix) {
+			x += uint64(ix[a.ID].cli)
+		}
+		if !s.none {
+			x += uint64(s.dir.Ahead(ref{a.ID, a.File}.dirID()))
 		}
 	}
 	s.tch.sink += x
