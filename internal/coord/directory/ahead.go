@@ -2,6 +2,25 @@ package directory
 
 import "github.com/coopfs/coopfs/internal/block"
 
+// Slot is one block's place in a Dense directory's index (by the block's
+// number): the handle of its entry, and User, words the caller keeps
+// beside it (the simulator keeps its caches' handles of the block there),
+// so that one load finds both. The directory never reads or writes User.
+type Slot struct {
+	entry int32
+	User  [3]int32
+}
+
+// Slots returns a Dense directory's index: block number i's slot is
+// Slots()[i] when i < len(Slots()), zero beyond (nil when not Dense). The
+// slice is valid until the next call that may grow it: SlotOf, and any
+// that records a holder (Request, RequestPeersFirst, Retry).
+func (d *Directory) Slots() []Slot { return d.tab.slot }
+
+// SlotOf returns block number i's slot in a Dense directory's index,
+// growing the index to hold it.
+func (d *Directory) SlotOf(i uint64) *Slot { return d.tab.slotOf(i) }
+
 // Ahead and AheadHolder let a caller that knows its next requests (the
 // simulator, sim.Toucher) load what they will use, in stages across many
 // requests, so that the processor fetches those random places in memory

@@ -78,7 +78,7 @@ type table struct {
 	n      int        // live entries
 	free   []int32
 	index  lru.Table[bkey, int32] // block → handle (not dense)
-	slot   []int32                // dense: block number → handle
+	slot   []Slot                 // dense: block number → handle (and the caller's words)
 	byFile bool                   // the file lists are kept
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
@@ -98,12 +98,21 @@ func (t *table) len() int { return t.n }
 func (t *table) get(id block.ID) int32 {
 	if t.dense {
 		if id.Index < uint64(len(t.slot)) {
-			return t.slot[id.Index]
+			return t.slot[id.Index].entry
 		}
 		return 0
 	}
 	h, _ := t.index.Get(bkey(id))
 	return h
+}
+
+// slotOf returns block number i's slot (dense), growing the index to
+// hold it.
+func (t *table) slotOf(i uint64) *Slot {
+	if i >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
+		t.slot = lru.Extend(t.slot, int(i)+1, 1<<62)
+	}
+	return &t.slot[i]
 }
 
 // handles appends ids' handles (0 for none) to hs.
@@ -181,10 +190,7 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	e.id, e.ver, e.last, e.used = id, v, NoClient, t.clock
 	t.n++
 	if t.dense {
-		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
-			t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
-		}
-		t.slot[id.Index] = h
+		t.slotOf(id.Index).entry = h
 	} else {
 		t.index.Put(bkey(id), h)
 	}
@@ -211,7 +217,7 @@ func (t *table) remove(h int32) {
 		}
 	}
 	if t.dense {
-		t.slot[e.id.Index] = 0
+		t.slot[e.id.Index].entry = 0
 	} else {
 		t.index.Delete(bkey(e.id))
 	}

@@ -123,7 +123,7 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
-	ix := new(blockIndex)
+	ix := &blockIndex{dir: s.dir}
 	kind, rs := kindLone, (*rows)(nil)
 	if p.Clients > 1 {
 		kind, rs = kindTable, newRows(p.Clients, p.ClientCacheBlocks)

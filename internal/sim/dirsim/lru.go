@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/lru"
 )
 
@@ -13,9 +14,9 @@ import (
 // version it belongs to and when its data arrived (a block whose data is
 // still on its way is pending).
 //
-// A block is found through the simulation's blockIndex, one 8-byte slot
-// per block numbered that the server's and the clients' caches share, so
-// that one line holds what an access looks up in both: the server keeps
+// A block is found through the simulation's blockIndex, the words they keep
+// beside the directory's in its slot of the block, so that one line holds
+// what an access looks up in the directory and the caches: the server keeps
 // its handle there, and so does a lone client; the clients of a simulation
 // with several keep there the block's row (see rows) when the rows' worst
 // case is small enough: a load for the block's slot, which has no row when
@@ -44,31 +45,35 @@ type cache struct {
 type indexKind uint8
 
 const (
-	kindServer indexKind = iota // blockIndex's srv
-	kindLone                    // blockIndex's cli: the handle
-	kindRows                    // blockIndex's cli: the row, then rows
+	kindServer indexKind = iota // the slot's uSrv word
+	kindLone                    // the slot's uCli word: the handle
+	kindRows                    // the slot's uCli word: the row, then rows
 	kindTable                   // its own lru.IDTable
 )
 
 // blockIndex is the per-block slot the caches of a simulation share, by
-// block number.
+// block number: the User words of the directory's own slot of the block
+// (directory.Slot), so that one load finds the block's entry in the
+// directory and its handles in the caches.
 type blockIndex struct {
-	of []bslot
+	dir *directory.Directory
 }
 
-// bslot is one block's slot: the server's handle and the lone client's
-// handle or the clients' row (0: none).
-type bslot struct {
-	cli, srv int32
-}
+// bslot is one block's slot: User[uSrv] is the server's handle, User[uCli]
+// the lone client's handle or the clients' row (0: none).
+type bslot = directory.Slot
+
+const (
+	uSrv = 0
+	uCli = 1
+)
+
+// of returns the slots by block number (valid until at grows them, or the
+// directory does).
+func (x *blockIndex) of() []bslot { return x.dir.Slots() }
 
 // at returns id's slot, growing the index to hold it.
-func (x *blockIndex) at(id uint32) *bslot {
-	if int(id) >= len(x.of) { // no store (and write barrier) when it fits
-		x.of = lru.Extend(x.of, int(id)+1, 1<<62)
-	}
-	return &x.of[id]
-}
+func (x *blockIndex) at(id uint32) *bslot { return x.dir.SlotOf(uint64(id)) }
 
 // rows are the clients' handles of the blocks some client caches: a row
 // for each such block, a column for each client (its handle, 0 if it does
@@ -110,7 +115,7 @@ func (r *rows) get(row int32, c int) int32 { return int32(r.h[int(row)*r.stride+
 // put sets column c's handle of the block whose slot is b, which c does
 // not cache, to h.
 func (r *rows) put(b *bslot, c int, h int32) {
-	i := b.cli
+	i := b.User[uCli]
 	if i == 0 {
 		if k := len(r.free); k > 0 {
 			i, r.free = r.free[k-1], r.free[:k-1]
@@ -118,7 +123,7 @@ func (r *rows) put(b *bslot, c int, h int32) {
 			i = int32(len(r.h) / r.stride)
 			r.h = append(r.h, make([]uint16, r.stride)...)
 		}
-		b.cli = i
+		b.User[uCli] = i
 	}
 	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
 	row[1+c] = uint16(h)
@@ -128,11 +133,11 @@ func (r *rows) put(b *bslot, c int, h int32) {
 // del clears column c's handle of the block whose slot is b, which c
 // caches.
 func (r *rows) del(b *bslot, c int) {
-	i := b.cli
+	i := b.User[uCli]
 	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
 	row[1+c] = 0
 	if row[0]--; row[0] == 0 {
-		b.cli = 0
+		b.User[uCli] = 0
 		r.free = append(r.free, i)
 	}
 }
@@ -164,20 +169,20 @@ func (l *cache) find(id uint32) int32 {
 	if l.kind == kindTable {
 		return l.at.Get(id)
 	}
-	if int(id) >= len(l.ix.of) {
+	if int(id) >= len(l.ix.of()) {
 		return 0
 	}
-	b := &l.ix.of[id]
+	b := &l.ix.of()[id]
 	switch l.kind {
 	case kindServer:
-		return b.srv
+		return b.User[uSrv]
 	case kindLone:
-		return b.cli
+		return b.User[uCli]
 	}
-	if b.cli == 0 {
+	if b.User[uCli] == 0 {
 		return 0
 	}
-	return l.rows.get(b.cli, l.col)
+	return l.rows.get(b.User[uCli], l.col)
 }
 
 // get returns block id's node (nil if absent) without touching it; the
@@ -260,9 +265,9 @@ func (l *cache) slot(n lnode) int32 {
 func (l *cache) index(id uint32, h int32) {
 	switch l.kind {
 	case kindServer:
-		l.ix.at(id).srv = h
+		l.ix.at(id).User[uSrv] = h
 	case kindLone:
-		l.ix.at(id).cli = h
+		l.ix.at(id).User[uCli] = h
 	case kindRows:
 		l.rows.put(l.ix.at(id), l.col, h)
 	default:
@@ -274,11 +279,11 @@ func (l *cache) index(id uint32, h int32) {
 func (l *cache) unindex(id uint32) {
 	switch l.kind {
 	case kindServer:
-		l.ix.of[id].srv = 0
+		l.ix.of()[id].User[uSrv] = 0
 	case kindLone:
-		l.ix.of[id].cli = 0
+		l.ix.of()[id].User[uCli] = 0
 	case kindRows:
-		l.rows.del(&l.ix.of[id], l.col)
+		l.rows.del(&l.ix.of()[id], l.col)
 	default:
 		l.at.Delete(id)
 	}

@@ -86,8 +86,8 @@ func (s *Sim) checkIndex() error {
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		n := 0
-		for i, b := range s.caches[0].ix.of {
-			if r := int(b.cli); r != 0 {
+		for i, b := range s.caches[0].ix.of() {
+			if r := int(b.User[uCli]); r != 0 {
 				c := int(rs.h[r*rs.stride])
 				n += c
 				if c == 0 {

@@ -66,11 +66,11 @@ func (s *Sim) Touch(acc []sim.Access) {
 	}
 	s.tch.next()
 	var x uint64
-	ix := s.server.ix.of
+	ix := s.dir.Slots()
 	for i := range st[:n] { // the slots, the victims' nodes
 		t := &st[i]
 		if int(t.id) < len(ix) {
-			t.row = ix[t.id].cli
+			t.row = ix[t.id].User[uCli]
 		}
 		if t.victim != 0 {
 			t.vid = t.cache.nodes[t.victim].id
@@ -89,7 +89,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 			}
 		}
 		if int(t.vid) < len(ix) {
-			t.vid = uint32(ix[t.vid].cli)
+			t.vid = uint32(ix[t.vid].User[uCli])
 		}
 		if t.entry != 0 {
 			if h := s.dir.AheadHolder(t.entry, directory.ClientID(t.client+1)); h != directory.NoClient && h != directory.Server {
@@ -125,17 +125,14 @@ func (s *Sim) Touch(acc []sim.Access) {
 
 // touchLone is Touch for a lone client, whose cache and the server's
 // memory's nodes stay in the processor's cache: it loads the blocks' slots
-// and directory entries only.
+// only.
 func (s *Sim) touchLone(acc []sim.Access) {
 	var x uint64
-	ix := s.server.ix.of
+	ix := s.dir.Slots()
 	for i := range acc {
 		a := &acc[i]
 		if int(a.ID) < len(ix) {
-			x += uint64(ix[a.ID].cli)
-		}
-		if !s.none {
-			x += uint64(s.dir.Ahead(ref{a.ID, a.File}.dirID()))
+			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
 		}
 	}
 	s.tch.sink += x
@@ -182,10 +179,10 @@ func (s *Sim) touchServerVictims(n int) uint64 {
 	d := int(s.tch.srvLast) + n
 	s.tch.srvLast = int32(n)
 	var x uint64
-	ix := l.ix.of
+	ix := s.dir.Slots()
 	for h := l.list.Back(); h != 0 && d > 0; d-- {
 		if id := l.nodes[h].id; int(id) < len(ix) {
-			x += uint64(ix[id].srv)
+			x += uint64(ix[id].User[uSrv])
 		}
 		h = l.links[h].Prev
 	}
