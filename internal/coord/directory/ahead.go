@@ -8,7 +8,7 @@ import "github.com/coopfs/coopfs/internal/block"
 // so that one load finds both. The directory never reads or writes User.
 type Slot struct {
 	entry int32
-	User  [3]int32
+	User  [2]int32
 }
 
 // Slots returns a Dense directory's index: block number i's slot is

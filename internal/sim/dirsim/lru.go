@@ -39,6 +39,7 @@ type cache struct {
 	links    []lru.Link
 	list     lru.List // newest first
 	free     []int32
+	evicted  uint64 // blocks evicted (Touch's guide to how many it will evict)
 }
 
 // indexKind is how a cache finds its blocks.
@@ -238,6 +239,7 @@ func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.
 		return ref{}
 	}
 	h := l.list.BackToFront(l.links)
+	l.evicted++
 	n := &l.nodes[h]
 	victim = ref{n.id, n.file}
 	l.unindex(victim.id)

@@ -34,7 +34,7 @@ type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
 	walkH, walkD            []int32
-	srvLast                 int32 // reads in the window touched last
+	srvEvicted, cliEvicted  uint64 // the server's and a lone client's evictions at the last Touch
 	sink                    uint64
 }
 
@@ -76,7 +76,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 			t.vid = t.cache.nodes[t.victim].id
 		}
 	}
-	x += s.touchServerVictims(n)
+	x += s.touchVictims(s.server, &s.tch.srvEvicted)
 	for i := range st[:n] { // the rows, the entries, the victims' slots
 		t := &st[i]
 		l := t.cache
@@ -125,7 +125,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 
 // touchLone is Touch for a lone client, whose cache and the server's
 // memory's nodes stay in the processor's cache: it loads the blocks' slots
-// only.
+// and the victims' only.
 func (s *Sim) touchLone(acc []sim.Access) {
 	var x uint64
 	ix := s.dir.Slots()
@@ -135,6 +135,8 @@ func (s *Sim) touchLone(acc []sim.Access) {
 			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
 		}
 	}
+	x += s.touchVictims(s.server, &s.tch.srvEvicted)
+	x += s.touchVictims(s.caches[0], &s.tch.cliEvicted)
 	s.tch.sink += x
 }
 
@@ -171,18 +173,18 @@ func (s *Sim) victimAhead(l *cache, c int) int32 {
 	return h
 }
 
-// touchServerVictims loads the server's oldest blocks and their slots, as
-// many as the reads of the window touched last and of the n of this one
-// (each of them a disk read at most).
-func (s *Sim) touchServerVictims(n int) uint64 {
-	l := s.server
-	d := int(s.tch.srvLast) + n
-	s.tch.srvLast = int32(n)
+// touchVictims loads the oldest blocks of l and their slots, those its
+// inserts will evict next: twice as many as it evicted since the last
+// call (the window being simulated and the one touched, if they evict
+// alike), and two more. last holds l's eviction count at the last call.
+func (s *Sim) touchVictims(l *cache, last *uint64) uint64 {
+	d := 2*(l.evicted-*last) + 2
+	*last = l.evicted
 	var x uint64
 	ix := s.dir.Slots()
 	for h := l.list.Back(); h != 0 && d > 0; d-- {
 		if id := l.nodes[h].id; int(id) < len(ix) {
-			x += uint64(ix[id].User[uSrv])
+			x += uint64(ix[id].User[0] + ix[id].User[1])
 		}
 		h = l.links[h].Prev
 	}
