@@ -34,7 +34,7 @@ type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
 	walkH, walkD            []int32
-	srvEvicted, cliEvicted  uint64 // the server's and a lone client's evictions at the last Touch
+	srvWalk, cliWalk        victimWalk // the server's and a lone client's
 	sink                    uint64
 }
 
@@ -76,7 +76,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 			t.vid = t.cache.nodes[t.victim].id
 		}
 	}
-	x += s.touchVictims(s.server, &s.tch.srvEvicted)
+	x += s.touchVictims(s.server, &s.tch.srvWalk)
 	for i := range st[:n] { // the rows, the entries, the victims' slots
 		t := &st[i]
 		l := t.cache
@@ -135,8 +135,8 @@ func (s *Sim) touchLone(acc []sim.Access) {
 			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
 		}
 	}
-	x += s.touchVictims(s.server, &s.tch.srvEvicted)
-	x += s.touchVictims(s.caches[0], &s.tch.cliEvicted)
+	x += s.touchVictims(s.server, &s.tch.srvWalk)
+	x += s.touchVictims(s.caches[0], &s.tch.cliWalk)
 	s.tch.sink += x
 }
 
@@ -173,20 +173,36 @@ func (s *Sim) victimAhead(l *cache, c int) int32 {
 	return h
 }
 
+// victimWalk is where touchVictims stopped in a cache's list: at handle
+// h, which the cache's pos-th eviction (counting from 0) evicts if no hit
+// moves it meanwhile, having loaded the blocks before it; and the cache's
+// eviction count at the last call.
+type victimWalk struct {
+	h       int32
+	pos, at uint64
+}
+
 // touchVictims loads the oldest blocks of l and their slots, those its
 // inserts will evict next: twice as many as it evicted since the last
 // call (the window being simulated and the one touched, if they evict
-// alike), and two more. last holds l's eviction count at the last call.
-func (s *Sim) touchVictims(l *cache, last *uint64) uint64 {
-	d := 2*(l.evicted-*last) + 2
-	*last = l.evicted
+// alike), and two more. It goes on from where it stopped, when that block
+// has not been evicted yet.
+func (s *Sim) touchVictims(l *cache, w *victimWalk) uint64 {
+	e := l.evicted
+	end := e + 2*(e-w.at) + 2
+	w.at = e
+	h, pos := w.h, w.pos
+	if pos < e || h == 0 || int(h) >= len(l.nodes) { // evicted (or never walked): from the oldest
+		h, pos = l.list.Back(), e
+	}
 	var x uint64
 	ix := s.dir.Slots()
-	for h := l.list.Back(); h != 0 && d > 0; d-- {
+	for ; h != 0 && pos < end; pos++ {
 		if id := l.nodes[h].id; int(id) < len(ix) {
 			x += uint64(ix[id].User[0] + ix[id].User[1])
 		}
 		h = l.links[h].Prev
 	}
+	w.h, w.pos = h, pos
 	return x
 }
