@@ -18,8 +18,6 @@ type ahead struct {
 	id     uint32
 	client int
 	cache  *cache
-	victim int32 // the requester's block its insert will most likely evict
-	vid    uint32
 	row    int32 // the block's row (kindRows)
 	h      int32 // the requester's handle of the block
 	entry  int32 // the block's directory entry
@@ -27,14 +25,22 @@ type ahead struct {
 	hh     int32 // the holder's handle of the block
 }
 
+// victimAt is a block a client's insert may evict: its number, then its row.
+type victimAt struct {
+	id     uint32
+	client int32
+	row    int32
+}
+
 // toucher is Touch's memory between windows: each client's count of reads
 // in the window it touched last and in the one it touches now, the clients
-// with a count, and where each client's walk from its oldest block is.
+// with a count, and where the walks over each cache's oldest blocks are.
 type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
-	walkH, walkD            []int32
-	srvWalk, cliWalk        victimWalk // the server's and a lone client's
+	walks                   []victimWalk // by client
+	srvWalk, cliWalk        victimWalk   // the server's and a lone client's
+	vic                     [2 * touchWindow]victimAt
 	sink                    uint64
 }
 
@@ -42,85 +48,118 @@ type toucher struct {
 // its access will use — the block's slot (the server's handle and the
 // requester's, or the row of every client's), the requester's handle, the
 // block's directory entry, the handle and node of the holder the
-// directory will most likely forward to, the requester's and the server's
-// blocks that their inserts will most likely evict and those blocks'
-// slots and rows — in stages, each stage's loads independent of each
-// other so that the processor overlaps them. It only reads.
+// directory will most likely forward to, the blocks that the requesters'
+// and the server's inserts may evict and those blocks' slots and rows —
+// in stages, each stage's loads independent of each other so that the
+// processor overlaps them. It only reads.
 func (s *Sim) Touch(acc []sim.Access) {
 	if len(s.caches) == 1 {
 		s.touchLone(acc)
 		return
+	}
+	t := &s.tch
+	if t.curCnt == nil {
+		k := len(s.caches)
+		t.curCnt, t.lastCnt, t.walks = make([]int32, k), make([]int32, k), make([]victimWalk, k)
 	}
 	var st [touchWindow]ahead
 	n := 0
 	for i := range acc {
 		a := &acc[i]
 		if a.Op == sim.OpRead && a.ID != 0 && uint(a.Client) < uint(len(s.caches)) && n < len(st) {
-			l := s.caches[a.Client]
-			st[n] = ahead{id: a.ID, client: a.Client, cache: l, holder: -1, victim: s.victimAhead(l, a.Client)}
+			st[n] = ahead{id: a.ID, client: a.Client, cache: s.caches[a.Client], holder: -1}
 			if !s.none {
 				st[n].entry = s.dir.Ahead(ref{a.ID, a.File}.dirID())
 			}
+			if t.curCnt[a.Client] == 0 {
+				t.curClients = append(t.curClients, int32(a.Client))
+			}
+			t.curCnt[a.Client]++
 			n++
 		}
 	}
-	s.tch.next()
+	nv := s.clientVictims()
+	t.next()
 	var x uint64
 	ix := s.dir.Slots()
-	for i := range st[:n] { // the slots, the victims' nodes
-		t := &st[i]
-		if int(t.id) < len(ix) {
-			t.row = ix[t.id].User[uCli]
-		}
-		if t.victim != 0 {
-			t.vid = t.cache.nodes[t.victim].id
+	for i := range st[:n] { // the blocks' slots
+		if id := st[i].id; int(id) < len(ix) {
+			st[i].row = ix[id].User[uCli]
 		}
 	}
-	x += s.touchVictims(s.server, &s.tch.srvWalk)
-	for i := range st[:n] { // the rows, the entries, the victims' slots
-		t := &st[i]
-		l := t.cache
-		switch l.kind {
-		case kindLone:
-			t.h, t.row = t.row, 0
-		case kindRows:
-			if t.row != 0 {
-				t.h = l.rows.get(t.row, t.client)
-			}
-		}
-		if int(t.vid) < len(ix) {
-			t.vid = uint32(ix[t.vid].User[uCli])
-		}
-		if t.entry != 0 {
-			if h := s.dir.AheadHolder(t.entry, directory.ClientID(t.client+1)); h != directory.NoClient && h != directory.Server {
-				t.holder = int(h) - 1
-			}
+	for i := range t.vic[:nv] { // the victims' slots
+		if id := t.vic[i].id; int(id) < len(ix) {
+			t.vic[i].row = ix[id].User[uCli]
 		}
 	}
-	for i := range st[:n] { // the holders' handles, the victims' rows, the requesters' links
-		t := &st[i]
-		l := t.cache
-		if rs := l.rows; rs != nil {
-			if t.row != 0 && t.holder >= 0 && t.holder < rs.stride-1 {
-				t.hh = rs.get(t.row, t.holder)
-			}
-			if t.vid != 0 && int(t.vid) < len(rs.h)/rs.stride {
-				x += uint64(rs.h[int(t.vid)*rs.stride] + rs.h[int(t.vid)*rs.stride+1+t.client])
-			}
+	x += s.touchVictims(s.server, &t.srvWalk)
+	s.touchRows(st[:n])
+	for i := range st[:n] { // the holders' handles, the requesters' links
+		a := &st[i]
+		l := a.cache
+		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < rs.stride-1 {
+			a.hh = rs.get(a.row, a.holder)
 		}
-		if t.h > 0 && int(t.h) < len(l.links) {
-			x += uint64(l.links[t.h].Prev)
+		if a.h > 0 && int(a.h) < len(l.links) {
+			x += uint64(l.links[a.h].Prev)
+		}
+	}
+	if rs := s.caches[0].rows; rs != nil {
+		for _, v := range t.vic[:nv] { // the victims' rows
+			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
+				x += uint64(rs.h[int(v.row)*rs.stride] + rs.h[int(v.row)*rs.stride+1+int(v.client)])
+			}
 		}
 	}
 	for i := range st[:n] { // the holders' nodes
-		t := &st[i]
-		if t.hh != 0 {
-			if hc := s.caches[t.holder]; int(t.hh) < len(hc.nodes) {
-				x += uint64(hc.nodes[t.hh].ready)
+		if a := &st[i]; a.hh != 0 {
+			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
+				x += uint64(hc.nodes[a.hh].ready)
 			}
 		}
 	}
-	s.tch.sink += x
+	t.sink += x
+}
+
+// touchRows loads the rows of st's blocks (the requesters' handles) and
+// their directory entries (the holders they name).
+func (s *Sim) touchRows(st []ahead) {
+	for i := range st {
+		a := &st[i]
+		if l := a.cache; l.kind == kindRows && a.row != 0 {
+			a.h = l.rows.get(a.row, a.client)
+		}
+		if a.entry != 0 {
+			if h := s.dir.AheadHolder(a.entry, directory.ClientID(a.client+1)); h != directory.NoClient && h != directory.Server {
+				a.holder = int(h) - 1
+			}
+		}
+	}
+}
+
+// clientVictims puts in tch.vic the blocks that the clients reading in the
+// window being touched may evict, as many from each one's oldest as it
+// reads in this window and the one before (every read a miss), going on
+// from where the client's last walk stopped; it returns how many.
+func (s *Sim) clientVictims() int {
+	t := &s.tch
+	nv := 0
+	for _, c := range t.curClients {
+		l, w := s.caches[c], &t.walks[c]
+		e := l.evicted
+		end := e + uint64(t.lastCnt[c]+t.curCnt[c])
+		h, pos := w.h, w.pos
+		if pos < e || h == 0 || int(h) >= len(l.nodes) {
+			h, pos = l.list.Back(), e
+		}
+		for ; h != 0 && pos < end && nv < len(t.vic); pos++ {
+			t.vic[nv] = victimAt{id: l.nodes[h].id, client: c}
+			nv++
+			h = l.links[h].Prev
+		}
+		w.h, w.pos = h, pos
+	}
+	return nv
 }
 
 // touchLone is Touch for a lone client, whose cache and the server's
@@ -147,30 +186,6 @@ func (t *toucher) next() {
 		t.curCnt[c] = 0
 	}
 	t.lastClients, t.curClients = t.curClients, t.lastClients[:0]
-}
-
-// victimAhead returns the handle of the block client c's next read in the
-// window being touched will most likely evict: as many blocks from the
-// oldest as c has reads before it, in this window and the one before
-// (each of them a miss), 0 if the cache holds fewer.
-func (s *Sim) victimAhead(l *cache, c int) int32 {
-	t := &s.tch
-	if t.curCnt == nil {
-		k := len(s.caches)
-		t.curCnt, t.lastCnt, t.walkH, t.walkD = make([]int32, k), make([]int32, k), make([]int32, k), make([]int32, k)
-	}
-	d := t.lastCnt[c] + t.curCnt[c]
-	if t.curCnt[c] == 0 {
-		t.curClients = append(t.curClients, int32(c))
-		t.walkH[c], t.walkD[c] = l.list.Back(), 0
-	}
-	t.curCnt[c]++
-	h, k := t.walkH[c], t.walkD[c]
-	for ; k < d && h != 0; k++ {
-		h = l.links[h].Prev
-	}
-	t.walkH[c], t.walkD[c] = h, k
-	return h
 }
 
 // victimWalk is where touchVictims stopped in a cache's list: at handle
