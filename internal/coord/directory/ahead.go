@@ -32,9 +32,9 @@ func (d *Directory) SlotOf(i uint64) *Slot { return d.tab.slotOf(i) }
 func (d *Directory) Ahead(id block.ID) int32 { return d.tab.get(id) }
 
 // AheadHolder loads entry e (from Ahead; 0 for none) and returns the
-// holder a request from requester would most likely be forwarded to, in
-// the rotation and leaving out the clients being pinged and the server
-// (NoClient if none or if it cannot tell).
+// holder a request from requester would most likely be forwarded to: the
+// next client below 64 in the rotation, without pick's other checks (the
+// server's turn, clients being pinged), NoClient if there is none.
 func (d *Directory) AheadHolder(e int32, requester ClientID) ClientID {
 	if e <= 0 || int(e) >= len(d.tab.ents) {
 		return NoClient
