@@ -1,7 +1,6 @@
 package dirsim
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -60,18 +59,7 @@ func TestTouchChangesNothing(t *testing.T) {
 					rec.Begin(a)
 					rec.Record(a, s.Access(a, rec.Counters()))
 				}
-				if err := s.Check(); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.checkIndex(); err != nil {
-					t.Fatal(err)
-				}
-				hs := make([]any, len(s.holders))
-				for i, h := range s.holders {
-					hs[i] = h.Stats()
-				}
-				m := rec.Metrics("directory", "t", "t", 0)
-				return fmt.Sprintf("%+v\n%+v\n%+v\n%+v", m, s.dir.Stats(), s.Clients(), hs), touched
+				return s.summary(t, rec.Metrics("directory", "t", "t", 0)), touched
 			}
 			with, n := run(true)
 			without, _ := run(false)
