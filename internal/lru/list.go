@@ -78,6 +78,23 @@ func (l *List) MoveToFront(ls []Link, h int32) {
 	l.PushFront(ls, h)
 }
 
+// BackToFront makes the last node first and returns it (0 if l is empty):
+// a full LRU's eviction and insertion in one, for a slab that gives the
+// evicted node to the new entry.
+func (l *List) BackToFront(ls []Link) int32 {
+	h := l.tail
+	if h == l.head {
+		return h
+	}
+	p := ls[h].Prev
+	ls[p].Next = 0
+	l.tail = p
+	ls[h] = Link{0, l.head}
+	ls[l.head].Prev = h
+	l.head = h
+	return h
+}
+
 // Grow returns ls long enough to hold handle h (for links kept beside a
 // slab that grew).
 func Grow(ls []Link, h int32) []Link {

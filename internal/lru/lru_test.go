@@ -23,6 +23,13 @@ func TestList(t *testing.T) {
 				l[w].Remove(ls, h)
 				ref[w] = slices.Delete(ref[w], j, j+1)
 				on[h] = 0
+			} else if rng.IntN(4) == 0 {
+				b := l[w].BackToFront(ls)
+				last := ref[w][len(ref[w])-1]
+				if b != last {
+					t.Fatalf("step %d list %d: BackToFront = %d, want the last, %d", i, w, b, last)
+				}
+				ref[w] = slices.Insert(ref[w][:len(ref[w])-1], 0, last)
 			} else {
 				l[w].MoveToFront(ls, h)
 				ref[w] = slices.Insert(slices.Delete(ref[w], j, j+1), 0, h)

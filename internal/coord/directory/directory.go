@@ -141,6 +141,10 @@ type Directory struct {
 	mem      blockSet // blocks in the server's memory
 	clients  clientMap
 	stats    Stats
+	// pinging has bit c set while client c (below maskClients) is being
+	// pinged. INVARIANT: it is the clients' Pinging, set only through
+	// setPinging.
+	pinging uint64
 
 	// the recent forwards (the seed's request cache), a ring
 	ring    []fwdRec
@@ -246,7 +250,7 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 			e = 0
 		}
 		if h.MissRun >= d.cfg.MissThreshold && !h.Pinging && !h.Failed {
-			h.Pinging = true
+			d.setPinging(holder, h, true)
 			h.pingDeadline = now + d.cfg.PingTimeout
 			d.stats.Pings++
 			act.Ping = holder
@@ -305,7 +309,8 @@ func (d *Directory) FileChanged(file uint64) {
 func (d *Directory) ClientJoined(c ClientID) {
 	cl := d.client(c)
 	d.purge(c)
-	cl.Failed, cl.Pinging, cl.MissRun = false, false, 0
+	cl.Failed, cl.MissRun = false, 0
+	d.setPinging(c, cl, false)
 	d.stats.Joins++
 }
 
@@ -316,7 +321,8 @@ func (d *Directory) ClientFailed(c ClientID) {
 	if !cl.Failed {
 		d.stats.Failures++
 	}
-	cl.Failed, cl.Pinging = true, false
+	cl.Failed = true
+	d.setPinging(c, cl, false)
 	d.purge(c)
 }
 
@@ -350,7 +356,8 @@ func (d *Directory) PingFailed(c ClientID) { d.ClientFailed(c) }
 // PingOK records c's answer to a ping: its miss run clears.
 func (d *Directory) PingOK(c ClientID) {
 	cl := d.client(c)
-	cl.Pinging, cl.MissRun = false, 0
+	cl.MissRun = 0
+	d.setPinging(c, cl, false)
 }
 
 // Tick marks failed every client whose ping has been outstanding for
@@ -420,8 +427,22 @@ func (d *Directory) client(c ClientID) *clientState {
 // 000 III-D) and a failed c takes part again.
 func (d *Directory) heard(c ClientID) *clientState {
 	cl := d.client(c)
-	cl.MissRun, cl.Pinging, cl.Failed = 0, false, false
+	cl.MissRun, cl.Failed = 0, false
+	d.setPinging(c, cl, false)
 	return cl
+}
+
+// setPinging sets client c's Pinging (cl is c's state) and its bit in
+// d.pinging.
+func (d *Directory) setPinging(c ClientID, cl *clientState, on bool) {
+	cl.Pinging = on
+	if c < maskClients {
+		if on {
+			d.pinging |= 1 << c
+		} else {
+			d.pinging &^= 1 << c
+		}
+	}
 }
 
 func (d *Directory) served(cl *clientState, fromMem bool) {
@@ -459,13 +480,18 @@ func (d *Directory) pick(e int32, requester ClientID, serverLast bool) ClientID 
 		}
 		first = Server
 	}
-	for m := ent.mask &^ (1 << requester); m != 0; m &= m - 1 {
-		if c := ClientID(bits.TrailingZeros64(m)); !d.clients.get(c).Pinging {
-			if c > last || last == NoClient {
-				return c
-			}
-			first = min(first, c)
+	// the holders below 64 that can serve, in one mask: the lowest after
+	// last if any, else the lowest
+	if m := ent.mask &^ (1 << requester) &^ d.pinging; m != 0 {
+		if last == NoClient {
+			return ClientID(bits.TrailingZeros64(m))
 		}
+		if last < maskClients-1 {
+			if after := m & (^uint64(0) << (last + 1)); after != 0 {
+				return ClientID(bits.TrailingZeros64(after))
+			}
+		}
+		first = min(first, ClientID(bits.TrailingZeros64(m)))
 	}
 	if ent.more != 0 {
 		for _, c := range d.tab.more[ent.more] {

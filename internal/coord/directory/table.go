@@ -64,8 +64,9 @@ const maskClients = 64
 //
 // INVARIANT: the index (or slot), the live slab entries (used != 0) and,
 // when listed, the LRU list and, when byFile, the file lists hold exactly
-// the live entries; free holds the slab's other handles; the LRU order is
-// that of the entries' use times (while listed, the list's).
+// the live entries; free holds the slab's other handles, whose entries
+// are zero; the LRU order is that of the entries' use times (while
+// listed, the list's).
 type table struct {
 	max    int
 	dense  bool
@@ -77,7 +78,7 @@ type table struct {
 	n      int        // live entries
 	free   []int32
 	index  lru.Table[bkey, int32] // block → handle (not dense)
-	slot   []int32                // dense: block number → handle
+	slot   []Slot                 // dense: block number → handle (and the caller's words)
 	byFile bool                   // the file lists are kept
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
@@ -97,12 +98,21 @@ func (t *table) len() int { return t.n }
 func (t *table) get(id block.ID) int32 {
 	if t.dense {
 		if id.Index < uint64(len(t.slot)) {
-			return t.slot[id.Index]
+			return t.slot[id.Index].entry
 		}
 		return 0
 	}
 	h, _ := t.index.Get(bkey(id))
 	return h
+}
+
+// slotOf returns block number i's slot (dense), growing the index to
+// hold it.
+func (t *table) slotOf(i uint64) *Slot {
+	if i >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
+		t.slot = lru.Extend(t.slot, int(i)+1, 1<<62)
+	}
+	return &t.slot[i]
 }
 
 // handles appends ids' handles (0 for none) to hs.
@@ -176,13 +186,11 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 		}
 	}
 	t.clock++
-	t.ents[h] = entry{id: id, ver: v, last: NoClient, used: t.clock}
+	e := &t.ents[h] // zero (INVARIANT: free entries are): set the fields that are not
+	e.id, e.ver, e.last, e.used = id, v, NoClient, t.clock
 	t.n++
 	if t.dense {
-		if id.Index >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
-			t.slot = lru.Extend(t.slot, int(id.Index)+1, 1<<62)
-		}
-		t.slot[id.Index] = h
+		t.slotOf(id.Index).entry = h
 	} else {
 		t.index.Put(bkey(id), h)
 	}
@@ -209,7 +217,7 @@ func (t *table) remove(h int32) {
 		}
 	}
 	if t.dense {
-		t.slot[e.id.Index] = 0
+		t.slot[e.id.Index].entry = 0
 	} else {
 		t.index.Delete(bkey(e.id))
 	}
@@ -367,4 +375,23 @@ func (s *blockSet) del(id block.ID) {
 		return
 	}
 	s.index.Delete(bkey(id))
+}
+
+// nextHolder returns the holder below maskClients that follows last in
+// e's mask, leaving out skip (the lowest one when none follows), NoClient
+// if there is none: where pick most likely forwards, without its checks.
+func (e *entry) nextHolder(last, skip ClientID) ClientID {
+	m := e.mask
+	if skip < maskClients {
+		m &^= 1 << skip
+	}
+	if last < maskClients-1 {
+		if after := m &^ (2<<last - 1); after != 0 {
+			m = after
+		}
+	}
+	if m == 0 {
+		return NoClient
+	}
+	return ClientID(bits.TrailingZeros64(m))
 }

@@ -101,7 +101,15 @@ func (c *ageCache) oldest() Time {
 	if !c.full() || c.len() == 0 {
 		return Free
 	}
-	return c.ents[c.oldestHandle()].stamp
+	b := c.list.Back()
+	if len(c.heap.a) == 0 {
+		return c.ents[b].stamp
+	}
+	// The heap's top carries its entry's age: no load of the entry.
+	if top := &c.heap.a[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
+		return top.stamp
+	}
+	return c.ents[b].stamp
 }
 
 // insert adds id with the given age. The caller makes room first.

@@ -58,6 +58,7 @@ type Sim struct {
 	cliLink                           []time.Duration
 	done                              []time.Duration // when each client's latest read completed
 	servedRemote                      []uint64        // blocks each client received from peers
+	tch                               toucher         // Touch's state
 }
 
 var _ sim.Algorithm = (*Sim)(nil)
@@ -122,9 +123,13 @@ func New(p sim.Params) (*Sim, error) {
 	if s.dir, err = directory.New(dc); err != nil {
 		return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 	}
-	var rs *rows
+	ix := &blockIndex{dir: s.dir}
+	kind, rs := kindLone, (*rows)(nil)
 	if p.Clients > 1 {
-		rs = newRows(p.Clients, p.ClientCacheBlocks)
+		kind, rs = kindTable, newRows(p.Clients, p.ClientCacheBlocks)
+		if rs != nil {
+			kind = kindRows
+		}
 	}
 	s.holders = make([]*directory.Holder, p.Clients)
 	s.caches = make([]*cache, p.Clients)
@@ -132,9 +137,9 @@ func New(p sim.Params) (*Sim, error) {
 		if s.holders[i], err = directory.NewHolder(hc); err != nil {
 			return nil, fmt.Errorf("%w: %w", sim.ErrConfig, err)
 		}
-		s.caches[i] = newLRU(p.ClientCacheBlocks, p.Clients == 1, rs, i)
+		s.caches[i] = newLRU(p.ClientCacheBlocks, kind, ix, rs, i)
 	}
-	s.server = newLRU(p.ServerCacheBlocks, true, nil, 0)
+	s.server = newLRU(p.ServerCacheBlocks, kindServer, ix, nil, 0)
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	s.msg, s.local, s.remote, s.srvMs, s.diskMs = ms(p.MessageMs), ms(p.LocalMs), ms(p.RemoteMs), ms(p.ServerMs), ms(p.DiskMs)
 	s.xferSrv, s.xferCli = xfer(p.BlockSize, srvMbps), xfer(p.BlockSize, cliMbps)
@@ -195,7 +200,7 @@ func (s *Sim) Clock(i int) time.Duration { return s.done[i] }
 func (s *Sim) PreloadServer(file uint64, n int) {
 	for i := range n {
 		id := s.ids.ID(sim.Key{File: file, Block: uint64(i)})
-		s.serverInsert(ref{id, file}, s.version(file))
+		s.serverInsert(ref{id, file}, s.version(file), true)
 	}
 }
 
@@ -294,8 +299,8 @@ func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
 		s.caches[a.Client].relabel(id.file, prev, v)
 	}
 	c.Msg(a.Client, sim.NodeServer, true)
-	s.serverInsert(id, v)
-	s.clientInsert(a.Client, id, v, a.Time, c)
+	s.serverInsert(id, v, true)
+	s.clientInsert(a.Client, id, v, a.Time, true, c)
 }
 
 func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome {
@@ -330,7 +335,7 @@ func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome
 		total += s.diskMs
 	}
 	s.done[cl] = t + total
-	s.clientInsert(cl, id, v, t+total, c)
+	s.clientInsert(cl, id, v, t+total, false, c)
 	return out
 }
 
@@ -404,7 +409,8 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 	at, layer := arrive, sim.LayerServer
 	var wait time.Duration
 	c.ServerMemLookups++
-	if h := s.server.find(id.id); h != 0 && s.current(s.server, h, v) {
+	h := s.server.find(id.id)
+	if h != 0 && s.current(s.server, h, v) {
 		s.server.touch(h)
 	} else {
 		layer = sim.LayerDisk
@@ -413,7 +419,7 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 		diskTime := max(0, s.diskMs-s.srvMs)
 		s.disk = begin + diskTime
 		at = s.disk
-		s.serverInsert(id, v)
+		s.serverInsert(id, v, h != 0)
 	}
 	begin := max(at, s.srvLink)
 	wait += begin - at
@@ -422,28 +428,41 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 	return layer, wait
 }
 
-func (s *Sim) serverInsert(id ref, v block.Version) {
+// serverInsert puts id (version v) in the server's memory, replacing a
+// copy it may hold (held; otherwise it holds none).
+func (s *Sim) serverInsert(id ref, v block.Version, held bool) {
 	if s.p.ServerCacheBlocks <= 0 {
 		return
 	}
-	victim, ev := s.server.insert(id.id, id.file, v, 0)
+	var victim ref
+	if held {
+		victim = s.server.insert(id.id, id.file, v, 0)
+	} else {
+		victim = s.server.insertNew(id.id, id.file, v, 0)
+	}
 	if s.none {
 		return
 	}
-	if ev {
-		s.dir.ServerEvicted(ref{victim.id, victim.file}.dirID())
+	if victim.id != 0 {
+		s.dir.ServerEvicted(victim.dirID())
 	}
 	s.dir.ServerCached(id.dirID())
 }
 
-// clientInsert caches id at client cl, its data arriving at ready; an
-// evicted block goes to the discard queue.
-func (s *Sim) clientInsert(cl int, id ref, v block.Version, ready time.Duration, c *sim.Counters) {
-	victim, ev := s.caches[cl].insert(id.id, id.file, v, ready)
-	if !ev || s.none {
+// clientInsert caches id at client cl, its data arriving at ready,
+// replacing a copy it may hold (held; otherwise it holds none); an evicted
+// block goes to the discard queue.
+func (s *Sim) clientInsert(cl int, id ref, v block.Version, ready time.Duration, held bool, c *sim.Counters) {
+	var victim ref
+	if held {
+		victim = s.caches[cl].insert(id.id, id.file, v, ready)
+	} else {
+		victim = s.caches[cl].insertNew(id.id, id.file, v, ready)
+	}
+	if victim.id == 0 || s.none {
 		return
 	}
-	if batch := s.holders[cl].Evicted(ref{victim.id, victim.file}.dirID()); batch != nil {
+	if batch := s.holders[cl].Evicted(victim.dirID()); batch != nil {
 		s.notify(cl, batch, c)
 	}
 }

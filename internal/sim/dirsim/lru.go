@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/lru"
 )
 
@@ -13,99 +14,131 @@ import (
 // version it belongs to and when its data arrived (a block whose data is
 // still on its way is pending).
 //
-// A block is found in one of three ways. A direct cache (the server's, a
-// lone client's) keeps a handle for every block number (4 bytes a block
-// numbered): one load. The clients' caches of a simulation share rows
-// (see rows) when their worst case is small enough: a load for the
-// block's row, which a block no client caches does not have (a miss, most
-// of what a client's lookup is when blocks move between clients), and one
-// for the client's handle in it, beside the other clients' (the holder a
-// miss is forwarded to). Otherwise each client's lru.IDTable.
+// A block is found through the simulation's blockIndex, the words they keep
+// beside the directory's in its slot of the block, so that one line holds
+// what an access looks up in the directory and the caches: the server keeps
+// its handle there, and so does a lone client; the clients of a simulation
+// with several keep there the block's row (see rows) when the rows' worst
+// case is small enough: a load for the block's slot, which has no row when
+// no client caches the block (a miss, most of what a client's lookup is
+// when blocks move between clients), and one for the client's handle in
+// the row, beside the other clients' (the holder a miss is forwarded to).
+// Otherwise each client has its own lru.IDTable.
 //
-// INVARIANT: len() <= capacity; the list and the index (one, the rows or
-// at) hold the same blocks; free holds the slab's other handles below
-// len(nodes).
+// INVARIANT: len() <= capacity; the list and the index (the slots, the
+// rows or at) hold the same blocks; free holds the slab's other handles
+// below len(nodes).
 type cache struct {
 	capacity int
-	direct   bool
-	one      []int32     // direct: block number → handle, 0 if absent
-	rows     *rows       // not direct: the clients' shared rows (nil: at)
-	col      int         // this cache's column in them
-	at       lru.IDTable // neither: block number → handle
+	kind     indexKind
+	ix       *blockIndex // kindServer, kindLone, kindRows
+	rows     *rows       // kindRows: the clients' shared rows
+	col      int         // kindRows: this cache's column in them
+	at       lru.IDTable // kindTable: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
 	list     lru.List // newest first
 	free     []int32
+	evicted  uint64 // blocks evicted (Touch's guide to how many it will evict)
 }
+
+// indexKind is how a cache finds its blocks.
+type indexKind uint8
+
+const (
+	kindServer indexKind = iota // the slot's uSrv word
+	kindLone                    // the slot's uCli word: the handle
+	kindRows                    // the slot's uCli word: the row, then rows
+	kindTable                   // its own lru.IDTable
+)
+
+// blockIndex is the per-block slot the caches of a simulation share, by
+// block number: the User words of the directory's own slot of the block
+// (directory.Slot), so that one load finds the block's entry in the
+// directory and its handles in the caches.
+type blockIndex struct {
+	dir *directory.Directory
+}
+
+// bslot is one block's slot: User[uSrv] is the server's handle, User[uCli]
+// the lone client's handle or the clients' row (0: none).
+type bslot = directory.Slot
+
+const (
+	uSrv = 0
+	uCli = 1
+)
+
+// of returns the slots by block number (valid until at grows them, or the
+// directory does).
+func (x *blockIndex) of() []bslot { return x.dir.Slots() }
+
+// at returns id's slot, growing the index to hold it.
+func (x *blockIndex) at(id uint32) *bslot { return x.dir.SlotOf(uint64(id)) }
 
 // rows are the clients' handles of the blocks some client caches: a row
 // for each such block, a column for each client (its handle, 0 if it does
-// not cache the block), found through the block's number. A row is taken
-// when a first client caches its block and given back when the last one
-// drops it, so the rows follow the blocks cached, not all those numbered;
-// at worst (no block cached twice) clients × capacity rows of clients
-// handles each.
+// not cache the block) after the count of the row's nonzero handles, found
+// through the block's slot in the blockIndex. A row is taken when a first
+// client caches its block and given back when the last one drops it, so
+// the rows follow the blocks cached, not all those numbered; at worst (no
+// block cached twice) clients × capacity rows of clients + 1 handles each.
+// Handles are 16 bits (the rows are used only for caches of fewer than
+// 1<<16 blocks), so that a row at 42 clients is 86 bytes, two lines.
 //
-// INVARIANT: of[id] is nonzero exactly when some client caches block id,
-// and n of that row counts them; free holds the other rows below len(n).
+// INVARIANT: a block's cli slot is nonzero exactly when some client caches
+// it, and the count of that row counts them; free holds the other rows
+// below len(h)/stride.
 type rows struct {
-	clients int
-	of      []int32 // block number → row, 0 if none
-	h       []int32 // row r is h[r*clients : (r+1)*clients]; row 0 is unused
-	n       []int32 // by row: its nonzero handles
-	free    []int32
+	stride int      // clients + 1
+	h      []uint16 // row r is h[r*stride : (r+1)*stride], its count first; row 0 is unused
+	free   []int32
 }
 
-// maxRowsBytes bounds the rows' worst case (4 × clients² × capacity bytes)
-// under which the clients share them instead of keeping an IDTable each.
+// maxRowsBytes bounds the rows' worst case (2 × (clients+1) × clients ×
+// capacity bytes) under which the clients share them instead of keeping
+// an IDTable each.
 const maxRowsBytes = 256 << 20
 
 // newRows returns the rows for clients caches of capacity blocks, nil when
-// their worst case is above maxRowsBytes.
+// their worst case is above maxRowsBytes or a handle needs more than 16
+// bits.
 func newRows(clients, capacity int) *rows {
-	if 4*clients*clients*capacity > maxRowsBytes {
+	if capacity >= 1<<16 || 2*(clients+1)*clients*capacity > maxRowsBytes {
 		return nil
 	}
-	return &rows{clients: clients, h: make([]int32, clients), n: make([]int32, 1)}
+	return &rows{stride: clients + 1, h: make([]uint16, clients+1)}
 }
 
-// get returns column c's handle of block id, 0 if none.
-func (r *rows) get(id uint32, c int) int32 {
-	if int(id) >= len(r.of) {
-		return 0
-	}
-	if i := r.of[id]; i != 0 {
-		return r.h[int(i)*r.clients+c]
-	}
-	return 0
-}
+// get returns column c's handle in row r (not 0).
+func (r *rows) get(row int32, c int) int32 { return int32(r.h[int(row)*r.stride+1+c]) }
 
-// put sets column c's handle of block id, which it does not cache, to h.
-func (r *rows) put(id uint32, c int, h int32) {
-	if int(id) >= len(r.of) {
-		r.of = lru.Extend(r.of, int(id)+1, 1<<62)
-	}
-	i := r.of[id]
+// put sets column c's handle of the block whose slot is b, which c does
+// not cache, to h.
+func (r *rows) put(b *bslot, c int, h int32) {
+	i := b.User[uCli]
 	if i == 0 {
 		if k := len(r.free); k > 0 {
 			i, r.free = r.free[k-1], r.free[:k-1]
 		} else {
-			i = int32(len(r.n))
-			r.n = append(r.n, 0)
-			r.h = append(r.h, make([]int32, r.clients)...)
+			i = int32(len(r.h) / r.stride)
+			r.h = append(r.h, make([]uint16, r.stride)...)
 		}
-		r.of[id] = i
+		b.User[uCli] = i
 	}
-	r.h[int(i)*r.clients+c] = h
-	r.n[i]++
+	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
+	row[1+c] = uint16(h)
+	row[0]++
 }
 
-// del clears column c's handle of block id, which it caches.
-func (r *rows) del(id uint32, c int) {
-	i := r.of[id]
-	r.h[int(i)*r.clients+c] = 0
-	if r.n[i]--; r.n[i] == 0 {
-		r.of[id] = 0
+// del clears column c's handle of the block whose slot is b, which c
+// caches.
+func (r *rows) del(b *bslot, c int) {
+	i := b.User[uCli]
+	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
+	row[1+c] = 0
+	if row[0]--; row[0] == 0 {
+		b.User[uCli] = 0
 		r.free = append(r.free, i)
 	}
 }
@@ -117,11 +150,14 @@ type lnode struct {
 	id    uint32 // block number
 }
 
-// newLRU returns an empty cache: direct, or in column col of rs (rs nil:
-// neither).
-func newLRU(capacity int, direct bool, rs *rows, col int) *cache {
-	l := &cache{capacity: capacity, direct: direct, nodes: make([]lnode, 1), links: make([]lru.Link, 1)}
-	if !direct {
+// newLRU returns an empty cache of this kind (kindRows: in column col of
+// rs; kindTable: neither ix nor rs).
+func newLRU(capacity int, kind indexKind, ix *blockIndex, rs *rows, col int) *cache {
+	l := &cache{capacity: capacity, kind: kind, nodes: make([]lnode, 1), links: make([]lru.Link, 1)}
+	if kind != kindTable {
+		l.ix = ix
+	}
+	if kind == kindRows {
 		l.rows, l.col = rs, col
 	}
 	return l
@@ -131,16 +167,23 @@ func (l *cache) len() int { return l.list.Len() }
 
 // find returns block id's handle, 0 if absent.
 func (l *cache) find(id uint32) int32 {
-	switch {
-	case l.direct:
-		if int(id) < len(l.one) {
-			return l.one[id]
-		}
-		return 0
-	case l.rows != nil:
-		return l.rows.get(id, l.col)
+	if l.kind == kindTable {
+		return l.at.Get(id)
 	}
-	return l.at.Get(id)
+	if int(id) >= len(l.ix.of()) {
+		return 0
+	}
+	b := &l.ix.of()[id]
+	switch l.kind {
+	case kindServer:
+		return b.User[uSrv]
+	case kindLone:
+		return b.User[uCli]
+	}
+	if b.User[uCli] == 0 {
+		return 0
+	}
+	return l.rows.get(b.User[uCli], l.col)
 }
 
 // get returns block id's node (nil if absent) without touching it; the
@@ -158,15 +201,7 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 // remove drops handle h.
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
-	id := l.nodes[h].id
-	switch {
-	case l.direct:
-		l.one[id] = 0
-	case l.rows != nil:
-		l.rows.del(id, l.col)
-	default:
-		l.at.Delete(id)
-	}
+	l.unindex(l.nodes[h].id)
 	l.free = append(l.free, h)
 }
 
@@ -181,25 +216,36 @@ func (l *cache) relabel(file uint64, from, to block.Version) {
 }
 
 // insert caches block id of file (version ver, data ready at ready) as
-// the newest block, replacing a cached copy. It returns the evicted block,
-// if any.
-func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) (victim lnode, evicted bool) {
-	if l.capacity <= 0 {
-		return lnode{}, false
-	}
-	n := lnode{ver, ready, file, id}
+// the newest block, replacing a cached copy. It returns the evicted block
+// (id 0: none).
+func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) ref {
 	if h := l.find(id); h != 0 {
-		l.nodes[h] = n
+		l.nodes[h] = lnode{ver, ready, file, id}
 		l.touch(h)
-		return lnode{}, false
+		return ref{}
 	}
-	if l.len() >= l.capacity {
-		h := l.list.Back()
-		victim, evicted = l.nodes[h], true
-		l.remove(h)
+	return l.insertNew(id, file, ver, ready)
+}
+
+// insertNew is insert for a block the cache does not hold. A full cache
+// gives the oldest block's node to the new block and moves it to the
+// front.
+func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.Duration) (victim ref) {
+	if l.capacity <= 0 {
+		return ref{}
 	}
-	l.list.PushFront(l.links, l.slot(n))
-	return victim, evicted
+	if l.len() < l.capacity {
+		l.list.PushFront(l.links, l.slot(lnode{ver, ready, file, id}))
+		return ref{}
+	}
+	h := l.list.BackToFront(l.links)
+	l.evicted++
+	n := &l.nodes[h]
+	victim = ref{n.id, n.file}
+	l.unindex(victim.id)
+	*n = lnode{ver, ready, file, id}
+	l.index(id, h)
+	return victim
 }
 
 // slot stores n, which is not cached, and returns its handle.
@@ -213,16 +259,34 @@ func (l *cache) slot(n lnode) int32 {
 		l.links = append(l.links, lru.Link{})
 	}
 	l.nodes[h] = n
-	switch {
-	case l.direct:
-		if int(n.id) >= len(l.one) { // no store (and write barrier) when it fits
-			l.one = lru.Extend(l.one, int(n.id)+1, 1<<62)
-		}
-		l.one[n.id] = h
-	case l.rows != nil:
-		l.rows.put(n.id, l.col, h)
-	default:
-		l.at.Put(n.id, h)
-	}
+	l.index(n.id, h)
 	return h
+}
+
+// index finds block id, which is not cached, at handle h.
+func (l *cache) index(id uint32, h int32) {
+	switch l.kind {
+	case kindServer:
+		l.ix.at(id).User[uSrv] = h
+	case kindLone:
+		l.ix.at(id).User[uCli] = h
+	case kindRows:
+		l.rows.put(l.ix.at(id), l.col, h)
+	default:
+		l.at.Put(id, h)
+	}
+}
+
+// unindex forgets block id, which is cached.
+func (l *cache) unindex(id uint32) {
+	switch l.kind {
+	case kindServer:
+		l.ix.of()[id].User[uSrv] = 0
+	case kindLone:
+		l.ix.of()[id].User[uCli] = 0
+	case kindRows:
+		l.rows.del(&l.ix.of()[id], l.col)
+	default:
+		l.at.Delete(id)
+	}
 }

@@ -13,7 +13,7 @@ import (
 // simulation whose rows would be too large does.
 func withoutRows(s *Sim) {
 	for i := range s.caches {
-		s.caches[i] = newLRU(s.p.ClientCacheBlocks, false, nil, i)
+		s.caches[i] = newLRU(s.p.ClientCacheBlocks, kindTable, nil, nil, i)
 	}
 }
 
@@ -47,20 +47,10 @@ func TestRowsChangeNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.Check(); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.checkIndex(); err != nil {
-					t.Fatal(err)
-				}
-				hs := make([]any, len(s.holders))
-				for i, h := range s.holders {
-					hs[i] = h.Stats()
-				}
 				if ds := s.dir.Stats(); ds.Forwards == 0 || ds.NotifiedBlocks == 0 {
 					t.Fatalf("no forwards or no evictions: %+v", ds)
 				}
-				return fmt.Sprintf("%+v\n%+v\n%+v\n%+v", m, s.dir.Stats(), s.Clients(), hs)
+				return s.summary(t, m)
 			}
 			with, without := run(true), run(false)
 			if !reflect.DeepEqual(with, without) {
@@ -68,6 +58,24 @@ func TestRowsChangeNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// summary checks s (Check, checkIndex) after a run and returns its
+// results: the metrics m, the directory's and the holders' counters and
+// the clients' rows.
+func (s *Sim) summary(t *testing.T, m sim.Metrics) string {
+	t.Helper()
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkIndex(); err != nil {
+		t.Fatal(err)
+	}
+	hs := make([]any, len(s.holders))
+	for i, h := range s.holders {
+		hs[i] = h.Stats()
+	}
+	return fmt.Sprintf("%+v\n%+v\n%+v\n%+v", m, s.dir.Stats(), s.Clients(), hs)
 }
 
 // checkIndex checks every cache's index against its list: each block on
@@ -86,10 +94,11 @@ func (s *Sim) checkIndex() error {
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		n := 0
-		for i, r := range rs.of {
-			if r != 0 {
-				n += int(rs.n[r])
-				if rs.n[r] == 0 {
+		for i, b := range s.caches[0].ix.of() {
+			if r := int(b.User[uCli]); r != 0 {
+				c := int(rs.h[r*rs.stride])
+				n += c
+				if c == 0 {
 					return fmt.Errorf("block %d has row %d with no copy", i, r)
 				}
 			}

@@ -1,0 +1,223 @@
+package dirsim
+
+import (
+	"github.com/coopfs/coopfs/internal/coord/directory"
+	"github.com/coopfs/coopfs/internal/sim"
+)
+
+var _ sim.Toucher = (*Sim)(nil)
+
+// touchWindow is how many accesses Touch loads ahead at a time.
+const touchWindow = 32
+
+// TouchWindow implements sim.Toucher.
+func (s *Sim) TouchWindow() int { return touchWindow }
+
+// ahead is what Touch found of one read in its earlier stages.
+type ahead struct {
+	id     uint32
+	client int
+	cache  *cache
+	row    int32 // the block's row (kindRows)
+	h      int32 // the requester's handle of the block
+	entry  int32 // the block's directory entry
+	holder int   // the client the directory will most likely forward to (-1: none)
+	hh     int32 // the holder's handle of the block
+}
+
+// victimAt is a block a client's insert may evict: its number, then its row.
+type victimAt struct {
+	id     uint32
+	client int32
+	row    int32
+}
+
+// toucher is Touch's memory between windows: each client's count of reads
+// in the window it touched last and in the one it touches now, the clients
+// with a count, and where the walks over each cache's oldest blocks are.
+type toucher struct {
+	lastCnt, curCnt         []int32
+	lastClients, curClients []int32
+	walks                   []victimWalk // by client
+	srvWalk, cliWalk        victimWalk   // the server's and a lone client's
+	vic                     [2 * touchWindow]victimAt
+	sink                    uint64
+}
+
+// Touch implements sim.Toucher: it loads, for each read of acc, the state
+// its access will use — the block's slot (the server's handle and the
+// requester's, or the row of every client's), the requester's handle, the
+// block's directory entry, the handle and node of the holder the
+// directory will most likely forward to, the blocks that the requesters'
+// and the server's inserts may evict and those blocks' slots and rows —
+// in stages, each stage's loads independent of each other so that the
+// processor overlaps them. It only reads.
+func (s *Sim) Touch(acc []sim.Access) {
+	if len(s.caches) == 1 {
+		s.touchLone(acc)
+		return
+	}
+	t := &s.tch
+	if t.curCnt == nil {
+		k := len(s.caches)
+		t.curCnt, t.lastCnt, t.walks = make([]int32, k), make([]int32, k), make([]victimWalk, k)
+	}
+	var st [touchWindow]ahead
+	n := 0
+	for i := range acc {
+		a := &acc[i]
+		if a.Op == sim.OpRead && a.ID != 0 && uint(a.Client) < uint(len(s.caches)) && n < len(st) {
+			st[n] = ahead{id: a.ID, client: a.Client, cache: s.caches[a.Client], holder: -1}
+			if !s.none {
+				st[n].entry = s.dir.Ahead(ref{a.ID, a.File}.dirID())
+			}
+			if t.curCnt[a.Client] == 0 {
+				t.curClients = append(t.curClients, int32(a.Client))
+			}
+			t.curCnt[a.Client]++
+			n++
+		}
+	}
+	nv := s.clientVictims()
+	t.next()
+	var x uint64
+	ix := s.dir.Slots()
+	for i := range st[:n] { // the blocks' slots
+		if id := st[i].id; int(id) < len(ix) {
+			st[i].row = ix[id].User[uCli]
+		}
+	}
+	for i := range t.vic[:nv] { // the victims' slots
+		if id := t.vic[i].id; int(id) < len(ix) {
+			t.vic[i].row = ix[id].User[uCli]
+		}
+	}
+	x += s.touchVictims(s.server, &t.srvWalk)
+	s.touchRows(st[:n])
+	for i := range st[:n] { // the holders' handles, the requesters' links
+		a := &st[i]
+		l := a.cache
+		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < rs.stride-1 {
+			a.hh = rs.get(a.row, a.holder)
+		}
+		if a.h > 0 && int(a.h) < len(l.links) {
+			x += uint64(l.links[a.h].Prev)
+		}
+	}
+	if rs := s.caches[0].rows; rs != nil {
+		for _, v := range t.vic[:nv] { // the victims' rows
+			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
+				x += uint64(rs.h[int(v.row)*rs.stride] + rs.h[int(v.row)*rs.stride+1+int(v.client)])
+			}
+		}
+	}
+	for i := range st[:n] { // the holders' nodes
+		if a := &st[i]; a.hh != 0 {
+			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
+				x += uint64(hc.nodes[a.hh].ready)
+			}
+		}
+	}
+	t.sink += x
+}
+
+// touchRows loads the rows of st's blocks (the requesters' handles) and
+// their directory entries (the holders they name).
+func (s *Sim) touchRows(st []ahead) {
+	for i := range st {
+		a := &st[i]
+		if l := a.cache; l.kind == kindRows && a.row != 0 {
+			a.h = l.rows.get(a.row, a.client)
+		}
+		if a.entry != 0 {
+			if h := s.dir.AheadHolder(a.entry, directory.ClientID(a.client+1)); h != directory.NoClient && h != directory.Server {
+				a.holder = int(h) - 1
+			}
+		}
+	}
+}
+
+// clientVictims puts in tch.vic the blocks that the clients reading in the
+// window being touched may evict, as many from each one's oldest as it
+// reads in this window and the one before (every read a miss), going on
+// from where the client's last walk stopped; it returns how many.
+func (s *Sim) clientVictims() int {
+	t := &s.tch
+	nv := 0
+	for _, c := range t.curClients {
+		l, w := s.caches[c], &t.walks[c]
+		e := l.evicted
+		end := e + uint64(t.lastCnt[c]+t.curCnt[c])
+		h, pos := w.h, w.pos
+		if pos < e || h == 0 || int(h) >= len(l.nodes) {
+			h, pos = l.list.Back(), e
+		}
+		for ; h != 0 && pos < end && nv < len(t.vic); pos++ {
+			t.vic[nv] = victimAt{id: l.nodes[h].id, client: c}
+			nv++
+			h = l.links[h].Prev
+		}
+		w.h, w.pos = h, pos
+	}
+	return nv
+}
+
+// touchLone is Touch for a lone client, whose cache and the server's
+// memory's nodes stay in the processor's cache: it loads the blocks' slots
+// and the victims' only.
+func (s *Sim) touchLone(acc []sim.Access) {
+	var x uint64
+	ix := s.dir.Slots()
+	for i := range acc {
+		a := &acc[i]
+		if int(a.ID) < len(ix) {
+			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
+		}
+	}
+	x += s.touchVictims(s.server, &s.tch.srvWalk)
+	x += s.touchVictims(s.caches[0], &s.tch.cliWalk)
+	s.tch.sink += x
+}
+
+// next ends a window: its counts become the last window's.
+func (t *toucher) next() {
+	t.lastCnt, t.curCnt = t.curCnt, t.lastCnt
+	for _, c := range t.lastClients {
+		t.curCnt[c] = 0
+	}
+	t.lastClients, t.curClients = t.curClients, t.lastClients[:0]
+}
+
+// victimWalk is where touchVictims stopped in a cache's list: at handle
+// h, which the cache's pos-th eviction (counting from 0) evicts if no hit
+// moves it meanwhile, having loaded the blocks before it; and the cache's
+// eviction count at the last call.
+type victimWalk struct {
+	h       int32
+	pos, at uint64
+}
+
+// touchVictims loads the oldest blocks of l and their slots, those its
+// inserts will evict next: twice as many as it evicted since the last
+// call (the window being simulated and the one touched, if they evict
+// alike), and two more. It goes on from where it stopped, when that block
+// has not been evicted yet.
+func (s *Sim) touchVictims(l *cache, w *victimWalk) uint64 {
+	e := l.evicted
+	end := e + 2*(e-w.at) + 2
+	w.at = e
+	h, pos := w.h, w.pos
+	if pos < e || h == 0 || int(h) >= len(l.nodes) { // evicted (or never walked): from the oldest
+		h, pos = l.list.Back(), e
+	}
+	var x uint64
+	ix := s.dir.Slots()
+	for ; h != 0 && pos < end; pos++ {
+		if id := l.nodes[h].id; int(id) < len(ix) {
+			x += uint64(ix[id].User[0] + ix[id].User[1])
+		}
+		h = l.links[h].Prev
+	}
+	w.h, w.pos = h, pos
+	return x
+}
