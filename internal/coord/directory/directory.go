@@ -219,7 +219,7 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		}
 		d.remember(now, c, id, to)
 	}
-	e = d.record(e, id, v, c)
+	e = d.record(e, id, v, c, cl)
 	if act.FromMemory && e != 0 {
 		d.tab.ents[e].last = Server
 	}
@@ -260,7 +260,7 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 		d.tab.touch(e)
 	}
 	d.served(cl, false)
-	d.record(e, id, v, c)
+	d.record(e, id, v, c, cl)
 	return act
 }
 
@@ -426,9 +426,14 @@ func (d *Directory) client(c ClientID) *clientState {
 // heard records a message from c: it is alive, its miss run clears (seed
 // 000 III-D) and a failed c takes part again.
 func (d *Directory) heard(c ClientID) *clientState {
-	cl := d.client(c)
+	cl := d.clients.get(c)
+	if cl == nil {
+		cl = d.client(c)
+	}
 	cl.MissRun, cl.Failed = 0, false
-	d.setPinging(c, cl, false)
+	if cl.Pinging { // else its bit is clear (INVARIANT of d.pinging)
+		d.setPinging(c, cl, false)
+	}
 	return cl
 }
 
@@ -458,11 +463,19 @@ func (d *Directory) served(cl *clientState, fromMem bool) {
 func (d *Directory) current(id block.ID, v block.Version) int32 {
 	e := d.tab.get(id)
 	if e != 0 && d.tab.ents[e].ver != v {
-		d.tab.remove(e)
-		d.stats.VersionDrops++
-		return 0
+		return d.dropVersion(e)
 	}
 	return e
+}
+
+// dropVersion drops entry e, of another version than a request's, and
+// returns 0; not inlined, so that current is.
+//
+//go:noinline
+func (d *Directory) dropVersion(e int32) int32 {
+	d.tab.remove(e)
+	d.stats.VersionDrops++
+	return 0
 }
 
 // pick chooses the next node in e's rotation after e.last: the server when
@@ -533,10 +546,10 @@ func (d *Directory) pickBalanced(now time.Duration, e int32, requester ClientID)
 	return best
 }
 
-// record adds c as a holder of id (version v), creating the entry if needed,
-// and returns the entry.
-func (d *Directory) record(e int32, id block.ID, v block.Version, c ClientID) int32 {
-	if cl := d.clients.get(c); cl != nil && cl.Distrusted {
+// record adds c (whose state is cl, as heard returned it) as a holder of id
+// (version v), creating the entry if needed, and returns the entry.
+func (d *Directory) record(e int32, id block.ID, v block.Version, c ClientID, cl *clientState) int32 {
+	if cl.Distrusted {
 		return e // never a holder again
 	}
 	if e == 0 {

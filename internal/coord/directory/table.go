@@ -96,10 +96,18 @@ func (t *table) len() int { return t.n }
 
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
+	if t.dense && id.Index < uint64(len(t.slot)) {
+		return t.slot[id.Index].entry
+	}
+	return t.getSlow(id)
+}
+
+// getSlow is get for a block beyond a dense index or in a hashed one; not
+// inlined, so that get is.
+//
+//go:noinline
+func (t *table) getSlow(id block.ID) int32 {
 	if t.dense {
-		if id.Index < uint64(len(t.slot)) {
-			return t.slot[id.Index].entry
-		}
 		return 0
 	}
 	h, _ := t.index.Get(bkey(id))
