@@ -34,6 +34,7 @@ type cache struct {
 	ix       *blockIndex // kindServer, kindLone, kindRows
 	rows     *rows       // kindRows: the clients' shared rows
 	col      int         // kindRows: this cache's column in them
+	word     int         // kindServer, kindLone: its word in the slot (uSrv, uCli)
 	at       lru.IDTable // kindTable: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
@@ -160,6 +161,9 @@ func newLRU(capacity int, kind indexKind, ix *blockIndex, rs *rows, col int) *ca
 	if kind == kindRows {
 		l.rows, l.col = rs, col
 	}
+	if kind == kindLone {
+		l.word = uCli
+	}
 	return l
 }
 
@@ -170,15 +174,13 @@ func (l *cache) find(id uint32) int32 {
 	if l.kind == kindTable {
 		return l.at.Get(id)
 	}
-	if int(id) >= len(l.ix.of()) {
+	ix := l.ix.of()
+	if int(id) >= len(ix) {
 		return 0
 	}
-	b := &l.ix.of()[id]
-	switch l.kind {
-	case kindServer:
-		return b.User[uSrv]
-	case kindLone:
-		return b.User[uCli]
+	b := &ix[id]
+	if l.kind <= kindLone { // kindServer, kindLone
+		return b.User[l.word]
 	}
 	if b.User[uCli] == 0 {
 		return 0
@@ -242,10 +244,25 @@ func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.
 	l.evicted++
 	n := &l.nodes[h]
 	victim = ref{n.id, n.file}
-	l.unindex(victim.id)
 	*n = lnode{ver, ready, file, id}
-	l.index(id, h)
+	l.reindex(victim.id, id, h)
 	return victim
+}
+
+// reindex moves handle h from block old, which it held, to block id,
+// which is not cached: for the server and a lone client two stores in the
+// slots, no switch.
+func (l *cache) reindex(old, id uint32, h int32) {
+	if l.kind <= kindLone { // kindServer, kindLone
+		ix := l.ix.of()
+		ix[old].User[l.word] = 0
+		if int(id) < len(ix) {
+			ix[id].User[l.word] = h
+			return
+		}
+	}
+	l.unindex(old)
+	l.index(id, h)
 }
 
 // slot stores n, which is not cached, and returns its handle.
