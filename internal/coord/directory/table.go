@@ -118,9 +118,19 @@ func (t *table) getSlow(id block.ID) int32 {
 // hold it.
 func (t *table) slotOf(i uint64) *Slot {
 	if i >= uint64(len(t.slot)) { // no store (and write barrier) when it fits
-		t.slot = lru.Extend(t.slot, int(i)+1, 1<<62)
+		t.growSlots(i)
 	}
 	return &t.slot[i]
+}
+
+// growSlots grows the index to hold block number i, and to its capacity
+// (zero slots), so that the numbers after i, given mostly in increasing
+// order, fit without another call. Not inlined, so that slotOf is.
+//
+//go:noinline
+func (t *table) growSlots(i uint64) {
+	t.slot = lru.Extend(t.slot, int(i)+1, 1<<62)
+	t.slot = t.slot[:cap(t.slot)]
 }
 
 // handles appends ids' handles (0 for none) to hs.
@@ -285,11 +295,19 @@ func (e *entry) empty() bool { return e.mask == 0 && e.more == 0 }
 
 // add records c as a holder of h.
 func (t *table) add(h int32, c ClientID) {
-	e := &t.ents[h]
 	if c < maskClients {
-		e.mask |= 1 << c
+		t.ents[h].mask |= 1 << c
 		return
 	}
+	t.addMore(h, c)
+}
+
+// addMore is add for a client from maskClients on; not inlined, so that
+// add is.
+//
+//go:noinline
+func (t *table) addMore(h int32, c ClientID) {
+	e := &t.ents[h]
 	if e.more == 0 {
 		if n := len(t.moreFree); n > 0 {
 			e.more, t.moreFree = t.moreFree[n-1], t.moreFree[:n-1]
@@ -306,12 +324,21 @@ func (t *table) add(h int32, c ClientID) {
 
 // del removes c from h's holders; it reports whether c was one.
 func (t *table) del(h int32, c ClientID) bool {
-	e := &t.ents[h]
 	if c < maskClients {
-		had := e.mask&(1<<c) != 0
-		e.mask &^= 1 << c
-		return had
+		m := &t.ents[h].mask
+		old := *m
+		*m = old &^ (1 << c)
+		return *m != old
 	}
+	return t.delMore(h, c)
+}
+
+// delMore is del for a client from maskClients on; not inlined, so that
+// del is.
+//
+//go:noinline
+func (t *table) delMore(h int32, c ClientID) bool {
+	e := &t.ents[h]
 	if e.more == 0 {
 		return false
 	}
