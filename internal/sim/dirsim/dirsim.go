@@ -306,7 +306,13 @@ func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
 func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome {
 	v := s.version(id.file)
 	cache := s.caches[cl]
-	if h := cache.find(id.id); h != 0 {
+	var h int32
+	if cache.kind == kindLone {
+		h = cache.inSlot(id.id)
+	} else {
+		h = cache.findShared(id.id)
+	}
+	if h != 0 {
 		if s.current(cache, h, v) {
 			cache.touch(h)
 			s.done[cl] = t + s.local
@@ -409,7 +415,7 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 	at, layer := arrive, sim.LayerServer
 	var wait time.Duration
 	c.ServerMemLookups++
-	h := s.server.find(id.id)
+	h := s.server.inSlot(id.id) // kindServer
 	if h != 0 && s.current(s.server, h, v) {
 		s.server.touch(h)
 	} else {

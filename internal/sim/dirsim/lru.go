@@ -34,7 +34,7 @@ type cache struct {
 	ix       *blockIndex // kindServer, kindLone, kindRows
 	rows     *rows       // kindRows: the clients' shared rows
 	col      int         // kindRows: this cache's column in them
-	word     int         // kindServer, kindLone: its word in the slot (uSrv, uCli)
+	word     uint8       // kindServer, kindLone: its word in the slot (uSrv, uCli)
 	at       lru.IDTable // kindTable: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
 	links    []lru.Link
@@ -171,6 +171,27 @@ func (l *cache) len() int { return l.list.Len() }
 
 // find returns block id's handle, 0 if absent.
 func (l *cache) find(id uint32) int32 {
+	if l.kind <= kindLone { // kindServer, kindLone
+		return l.inSlot(id)
+	}
+	return l.findShared(id)
+}
+
+// inSlot is find for the server and a lone client, whose handles are in
+// the block's slot: small enough to be inlined where the cache is known to
+// be one of those.
+func (l *cache) inSlot(id uint32) int32 {
+	if ix := l.ix.dir.Slots(); int(id) < len(ix) {
+		return ix[id].User[l.word]
+	}
+	return 0
+}
+
+// findShared is find for the clients of a simulation with several (their
+// rows, or their own tables); not inlined, so that find is.
+//
+//go:noinline
+func (l *cache) findShared(id uint32) int32 {
 	if l.kind == kindTable {
 		return l.at.Get(id)
 	}
@@ -179,9 +200,6 @@ func (l *cache) find(id uint32) int32 {
 		return 0
 	}
 	b := &ix[id]
-	if l.kind <= kindLone { // kindServer, kindLone
-		return b.User[l.word]
-	}
 	if b.User[uCli] == 0 {
 		return 0
 	}
