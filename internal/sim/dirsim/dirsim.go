@@ -264,11 +264,27 @@ func (s *Sim) current(l *cache, h int32, v block.Version) bool {
 	return s.vers.Len() == 0 || l.nodes[h].ver == v
 }
 
-// Access implements sim.Algorithm.
+// Access implements sim.Algorithm. A read that hits its client's cache
+// (most of them with one client) is handled here, without another call;
+// a miss goes on to miss.
 func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 	switch a.Op {
 	case sim.OpRead:
-		return s.read(a.Client, a.Time, s.refOf(&a), c)
+		id, cl := s.refOf(&a), a.Client
+		v := s.version(id.file)
+		cache := s.caches[cl]
+		var h int32
+		if cache.kind == kindLone {
+			h = cache.inSlot(id.id)
+		} else {
+			h = cache.findShared(id.id)
+		}
+		if h != 0 && s.current(cache, h, v) {
+			cache.touch(h)
+			s.done[cl] = a.Time + s.local
+			return sim.Outcome{Layer: sim.LayerLocal}
+		}
+		return s.miss(cl, a.Time, id, v, h, c)
 	case sim.OpWrite:
 		s.write(a, s.refOf(&a), c)
 	case sim.OpDelete:
@@ -303,22 +319,11 @@ func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
 	s.clientInsert(a.Client, id, v, a.Time, true, c)
 }
 
-func (s *Sim) read(cl int, t time.Duration, id ref, c *sim.Counters) sim.Outcome {
-	v := s.version(id.file)
-	cache := s.caches[cl]
-	var h int32
-	if cache.kind == kindLone {
-		h = cache.inSlot(id.id)
-	} else {
-		h = cache.findShared(id.id)
-	}
+// miss is a read of id (version v) that client cl's cache misses at t: h
+// is its handle of a stale copy (0: none).
+func (s *Sim) miss(cl int, t time.Duration, id ref, v block.Version, h int32, c *sim.Counters) sim.Outcome {
 	if h != 0 {
-		if s.current(cache, h, v) {
-			cache.touch(h)
-			s.done[cl] = t + s.local
-			return sim.Outcome{Layer: sim.LayerLocal}
-		}
-		cache.remove(h) // stale: a newer version exists
+		s.caches[cl].remove(h) // stale: a newer version exists
 		c.Invalidations++
 	}
 	var out sim.Outcome
