@@ -373,11 +373,7 @@ func (c *caches) add(n int, id uint32) int32 {
 		c.one[id] = h
 	} else {
 		b := &c.bl[id]
-		if b.in[0].h == 0 { // the first copy: no call
-			b.in[0] = holder{h, int32(n)}
-		} else {
-			c.arena.push(b, holder{h, int32(n)})
-		}
+		c.arena.push(b, holder{h, int32(n)})
 		b.mask |= c.bit(n)
 	}
 	c.grew(n)
@@ -396,11 +392,7 @@ func (c *caches) drop(h int32) {
 		c.one[e.id] = 0
 	} else {
 		b := &c.bl[e.id]
-		if b.inline() { // the only copy: no call
-			b.in[0] = holder{}
-		} else {
-			c.arena.remove(b, h)
-		}
+		c.arena.remove(b, h)
 		b.mask &^= c.bit(n)
 	}
 	if c.nfree < len(c.efree) {

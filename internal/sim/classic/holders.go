@@ -103,11 +103,22 @@ func (a *holderArena) run(b *block) []holder {
 	return a.s[off : off+b.in[0].node&runMask]
 }
 
-// push appends holder x to b's run.
+// push appends holder x to b's run. A block's first copy (the common
+// case) is one store, inlined where push is called.
 func (a *holderArena) push(b *block, x holder) {
-	switch {
-	case b.in[0].h == 0:
+	if b.in[0].h == 0 {
 		b.in[0] = x
+		return
+	}
+	a.pushMore(b, x)
+}
+
+// pushMore is push for a block that has a copy already; not inlined, so
+// that push is.
+//
+//go:noinline
+func (a *holderArena) pushMore(b *block, x holder) {
+	switch {
 	case b.inline():
 		off := a.alloc(2)
 		a.s[off], a.s[off+1] = b.in[0], x
@@ -132,12 +143,22 @@ func (a *holderArena) resize(b *block, nc int32) {
 	b.setRun(off, n, nc)
 }
 
-// remove takes entry h out of b's run, keeping the others in order.
+// remove takes entry h out of b's run, keeping the others in order. A
+// block's only copy (the common case) is one store, inlined where remove
+// is called.
 func (a *holderArena) remove(b *block, h int32) {
 	if b.inline() {
 		b.in[0] = holder{}
 		return
 	}
+	a.removeRun(b, h)
+}
+
+// removeRun is remove for a run in the arena; not inlined, so that remove
+// is.
+//
+//go:noinline
+func (a *holderArena) removeRun(b *block, h int32) {
 	r := a.run(b)
 	i := 0
 	for r[i].h != h {
