@@ -301,10 +301,8 @@ func (l *cache) slot(n lnode) int32 {
 // index finds block id, which is not cached, at handle h.
 func (l *cache) index(id uint32, h int32) {
 	switch l.kind {
-	case kindServer:
-		l.ix.at(id).User[uSrv] = h
-	case kindLone:
-		l.ix.at(id).User[uCli] = h
+	case kindServer, kindLone:
+		l.ix.at(id).User[l.word] = h
 	case kindRows:
 		l.rows.put(l.ix.at(id), l.col, h)
 	default:
@@ -315,10 +313,8 @@ func (l *cache) index(id uint32, h int32) {
 // unindex forgets block id, which is cached.
 func (l *cache) unindex(id uint32) {
 	switch l.kind {
-	case kindServer:
-		l.ix.of()[id].User[uSrv] = 0
-	case kindLone:
-		l.ix.of()[id].User[uCli] = 0
+	case kindServer, kindLone:
+		l.ix.of()[id].User[l.word] = 0
 	case kindRows:
 		l.rows.del(&l.ix.of()[id], l.col)
 	default:

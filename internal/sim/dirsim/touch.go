@@ -146,12 +146,8 @@ func (s *Sim) clientVictims() int {
 	nv := 0
 	for _, c := range t.curClients {
 		l, w := s.caches[c], &t.walks[c]
-		e := l.evicted
-		end := e + uint64(t.lastCnt[c]+t.curCnt[c])
-		h, pos := w.h, w.pos
-		if pos < e || h == 0 || int(h) >= len(l.nodes) {
-			h, pos = l.list.Back(), e
-		}
+		end := l.evicted + uint64(t.lastCnt[c]+t.curCnt[c])
+		h, pos := w.resume(l)
 		for ; h != 0 && pos < end && nv < len(t.vic); pos++ {
 			t.vic[nv] = victimAt{id: l.nodes[h].id, client: c}
 			nv++
@@ -188,13 +184,24 @@ func (t *toucher) next() {
 	t.lastClients, t.curClients = t.curClients, t.lastClients[:0]
 }
 
-// victimWalk is where touchVictims stopped in a cache's list: at handle
-// h, which the cache's pos-th eviction (counting from 0) evicts if no hit
-// moves it meanwhile, having loaded the blocks before it; and the cache's
-// eviction count at the last call.
+// victimWalk is where a walk over a cache's oldest blocks (touchVictims,
+// clientVictims) stopped in its list: at handle h, which the cache's
+// pos-th eviction (counting from 0) evicts if no hit moves it meanwhile,
+// having loaded the blocks before it; and the cache's eviction count at
+// touchVictims' last call.
 type victimWalk struct {
 	h       int32
 	pos, at uint64
+}
+
+// resume returns where a walk over l's oldest blocks goes on: where w
+// stopped, unless that block has been evicted since (or w never walked l),
+// then from the oldest.
+func (w *victimWalk) resume(l *cache) (int32, uint64) {
+	if w.pos < l.evicted || w.h == 0 || int(w.h) >= len(l.nodes) {
+		return l.list.Back(), l.evicted
+	}
+	return w.h, w.pos
 }
 
 // touchVictims loads the oldest blocks of l and their slots, those its
@@ -206,10 +213,7 @@ func (s *Sim) touchVictims(l *cache, w *victimWalk) uint64 {
 	e := l.evicted
 	end := e + 2*(e-w.at) + 2
 	w.at = e
-	h, pos := w.h, w.pos
-	if pos < e || h == 0 || int(h) >= len(l.nodes) { // evicted (or never walked): from the oldest
-		h, pos = l.list.Back(), e
-	}
+	h, pos := w.resume(l)
 	var x uint64
 	ix := s.dir.Slots()
 	for ; h != 0 && pos < end; pos++ {
