@@ -337,8 +337,11 @@ func TestRecallOfHolderThatDies(t *testing.T) {
 	var c *wire.Conn
 	dies := wire.HandlerFunc(func(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
 		if _, ok := m.(*wire.CallbackBreak); ok {
-			go c.Close() // the holder dies before it acks the recall
-			return nil, context.Canceled
+			// The holder dies before it acks the recall: it never answers
+			// (an error reply could reach the server before the close).
+			go c.Close()
+			<-ctx.Done() // the connection's context: canceled by the close
+			return nil, ctx.Err()
 		}
 		return &wire.OK{}, nil
 	})
