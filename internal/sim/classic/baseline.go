@@ -20,7 +20,7 @@ func NewBaseline(p sim.Params) (*Baseline, error) {
 // Access implements sim.Algorithm.
 func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := b.c
-	out, k, done, place := c.front(&a, cnt, true)
+	out, k, _, done, place := c.front(&a, cnt, true)
 	if done {
 		if place {
 			b.place(a.Client, k, false)

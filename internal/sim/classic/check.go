@@ -74,14 +74,14 @@ func (c *caches) check() error {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
 			seen[x.node] = true
-			mask |= c.bit(int(c.es[h].node))
+			mask |= bit(int32(c.es[h].node))
 			held++
 		}
 		if b := &c.bl[id]; !b.inline() && (b.count() < 2 || b.count() > b.capacity() || b.capacity() < 2) {
 			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.count(), b.capacity())
 		}
-		if mask != c.bl[id].mask {
-			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)
+		if b := &c.bl[id]; !b.inline() && mask != c.arena.mask(b) {
+			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.arena.mask(b), mask)
 		}
 	}
 	if held != total {

@@ -59,7 +59,7 @@ type roomMaker interface {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMaker) sim.Outcome {
-	out, k, done, place := c.front(a, cnt, true)
+	out, k, x, done, place := c.front(a, cnt, true)
 	if done {
 		if place {
 			managerPlace(c, a.Client, k, cnt, makeRoom, false)
@@ -70,7 +70,7 @@ func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMak
 	cnt.Manager(sim.CauseLookup, 2)
 	cnt.Msg(a.Client, sim.NodeManager, false)
 	layer := sim.LayerRemote
-	if x := c.holder(k, a.Client); x.h != 0 {
+	if x.h != 0 {
 		cnt.Msg(sim.NodeManager, int(x.node), false)
 		cnt.Msg(int(x.node), a.Client, true)
 	} else {
