@@ -1,6 +1,9 @@
 package classic
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // check verifies the invariants.
 func (c *caches) check() error {
@@ -89,6 +92,24 @@ func (c *caches) check() error {
 	}
 	if c.server.lst.Len() > c.server.cap {
 		return fmt.Errorf("server holds %d blocks, capacity %d", c.server.lst.Len(), c.server.cap)
+	}
+	return c.server.check()
+}
+
+// check verifies that the set's bits name exactly the blocks on its list.
+func (s *lruSet) check() error {
+	marked := 0
+	for _, w := range s.in {
+		marked += bits.OnesCount64(w)
+	}
+	n := 0
+	for h := s.lst.Front(); h != 0; h = s.links[h].Next {
+		if n++; n > s.lst.Len() || !s.has(uint32(h)) {
+			return fmt.Errorf("server: block %d listed but not marked, or the list is longer than %d", h, s.lst.Len())
+		}
+	}
+	if marked != n || n != s.lst.Len() {
+		return fmt.Errorf("server: %d blocks marked, %d listed, length %d", marked, n, s.lst.Len())
 	}
 	return nil
 }
