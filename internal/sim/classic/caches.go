@@ -343,7 +343,11 @@ func (c *caches) newEntry() int32 {
 	return c.growEntries()
 }
 
-// growEntries is newEntry's slow path: a new handle at the slab's end.
+// growEntries is newEntry's slow path: a new handle at the slab's end. Not
+// inlined: its appends would give add a larger frame and spills on every
+// call.
+//
+//go:noinline
 func (c *caches) growEntries() int32 {
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
@@ -480,27 +484,43 @@ func (c *caches) deleteFile(file, n uint64) int {
 	return cnt
 }
 
+// step is what front leaves to the algorithm.
+type step uint8
+
+const (
+	stepMiss  step = iota // a read that missed locally: the algorithm serves it
+	stepHit               // a local hit: done
+	stepPlace             // a write: the algorithm places the block at the writer
+	stepDone              // nothing more (a delete, another operation)
+)
+
+// outcome is the outcome of an access front finished (s is not stepMiss).
+func (s step) outcome() sim.Outcome {
+	if s == stepHit {
+		return sim.Outcome{Layer: sim.LayerLocal}
+	}
+	return sim.Outcome{}
+}
+
 // front is what every classic algorithm does first with an access: the
 // consistency actions of writes and deletes, nothing more for other
-// non-reads, and a local hit. done reports that the access is finished,
-// with out its outcome (place is then set for a write: the caller places the
-// written block at the writer); else it is a read that missed locally, and
-// x is the copy another client holds (see probe). id is the block's number
-// for reads and writes.
-func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, id uint32, x holder, done, place bool) {
+// non-reads, and a local hit; s says what is left (see step). On a local
+// read miss, x is the copy another client holds (see probe). id is the
+// block's number for reads and writes.
+func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (id uint32, x holder, s step) {
 	switch a.Op {
 	case sim.OpRead:
 		id = c.id(a)
 		h, x := c.probe(a.Client, id)
 		if h != 0 {
 			c.touch(h)
-			return sim.Outcome{Layer: sim.LayerLocal}, id, x, true, false
+			return id, x, stepHit
 		}
-		return sim.Outcome{}, id, x, false, false
+		return id, x, stepMiss
 	case sim.OpWrite:
 		id = c.id(a)
 		c.write(a, id, cnt, manager)
-		return sim.Outcome{}, id, x, true, true
+		return id, x, stepPlace
 	case sim.OpDelete:
 		n := c.deleteFile(a.File, a.Block)
 		cnt.Invalidations += int64(n)
@@ -508,7 +528,7 @@ func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (out sim.
 			cnt.Manager(sim.CauseConsistency, 1+n)
 		}
 	}
-	return sim.Outcome{}, 0, x, true, false
+	return 0, x, stepDone
 }
 
 // write handles a write the same way for every classic algorithm

@@ -26,12 +26,12 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	out, k, x, done, place := c.front(&a, cnt, false)
-	if done {
-		if place {
+	k, x, s := c.front(&a, cnt, false)
+	if s != stepMiss {
+		if s == stepPlace {
 			g.place(a.Client, k, false)
 		}
-		return out
+		return s.outcome()
 	}
 	layer := sim.LayerRemote
 	if x.h != 0 {

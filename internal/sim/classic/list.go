@@ -120,16 +120,26 @@ func (s *lruSet) add(id uint32) {
 		return
 	}
 	if s.lst.Len() >= s.cap {
-		old := s.lst.Back()
-		s.lst.Remove(s.links, old)
+		old := uint32(s.lst.Back())
+		s.lst.Remove(s.links, int32(old))
 		s.in[old/64] &^= 1 << (old % 64)
 	}
-	s.links = lru.Grow(s.links, int32(id))
-	if w := int(id / 64); w >= len(s.in) {
-		s.in = append(s.in, make([]uint64, w+1-len(s.in))...)
+	if int(id) >= len(s.links) {
+		s.grow(id)
 	}
 	s.in[id/64] |= 1 << (id % 64)
 	s.lst.PushFront(s.links, int32(id))
+}
+
+// grow is add's slow path: the links and the bits reach block id (the bits
+// always cover the links). Not inlined, so that add stays small.
+//
+//go:noinline
+func (s *lruSet) grow(id uint32) {
+	s.links = lru.Grow(s.links, int32(id))
+	if w := len(s.links)/64 + 1; w > len(s.in) {
+		s.in = append(s.in, make([]uint64, w-len(s.in))...)
+	}
 }
 
 func (s *lruSet) del(id uint32) {

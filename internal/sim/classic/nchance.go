@@ -59,12 +59,12 @@ type roomMaker interface {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMaker) sim.Outcome {
-	out, k, x, done, place := c.front(a, cnt, true)
-	if done {
-		if place {
+	k, x, s := c.front(a, cnt, true)
+	if s != stepMiss {
+		if s == stepPlace {
 			managerPlace(c, a.Client, k, cnt, makeRoom, false)
 		}
-		return out
+		return s.outcome()
 	}
 	cnt.Lookup(3)
 	cnt.Manager(sim.CauseLookup, 2)
