@@ -300,24 +300,6 @@ func (c *caches) copies(id uint32) int {
 	return int(c.bl[id].count())
 }
 
-// other returns the copy of h's block other than h when there are exactly
-// two (the one that becomes a singlet when h goes), with h 0 otherwise; its
-// client comes from the block's run, without a load of the entry.
-func (c *caches) other(h int32) holder {
-	if c.single {
-		return holder{}
-	}
-	b := &c.bl[c.es[h].id]
-	if b.count() != 2 {
-		return holder{}
-	}
-	r := c.arena.run(b)
-	if r[0].h != h {
-		return r[0]
-	}
-	return r[1]
-}
-
 // touch records a reference by the entry's own client.
 func (c *caches) touch(h int32) {
 	c.tick++
@@ -381,8 +363,11 @@ func (c *caches) add(n int, id uint32) int32 {
 	return h
 }
 
-// drop removes entry h from its client's cache.
-func (c *caches) drop(h int32) {
+// drop removes entry h from its client's cache and returns the copy of its
+// block left when there was one other (the block's new singlet), with h 0
+// otherwise: its client comes from the block's run, without a load of the
+// entry.
+func (c *caches) drop(h int32) (left holder) {
 	e := &c.es[h]
 	n := int(e.node)
 	c.listOf(h).remove(c.es, h)
@@ -392,7 +377,7 @@ func (c *caches) drop(h int32) {
 	if c.single {
 		c.one[e.id] = 0
 	} else {
-		c.arena.remove(&c.bl[e.id], h)
+		left = c.arena.remove(&c.bl[e.id], h)
 	}
 	if c.nfree < len(c.efree) {
 		c.efree[c.nfree] = h
@@ -401,6 +386,7 @@ func (c *caches) drop(h int32) {
 	}
 	c.nfree++
 	c.shrank(n)
+	return left
 }
 
 // move forwards entry h to client t (which has room): it joins t's

@@ -120,9 +120,7 @@ func (g *GMS) pick() int {
 // drop drops e with a delete notice; if that leaves a singlet, the manager
 // tells its holder.
 func (g *GMS) drop(e int32, cnt *sim.Counters) {
-	o := g.c.other(e)
-	dropNotify(g.c, e, cnt)
-	if o.h != 0 {
+	if o := dropNotify(g.c, e, cnt); o.h != 0 {
 		cnt.Replacement(sim.ReplDuplicate, 1)
 		cnt.Manager(sim.CauseReplacement, 1)
 		cnt.Msg(sim.NodeManager, int(o.node), false)

@@ -166,22 +166,22 @@ func (a *holderArena) resize(b *block, nc int32) {
 	b.setRun(off, n, nc)
 }
 
-// remove takes entry h out of b's run, keeping the others in order. A
-// block's only copy (the common case) is one store, inlined where remove
-// is called.
-func (a *holderArena) remove(b *block, h int32) {
-	if b.inline() {
-		b.in[0] = holder{}
-		return
+// remove takes entry h out of b's run, keeping the others in order, and
+// returns the copy left when it leaves one (h 0 otherwise). A block's only
+// copy (the common case) is one store, inlined where remove is called.
+func (a *holderArena) remove(b *block, h int32) (left holder) {
+	if b.in[0].h >= 0 {
+		b.in[0] = left
+		return left
 	}
-	a.removeRun(b, h)
+	return a.removeRun(b, h)
 }
 
 // removeRun is remove for a run in the arena; not inlined, so that remove
 // is.
 //
 //go:noinline
-func (a *holderArena) removeRun(b *block, h int32) {
+func (a *holderArena) removeRun(b *block, h int32) holder {
 	r := a.run(b)
 	i := 0
 	for r[i].h != h {
@@ -196,16 +196,18 @@ func (a *holderArena) removeRun(b *block, h int32) {
 	case n == 1:
 		a.release(b.start(), nc)
 		b.in[0] = r[0]
+		return r[0]
 	case n <= nc/4:
 		a.resize(b, capFor(n))
 	}
+	return holder{}
 }
 
 // moveTo records that b's copy h now belongs to client t. A block's only
 // copy (the common case: a singlet forwarded) is one store, inlined where
 // moveTo is called.
 func (a *holderArena) moveTo(b *block, h int32, t int32) {
-	if b.inline() {
+	if b.in[0].h >= 0 {
 		b.in[0].node = t
 		return
 	}

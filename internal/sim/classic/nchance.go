@@ -104,13 +104,15 @@ func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom roomMa
 	c.add(n, k)
 }
 
-// dropNotify drops e and tells the manager (1 delete message).
-func dropNotify(c *caches, e int32, cnt *sim.Counters) {
+// dropNotify drops e and tells the manager (1 delete message); it returns
+// what caches.drop does.
+func dropNotify(c *caches, e int32, cnt *sim.Counters) holder {
 	n := int(c.es[e].node)
-	c.drop(e)
+	left := c.drop(e)
 	cnt.Replacement(sim.ReplDelete, 1)
 	cnt.Manager(sim.CauseReplacement, 1)
 	cnt.Msg(n, sim.NodeManager, false)
+	return left
 }
 
 // forward moves singlet v to client t, which drops its oldest block if
