@@ -134,11 +134,8 @@ func (g *GMS) makeRoom(n int, cnt *sim.Counters) {
 	}
 	g.left--
 	v := c.victim(n)
-	if c.copies(c.es[v].id) > 1 {
-		g.drop(v, cnt)
-		return
-	}
-	if c.es[v].age <= g.minAge || c.p.Clients == 1 {
+	e := &c.es[v]
+	if c.copies(e.id) > 1 || e.age <= g.minAge || c.p.Clients == 1 {
 		g.drop(v, cnt)
 		return
 	}

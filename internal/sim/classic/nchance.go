@@ -134,18 +134,19 @@ func forward(c *caches, v int32, t int, refresh bool, cnt *sim.Counters) {
 func (x *NChance) makeRoom(n int, cnt *sim.Counters) {
 	c := x.c
 	v := c.victim(n)
-	if c.es[v].recirc == 0 { // not known to be a singlet: ask the manager
+	e := &c.es[v]
+	if e.recirc == 0 { // not known to be a singlet: ask the manager
 		cnt.Replacement(sim.ReplDuplicate, 2)
 		cnt.Manager(sim.CauseReplacement, 2)
 		cnt.Msg(n, sim.NodeManager, false)
 		cnt.Msg(sim.NodeManager, n, false)
 	}
-	if c.copies(c.es[v].id) > 1 || int(c.es[v].recirc) >= x.n || c.p.Clients == 1 {
+	if c.copies(e.id) > 1 || int(e.recirc) >= x.n || c.p.Clients == 1 {
 		dropNotify(c, v, cnt)
 		return
 	}
 	t := c.randomClient(n)
-	c.es[v].recirc++
+	e.recirc++
 	forward(c, v, t, true, cnt)
 }
 
