@@ -143,22 +143,27 @@ func (c *caches) oldest() int32 {
 	return c.glob.Back()
 }
 
-// newer returns the block next after h in global age order, from the
-// oldest (0 if none): see oldest.
-func (c *caches) newer(h int32) int32 {
+// countOldest walks the global age order from the oldest block (see
+// oldest) and adds 1 to w[n] for each block client n holds, up to m
+// blocks; it returns how many it counted and the last one (the m-th
+// oldest, 0 if none). Each step reads the dense age links and clients
+// beside the slab, not the entry, with the one-client test out of the loop.
+func (c *caches) countOldest(w []int, m int) (found int, last int32) {
 	if c.single {
-		return c.es[h].ln.Prev
+		for h := c.cl[0].Back(); h != 0 && found < m; h = c.es[h].ln.Prev {
+			w[0]++
+			found++
+			last = h
+		}
+		return found, last
 	}
-	return c.gln[h].Prev
-}
-
-// ageNode returns the client of h, walking the global age order: from the
-// dense copy of the clients beside the age list, not from the entry.
-func (c *caches) ageNode(h int32) int {
-	if c.single {
-		return 0
+	gln, gnode := c.gln, c.gnode
+	for h := c.glob.Back(); h != 0 && found < m; h = gln[h].Prev {
+		w[gnode[h]]++
+		found++
+		last = h
 	}
-	return int(c.gnode[h])
+	return found, last
 }
 
 // victim is client n's oldest block: the older of its LRU referenced block

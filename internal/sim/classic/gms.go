@@ -72,12 +72,8 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		w[n] += f
 		found += f
 	}
-	var last int32 // the M-th oldest block
-	for h := c.oldest(); h != 0 && found < g.m; h = c.newer(h) {
-		w[c.ageNode(h)]++
-		found++
-		last = h
-	}
+	old, last := c.countOldest(w, g.m-found) // last: the M-th oldest block
+	found += old
 	g.minAge = 0
 	if found == g.m && last != 0 {
 		g.minAge = c.es[last].age
