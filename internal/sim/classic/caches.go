@@ -278,21 +278,11 @@ func (c *caches) probe(n int, id uint32) (int32, holder) {
 		return 0, x
 	}
 	if !c.masks || c.arena.mask(b)&bit(int32(n)) != 0 {
-		if h := c.find(n, id); h != 0 {
+		if h := c.arena.find(b, int32(n)); h != 0 {
 			return h, holder{}
 		}
 	}
 	return 0, c.arena.s[b.start()]
-}
-
-// find is probe's search of the block's run.
-func (c *caches) find(n int, id uint32) int32 {
-	for _, x := range c.arena.run(&c.bl[id]) {
-		if x.node == int32(n) {
-			return x.h
-		}
-	}
-	return 0
 }
 
 func (c *caches) copies(id uint32) int {

@@ -122,6 +122,16 @@ func (a *holderArena) run(b *block) []holder {
 	return a.s[off : off+b.in[0].node&runMask]
 }
 
+// find returns client n's entry in b's run, 0 if none.
+func (a *holderArena) find(b *block, n int32) int32 {
+	for _, x := range a.run(b) {
+		if x.node == n {
+			return x.h
+		}
+	}
+	return 0
+}
+
 // push appends holder x to b's run. A block's first copy (the common
 // case) is one store, inlined where push is called.
 func (a *holderArena) push(b *block, x holder) {
