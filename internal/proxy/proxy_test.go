@@ -58,6 +58,13 @@ func security(t *testing.T) *wire.Security {
 // startProxy runs a proxy in front of upstream.
 func startProxy(t *testing.T, upstream string, cfg proxy.Config) (addr string, m *obs.Metrics) {
 	t.Helper()
+	_, addr, m = runProxy(t, upstream, cfg)
+	return addr, m
+}
+
+// runProxy is startProxy that also returns the proxy.
+func runProxy(t *testing.T, upstream string, cfg proxy.Config) (p *proxy.Proxy, addr string, m *obs.Metrics) {
+	t.Helper()
 	cfg.Upstream, cfg.Security, cfg.Metrics = upstream, security(t), obs.NewMetrics()
 	p, err := proxy.New(context.Background(), cfg)
 	if err != nil {
@@ -68,7 +75,7 @@ func startProxy(t *testing.T, upstream string, cfg proxy.Config) (addr string, m
 		t.Fatal(err)
 	}
 	run(t, func(ctx context.Context) { p.Serve(ctx, ln) })
-	return ln.Addr().String(), cfg.Metrics
+	return p, ln.Addr().String(), cfg.Metrics
 }
 
 func newAgent(t *testing.T, addr string) *agent.Agent {

@@ -1,0 +1,92 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/agent"
+	"github.com/coopfs/coopfs/internal/cache"
+	"github.com/coopfs/coopfs/internal/obs"
+	"github.com/coopfs/coopfs/internal/proxy"
+	"github.com/coopfs/coopfs/internal/server"
+	"github.com/coopfs/coopfs/internal/server/servertest"
+)
+
+// liveness bounds each step of TestWriteBackMountBehindProxy: a recall
+// that deadlocks waits for the server's recall timeout (a minute there),
+// so a step that takes this long failed.
+const liveness = 20 * time.Second
+
+// TestWriteBackMountBehindProxy: a write-back client behind a write-back
+// proxy declares its writes to the proxy, which holds the delegation
+// upstream (deleg.go). The client's write-back makes the file dirty at
+// the proxy without breaking the client's own delegation, the proxy's own
+// write-back of the file while the client holds newer writes does not
+// recall the client (before, both deadlocked until the server's callback
+// or recall timeout disconnected the client), and a direct client's open
+// recalls the file through the proxy from the client: it reads the newest
+// data, which the export then holds.
+func TestWriteBackMountBehindProxy(t *testing.T) {
+	export := t.TempDir()
+	srv := servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
+		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
+	p, addr, _ := runProxy(t, srv, proxy.Config{WritePolicy: cache.WriteBack,
+		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}})
+	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
+		ReconnectTimeout: 2 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
+		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	direct := newAgent(t, srv)
+
+	step := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx(), liveness)
+		defer cancel()
+		if err := f(c); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	one, two := pattern(3*bs+100, 1), pattern(3*bs+100, 2)
+	step("write f at the client", func(context.Context) error { return write(t, a, "f", one) })
+	step("the client's write-back to the proxy", func(c context.Context) error { _, err := a.Flush(c, nil); return err })
+	step("write f again at the client", func(c context.Context) error { return overwrite(c, a, "f", two) })
+	step("the proxy's write-back", func(c context.Context) error { _, err := p.Flush(c, nil); return err })
+	if got := readExport(t, export, "f"); !bytes.Equal(got, one) {
+		t.Fatalf("the export holds %d bytes of f after the proxy's write-back; want the %d the client wrote back", len(got), len(one))
+	}
+	step("a direct client's read", func(context.Context) error {
+		if got := read(t, direct, "f"); !bytes.Equal(got, two) {
+			t.Fatalf("the direct client read %d bytes of f; want the %d the client behind the proxy holds", len(got), len(two))
+		}
+		return nil
+	})
+	if got := readExport(t, export, "f"); !bytes.Equal(got, two) {
+		t.Fatalf("the export holds %d bytes of f after the recall; want %d", len(got), len(two))
+	}
+}
+
+// readExport returns the export's copy of name (nil if none).
+func readExport(t *testing.T, export, name string) []byte {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(export, name))
+	return b
+}
+
+// overwrite writes data over the start of path, as a's caller.
+func overwrite(c context.Context, a *agent.Agent, path string, data []byte) error {
+	f, _, err := a.Open(c, path, syscall.O_RDWR)
+	if err != nil {
+		return err
+	}
+	defer f.Release(c)
+	_, err = f.WriteAt(c, data, 0)
+	return err
+}
