@@ -57,14 +57,23 @@ type delegs struct {
 	// naming counts each client's requests in flight that name a path or
 	// file (a recall they cause does not recall that client).
 	naming map[*client]map[string]int
+	seq    uint64 // counts the clients' declarations (holding.seq)
 }
 
 // delegFile is what the proxy holds of one file.
 type delegFile struct {
 	engine    bool               // the proxy's own dirty data
-	holders   map[*client]string // clients holding it, with the file's path
-	sending   int                // DelegateWrites upstream in flight
-	returning bool               // a DelegateReturn upstream in flight
+	holders   map[*client]holding // the clients holding it
+	sending   int                 // DelegateWrites upstream in flight
+	returning bool                // a DelegateReturn upstream in flight
+}
+
+// holding is a client's hold of a file: the file's path, and which
+// declaration made it (a recall drops only the hold it recalled: the
+// client may declare the file again before it acks).
+type holding struct {
+	path string
+	seq  uint64
 }
 
 func newDelegs(w *writeBack) *delegs {
@@ -77,7 +86,7 @@ func newDelegs(w *writeBack) *delegs {
 func (d *delegs) fileLocked(ino uint64) *delegFile {
 	f := d.files[ino]
 	if f == nil {
-		f = &delegFile{holders: map[*client]string{}}
+		f = &delegFile{holders: map[*client]holding{}}
 		d.files[ino] = f
 	}
 	return f
@@ -94,18 +103,22 @@ func (d *delegs) declare(ctx context.Context, ino uint64, cl *client, path strin
 	f := d.fileLocked(ino)
 	for f.returning {
 		d.cond.Wait()
+		f = d.fileLocked(ino) // the entry goes once the return is answered
 	}
+	var h holding
 	if cl == nil {
 		f.engine = true
 	} else {
-		f.holders[cl] = path
+		d.seq++
+		h = holding{path: path, seq: d.seq}
+		f.holders[cl] = h
 	}
 	f.sending++
 	d.mu.Unlock()
 	r, _, err := d.w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
 	d.mu.Lock()
 	f.sending--
-	if err != nil && cl != nil {
+	if err != nil && cl != nil && f.holders[cl] == h {
 		delete(f.holders, cl) // the client is told; it holds nothing here
 	}
 	d.forgetLocked(ino, f)
@@ -136,6 +149,9 @@ func (d *delegs) release(ctx context.Context, ino uint64, cl *client) error {
 func (d *delegs) returnFreeLocked(ctx context.Context, ino uint64, f *delegFile) error {
 	for f.sending > 0 || f.returning {
 		d.cond.Wait()
+		if d.files[ino] != f {
+			return nil // forgotten meanwhile: returned, and perhaps held anew
+		}
 	}
 	if f.held() {
 		return nil
@@ -159,19 +175,19 @@ func (d *delegs) forgetLocked(ino uint64, f *delegFile) {
 
 // holdersOf returns the clients holding ino, with its path, but those
 // with a request naming the file in flight (it caused the recall).
-func (d *delegs) holdersOf(ino uint64) map[*client]string {
+func (d *delegs) holdersOf(ino uint64) map[*client]holding {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.files[ino]
 	if f == nil {
 		return nil
 	}
-	out := map[*client]string{}
-	for cl, path := range f.holders {
-		if n := d.naming[cl]; n[path] > 0 || n[inoKey(ino)] > 0 {
+	out := map[*client]holding{}
+	for cl, h := range f.holders {
+		if n := d.naming[cl]; n[h.path] > 0 || n[inoKey(ino)] > 0 {
 			continue
 		}
-		out[cl] = path
+		out[cl] = h
 	}
 	return out
 }
@@ -191,7 +207,7 @@ func (d *delegs) stillHeld(ino uint64) bool {
 // disconnected.
 func (d *delegs) recall(ctx context.Context, ino uint64) {
 	var wg sync.WaitGroup
-	for cl, path := range d.holdersOf(ino) {
+	for cl, h := range d.holdersOf(ino) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -201,13 +217,13 @@ func (d *delegs) recall(ctx context.Context, ino uint64) {
 			}
 			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
 			if err != nil {
-				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", path, "err", err)
+				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", h.path, "err", err)
 				d.handOff(cl)
 				cl.close()
 				return
 			}
 			d.mu.Lock()
-			if f := d.files[ino]; f != nil {
+			if f := d.files[ino]; f != nil && f.holders[cl].seq == h.seq {
 				delete(f.holders, cl)
 				d.forgetLocked(ino, f)
 			}
@@ -331,10 +347,11 @@ func (d *delegs) renamed(oldPath, newPath string, flags uint32) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, f := range d.files {
-		for cl, path := range f.holders {
+		for cl, h := range f.holders {
 			for _, mv := range writeback.Renames(oldPath, newPath, flags) {
-				if p, ok := writeback.Moved(path, mv[0], mv[1]); ok {
-					f.holders[cl] = p
+				if p, ok := writeback.Moved(h.path, mv[0], mv[1]); ok {
+					h.path = p
+					f.holders[cl] = h
 					break
 				}
 			}
@@ -366,12 +383,13 @@ func (d *delegs) recallAll(ctx context.Context, m *wire.CallbackBreak) {
 func (d *delegs) redeclare(ctx context.Context, ino uint64) {
 	d.mu.Lock()
 	f := d.files[ino]
+	for f != nil && f.returning {
+		d.cond.Wait()
+		f = d.files[ino]
+	}
 	if f == nil || !f.held() {
 		d.mu.Unlock()
 		return
-	}
-	for f.returning {
-		d.cond.Wait()
 	}
 	f.sending++
 	d.mu.Unlock()
