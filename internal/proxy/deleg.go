@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,8 +185,8 @@ func (d *delegs) holdersOf(ino uint64) map[*client]holding {
 	}
 	out := map[*client]holding{}
 	for cl, h := range f.holders {
-		if n := d.naming[cl]; n[h.path] > 0 || n[inoKey(ino)] > 0 {
-			continue
+		if n := d.naming[cl]; n[h.path] > 0 || n[inoKey(ino)] > 0 || (h.path == "" && namesPath(n)) {
+			continue // a path unknown here may be the one it names
 		}
 		out[cl] = h
 	}
@@ -314,6 +315,30 @@ func (d *delegs) settled(cl *client) {
 // inoKey is the key of a file (rather than a path) in delegs.naming
 // (a path never holds a NUL byte).
 func inoKey(ino uint64) string { return "\x00" + strconv.FormatUint(ino, 10) }
+
+// namesPath reports whether n, a client's naming, holds a path.
+func namesPath(n map[string]int) bool {
+	for k := range n {
+		if !strings.HasPrefix(k, "\x00") {
+			return true
+		}
+	}
+	return false
+}
+
+// learn notes the path cl just opened file ino by, when cl holds it: the
+// latest open names the file (a hold declared through a restarted proxy
+// knows no path until then).
+func (d *delegs) learn(cl *client, ino uint64, path string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.files[ino]; f != nil {
+		if h, ok := f.holders[cl]; ok {
+			h.path = path
+			f.holders[cl] = h
+		}
+	}
+}
 
 // namingFor notes a request of cl in flight that names keys (paths, or files
 // by inoKey); the returned func ends it.

@@ -17,10 +17,10 @@ import (
 	"github.com/coopfs/coopfs/internal/server/servertest"
 )
 
-// liveness bounds each step of TestWriteBackMountBehindProxy: a recall
-// that deadlocks waits for the server's recall timeout (a minute there),
-// so a step that takes this long failed.
-const liveness = 20 * time.Second
+// liveness bounds each step of the tests below: a recall that deadlocks
+// waits for the server's recall timeout (a minute there) or the proxy's
+// recall of its client (15 s), so a step that takes this long failed.
+const liveness = 10 * time.Second
 
 // TestWriteBackMountBehindProxy: a write-back client behind a write-back
 // proxy declares its writes to the proxy, which holds the delegation
@@ -36,7 +36,7 @@ func TestWriteBackMountBehindProxy(t *testing.T) {
 	srv := servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
 		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
 	p, addr, _ := runProxy(t, srv, proxy.Config{WritePolicy: cache.WriteBack,
-		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}})
+		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}}, "127.0.0.1:0")
 	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
 		ReconnectTimeout: 2 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
 		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
@@ -89,4 +89,49 @@ func overwrite(c context.Context, a *agent.Agent, path string, data []byte) erro
 	defer f.Release(c)
 	_, err = f.WriteAt(c, data, 0)
 	return err
+}
+
+// TestWriteBackMountBehindRestartedProxy: a write-back client holding
+// unflushed writes declares them again through a restarted proxy, which
+// knows no handle of the file then; the client's own write-back, whose
+// open the upstream recalls from the proxy, must not recall the client
+// (its write-back would wait for itself until the proxy disconnects it).
+func TestWriteBackMountBehindRestartedProxy(t *testing.T) {
+	export := t.TempDir()
+	srv := servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
+		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
+	pcfg := proxy.Config{WritePolicy: cache.WriteBack,
+		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}}
+	p, addr, _ := runProxy(t, srv, pcfg, "127.0.0.1:0")
+	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
+		ReconnectTimeout: 20 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
+		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	data := pattern(2*bs+9, 3)
+	if err := write(t, a, "f", data); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	p, _, m := runProxy(t, srv, pcfg, addr)
+	c, cancel := context.WithTimeout(ctx(), liveness)
+	defer cancel()
+	// The client reconnects and declares f again, in the background.
+	if _, err := a.GetAttr(c, ""); err != nil {
+		t.Fatal(err)
+	}
+	for counter(m, obs.MetricMessages, map[string]string{"type": "DelegateWrite", "dir": obs.DirIn}) == 0 {
+		if c.Err() != nil {
+			t.Fatal("the client did not declare its unflushed writes to the restarted proxy")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := a.Flush(c, nil); err != nil {
+		t.Fatalf("the client's write-back through the restarted proxy: %v", err)
+	}
+	if _, err := p.Flush(c, nil); err != nil {
+		t.Fatal(err)
+	}
 }
