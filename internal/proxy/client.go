@@ -41,7 +41,7 @@ type handle struct {
 	caller    vfs.Caller
 	hasAs     bool
 	attr      wire.Attr
-	seq       uint64 // the client's opens before this one: the latest handle of a file names its path
+	seq       uint64 // the client's count of opens at this one: its latest handle of a file names the path
 }
 
 // maxInFlightBytes bounds the request bytes one client has being relayed

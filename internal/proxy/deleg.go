@@ -63,7 +63,7 @@ type delegs struct {
 
 // delegFile is what the proxy holds of one file.
 type delegFile struct {
-	engine    bool               // the proxy's own dirty data
+	engine    bool                // the proxy's own dirty data
 	holders   map[*client]holding // the clients holding it
 	sending   int                 // DelegateWrites upstream in flight
 	returning bool                // a DelegateReturn upstream in flight
