@@ -22,6 +22,34 @@ import (
 // recall of its client (15 s), so a step that takes this long failed.
 const liveness = 10 * time.Second
 
+// wbBehind is a write-back client behind a write-back proxy in front of
+// an in-process server whose recalls and breaks wait a minute.
+type wbBehind struct {
+	export, srv, addr string
+	pcfg              proxy.Config
+	p                 *proxy.Proxy
+	a                 *agent.Agent
+}
+
+func behindProxy(t *testing.T) wbBehind {
+	t.Helper()
+	wb := wbBehind{export: t.TempDir()}
+	wb.srv = servertest.Serve(t, server.Config{Export: wb.export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
+		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
+	wb.pcfg = proxy.Config{WritePolicy: cache.WriteBack,
+		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}}
+	wb.p, wb.addr, _ = runProxy(t, wb.srv, wb.pcfg, "127.0.0.1:0")
+	a, err := agent.New(context.Background(), agent.Config{Server: wb.addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
+		ReconnectTimeout: 20 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
+		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	wb.a = a
+	return wb
+}
+
 // TestWriteBackMountBehindProxy: a write-back client behind a write-back
 // proxy declares its writes to the proxy, which holds the delegation
 // upstream (deleg.go). The client's write-back makes the file dirty at
@@ -32,19 +60,9 @@ const liveness = 10 * time.Second
 // recalls the file through the proxy from the client: it reads the newest
 // data, which the export then holds.
 func TestWriteBackMountBehindProxy(t *testing.T) {
-	export := t.TempDir()
-	srv := servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
-		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
-	p, addr, _ := runProxy(t, srv, proxy.Config{WritePolicy: cache.WriteBack,
-		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}}, "127.0.0.1:0")
-	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
-		ReconnectTimeout: 2 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
-		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	direct := newAgent(t, srv)
+	wb := behindProxy(t)
+	export, p, a := wb.export, wb.p, wb.a
+	direct := newAgent(t, wb.srv)
 
 	step := func(what string, f func(ctx context.Context) error) {
 		t.Helper()
@@ -97,25 +115,14 @@ func overwrite(c context.Context, a *agent.Agent, path string, data []byte) erro
 // open the upstream recalls from the proxy, must not recall the client
 // (its write-back would wait for itself until the proxy disconnects it).
 func TestWriteBackMountBehindRestartedProxy(t *testing.T) {
-	export := t.TempDir()
-	srv := servertest.Serve(t, server.Config{Export: export, BlockSize: bs, Secret: secret, Squash: server.SquashNone, Metrics: obs.NewMetrics(),
-		Policy: "none", RecallTimeout: time.Minute, CallbackTimeout: time.Minute})
-	pcfg := proxy.Config{WritePolicy: cache.WriteBack,
-		Disk: proxy.DiskConfig{Dir: t.TempDir(), Size: 16 << 20}, WriteBack: proxy.WriteBackConfig{Delay: time.Hour}}
-	p, addr, _ := runProxy(t, srv, pcfg, "127.0.0.1:0")
-	a, err := agent.New(context.Background(), agent.Config{Server: addr, Secret: secret, Name: "a", CacheSize: 16 << 20,
-		ReconnectTimeout: 20 * time.Second, WritePolicy: cache.WriteBack, WriteBack: agent.WriteBackConfig{Delay: time.Hour},
-		Disk: agent.DiskConfig{Dir: filepath.Join(t.TempDir(), "a"), Size: 16 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	wb := behindProxy(t)
+	a := wb.a
 	data := pattern(2*bs+9, 3)
 	if err := write(t, a, "f", data); err != nil {
 		t.Fatal(err)
 	}
-	p.Close()
-	p, _, m := runProxy(t, srv, pcfg, addr)
+	wb.p.Close()
+	p, _, m := runProxy(t, wb.srv, wb.pcfg, wb.addr)
 	c, cancel := context.WithTimeout(ctx(), liveness)
 	defer cancel()
 	// The client reconnects and declares f again, in the background.
