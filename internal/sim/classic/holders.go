@@ -95,7 +95,8 @@ func (a *holderArena) release(off, capacity int32) {
 }
 
 // mask returns which clients below 64 hold b's copies (b's run is in the
-// arena: not inline). It is kept in the slot before the run.
+// arena: not inline). It is kept in the slot before the run, its low 32
+// bits in h and its high 32 in node.
 func (a *holderArena) mask(b *block) uint64 {
 	m := a.s[b.start()-1]
 	return uint64(uint32(m.h)) | uint64(uint32(m.node))<<32
@@ -103,6 +104,20 @@ func (a *holderArena) mask(b *block) uint64 {
 
 func (a *holderArena) setMask(b *block, m uint64) {
 	a.s[b.start()-1] = holder{h: int32(uint32(m)), node: int32(uint32(m >> 32))}
+}
+
+// addBit and clearBit set and clear client n's bit in the mask slot m,
+// both halves at once (no branch on which half holds it).
+func (m *holder) addBit(n int32) {
+	b := bit(n)
+	m.h |= int32(uint32(b))
+	m.node |= int32(uint32(b >> 32))
+}
+
+func (m *holder) clearBit(n int32) {
+	b := bit(n)
+	m.h &^= int32(uint32(b))
+	m.node &^= int32(uint32(b >> 32))
 }
 
 // bit is client n's bit in a run's mask (0 past 63: the masks are read
@@ -161,7 +176,7 @@ func (a *holderArena) pushMore(b *block, x holder) {
 		}
 		off := b.start()
 		a.s[off+n] = x
-		a.setMask(b, a.mask(b)|bit(x.node))
+		a.s[off-1].addBit(x.node)
 		b.in[0].node++ // the length is the low bits
 	}
 }
@@ -197,7 +212,7 @@ func (a *holderArena) removeRun(b *block, h int32) holder {
 	for r[i].h != h {
 		i++
 	}
-	a.setMask(b, a.mask(b)&^bit(r[i].node))
+	a.s[b.start()-1].clearBit(r[i].node)
 	for ; i < len(r)-1; i++ { // a loop: runs are short, and memmove is a call
 		r[i] = r[i+1]
 	}
@@ -234,7 +249,9 @@ func (a *holderArena) moveInRun(b *block, h int32, t int32) {
 	for r[i].h != h {
 		i++
 	}
-	a.setMask(b, a.mask(b)&^bit(r[i].node)|bit(t))
+	m := &a.s[b.start()-1]
+	m.clearBit(r[i].node)
+	m.addBit(t)
 	r[i].node = t
 }
 

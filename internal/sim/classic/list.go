@@ -132,11 +132,15 @@ func (s *lruSet) add(id uint32) {
 }
 
 // grow is add's slow path: the links and the bits reach block id (the bits
-// always cover the links). Not inlined, so that add stays small.
+// always cover the links). The links take all the room append gave them
+// (zeroed: no block is on the list there), so that the next new blocks,
+// numbered in order of first sight, do not come back here one by one. Not
+// inlined, so that add stays small.
 //
 //go:noinline
 func (s *lruSet) grow(id uint32) {
 	s.links = lru.Grow(s.links, int32(id))
+	s.links = s.links[:cap(s.links)]
 	if w := len(s.links)/64 + 1; w > len(s.in) {
 		s.in = append(s.in, make([]uint64, w-len(s.in))...)
 	}
