@@ -46,7 +46,11 @@ func (l *elist) pushFront(es []entry, h int32) {
 	l.n++
 }
 
-// remove takes h, which is on l, off it.
+// remove takes h, which is on l, off it. Removing a client's victim (the
+// tail) writes the new tail's Next although nothing reads a tail's Next on
+// the way: that store brings the client's next victim into the processor's
+// cache well before victim reads it (leaving it out measured slower:
+// docs/sim.md, sixth round).
 func (l *elist) remove(es []entry, h int32) {
 	x := es[h].ln
 	if x.Prev != 0 {
