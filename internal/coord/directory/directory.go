@@ -158,12 +158,15 @@ func New(cfg Config) (*Directory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Directory{
+	d := &Directory{
 		cfg:  cfg,
 		tab:  newTable(cfg.Entries, cfg.Dense),
-		mem:  blockSet{dense: cfg.Dense},
 		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
-	}, nil
+	}
+	if cfg.Dense {
+		d.mem.dense = d.tab
+	}
+	return d, nil
 }
 
 // Config returns the configuration in use (defaults filled in).

@@ -97,7 +97,7 @@ func (t *table) len() int { return t.n }
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
 	if t.dense && id.Index < uint64(len(t.slot)) {
-		return t.slot[id.Index].entry
+		return t.slot[id.Index].entry & slotEntry
 	}
 	return t.getSlow(id)
 }
@@ -208,7 +208,8 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	e.id, e.ver, e.last, e.used = id, v, NoClient, t.clock
 	t.n++
 	if t.dense {
-		t.slotOf(id.Index).entry = h
+		sl := t.slotOf(id.Index)
+		sl.entry = sl.entry&slotMem | h
 	} else {
 		t.index.Put(bkey(id), h)
 	}
@@ -235,7 +236,7 @@ func (t *table) remove(h int32) {
 		}
 	}
 	if t.dense {
-		t.slot[e.id.Index].entry = 0
+		t.slot[e.id.Index].entry &= slotMem
 	} else {
 		t.index.Delete(bkey(e.id))
 	}
@@ -374,38 +375,37 @@ func (t *table) holders(h int32) func(yield func(ClientID) bool) {
 	}
 }
 
-// blockSet is a set of blocks (the server's memory): a hash table, or a
-// bitmap by block number when the directory's blocks are numbered densely.
+// blockSet is a set of blocks (the server's memory): a hash table, or,
+// when the directory's blocks are numbered densely, a bit in each block's
+// slot of the table's index (slotMem), which a request loads anyway: no
+// other line to load for the server's turn in the rotation, and the
+// server's evictions write the evicted block's slot, where the simulator
+// keeps its own handle of the block too.
 type blockSet struct {
-	dense bool
-	bits  []uint64
+	dense *table // dense: the table whose slots hold the bits
 	index lru.Table[bkey, struct{}]
 }
 
 func (s *blockSet) has(id block.ID) bool {
-	if s.dense {
-		i := id.Index / 64
-		return i < uint64(len(s.bits)) && s.bits[i]&(1<<(id.Index%64)) != 0
+	if t := s.dense; t != nil {
+		return id.Index < uint64(len(t.slot)) && t.slot[id.Index].entry&slotMem != 0
 	}
 	_, ok := s.index.Get(bkey(id))
 	return ok
 }
 
 func (s *blockSet) put(id block.ID) {
-	if s.dense {
-		if id.Index/64 >= uint64(len(s.bits)) {
-			s.bits = lru.Extend(s.bits, int(id.Index/64)+1, 1<<62)
-		}
-		s.bits[id.Index/64] |= 1 << (id.Index % 64)
+	if t := s.dense; t != nil {
+		t.slotOf(id.Index).entry |= slotMem
 		return
 	}
 	s.index.Put(bkey(id), struct{}{})
 }
 
 func (s *blockSet) del(id block.ID) {
-	if s.dense {
-		if i := id.Index / 64; i < uint64(len(s.bits)) {
-			s.bits[i] &^= 1 << (id.Index % 64)
+	if t := s.dense; t != nil {
+		if id.Index < uint64(len(t.slot)) {
+			t.slot[id.Index].entry &^= slotMem
 		}
 		return
 	}
