@@ -1,6 +1,8 @@
 package dirsim
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -33,7 +35,7 @@ type cache struct {
 	kind     indexKind
 	ix       *blockIndex // kindServer, kindLone, kindRows
 	rows     *rows       // kindRows: the clients' shared rows
-	col      int         // kindRows: this cache's column in them
+	col      column      // kindRows: this cache's column in them
 	word     uint8       // kindServer, kindLone: its word in the slot (uSrv, uCli)
 	at       lru.IDTable // kindTable: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
@@ -79,24 +81,43 @@ func (x *blockIndex) at(id uint32) *bslot { return x.dir.SlotOf(uint64(id)) }
 
 // rows are the clients' handles of the blocks some client caches: a row
 // for each such block, a column for each client (its handle, 0 if it does
-// not cache the block) after the count of the row's nonzero handles, found
+// not cache the block) and the count of the row's nonzero handles, found
 // through the block's slot in the blockIndex. A row is taken when a first
 // client caches its block and given back when the last one drops it, so
 // the rows follow the blocks cached, not all those numbered; at worst (no
-// block cached twice) clients × capacity rows of clients + 1 handles each.
-// Handles are 16 bits (the rows are used only for caches of fewer than
-// 1<<16 blocks), so that a row at 42 clients is 86 bytes, two lines.
+// block cached twice) clients × capacity rows.
+//
+// A row is packed so that an access finds the requester's handle, the
+// holder's and the count on one line: handles of 4, 8, 12 or 16 bits (as
+// few as the caches' capacity needs; the rows are used only for caches of
+// fewer than 1<<16 blocks), each read and written as the 16 bits from its
+// byte (a 12-bit handle starts at a byte or half a byte in), then the
+// count (one byte, two from 256 clients on). A row of 64 bytes or fewer
+// takes a power of two, so that it never straddles a line: at 42 clients
+// of 2 048 blocks, 42 12-bit handles and the count are one line (they
+// were two, 86 bytes, as 16-bit handles).
 //
 // INVARIANT: a block's cli slot is nonzero exactly when some client caches
 // it, and the count of that row counts them; free holds the other rows
 // below len(h)/stride.
 type rows struct {
-	stride int      // clients + 1
-	h      []uint16 // row r is h[r*stride : (r+1)*stride], its count first; row 0 is unused
+	stride int    // bytes a row
+	width  uint8  // bits a handle
+	mask   uint16 // 1<<width - 1
+	cnt    int    // the count's offset in a row
+	wide   bool   // the count is 16 bits (8 otherwise)
+	h      []byte // row r is h[r*stride : (r+1)*stride]; row 0 is unused
 	free   []int32
 }
 
-// maxRowsBytes bounds the rows' worst case (2 × (clients+1) × clients ×
+// column is where one client's handle is in a row: the 16 bits from byte
+// off, shifted by sh.
+type column struct {
+	off int
+	sh  uint8
+}
+
+// maxRowsBytes bounds the rows' worst case (the row's stride × clients ×
 // capacity bytes) under which the clients share them instead of keeping
 // an IDTable each.
 const maxRowsBytes = 256 << 20
@@ -105,40 +126,89 @@ const maxRowsBytes = 256 << 20
 // their worst case is above maxRowsBytes or a handle needs more than 16
 // bits.
 func newRows(clients, capacity int) *rows {
-	if capacity >= 1<<16 || 2*(clients+1)*clients*capacity > maxRowsBytes {
+	if capacity >= 1<<16 {
 		return nil
 	}
-	return &rows{stride: clients + 1, h: make([]uint16, clients+1)}
+	r := &rows{width: 16}
+	if w := bits.Len(uint(capacity)); w <= 12 {
+		r.width = uint8(max(4, (w+3)/4*4))
+	}
+	r.mask = uint16(1<<r.width - 1)
+	r.cnt = (clients*int(r.width) + 7) / 8
+	n := r.cnt + 1
+	if clients >= 256 {
+		r.wide, n = true, n+1
+	}
+	if r.stride = n + n%2; n <= 64 {
+		r.stride = 1 << bits.Len(uint(n-1))
+	}
+	if r.stride*clients*capacity > maxRowsBytes {
+		return nil
+	}
+	// 64 rows at first: a page, aligned; the size classes it grows
+	// through are multiples of 64 bytes, so the rows stay aligned
+	r.h = make([]byte, r.stride, 64*r.stride)
+	return r
 }
 
-// get returns column c's handle in row r (not 0).
-func (r *rows) get(row int32, c int) int32 { return int32(r.h[int(row)*r.stride+1+c]) }
+// column returns client c's column.
+func (r *rows) column(c int) column {
+	b := c * int(r.width)
+	return column{off: b / 8, sh: uint8(b % 8)}
+}
+
+// get returns the handle in column c of row (not 0).
+func (r *rows) get(row int32, c column) int32 {
+	v := binary.LittleEndian.Uint16(r.h[int(row)*r.stride+c.off:])
+	return int32(v >> c.sh & r.mask)
+}
+
+// count returns how many clients cache row's block.
+func (r *rows) count(row int32) int {
+	if r.wide {
+		return int(binary.LittleEndian.Uint16(r.h[int(row)*r.stride+r.cnt:]))
+	}
+	return int(r.h[int(row)*r.stride+r.cnt])
+}
+
+// addCount adds d to row's count and returns the new count.
+func (r *rows) addCount(row []byte, d int) int {
+	if r.wide {
+		n := int(binary.LittleEndian.Uint16(row[r.cnt:])) + d
+		binary.LittleEndian.PutUint16(row[r.cnt:], uint16(n))
+		return n
+	}
+	row[r.cnt] += uint8(d)
+	return int(row[r.cnt])
+}
 
 // put sets column c's handle of the block whose slot is b, which c does
 // not cache, to h.
-func (r *rows) put(b *bslot, c int, h int32) {
+func (r *rows) put(b *bslot, c column, h int32) {
 	i := b.User[uCli]
 	if i == 0 {
 		if k := len(r.free); k > 0 {
 			i, r.free = r.free[k-1], r.free[:k-1]
 		} else {
 			i = int32(len(r.h) / r.stride)
-			r.h = append(r.h, make([]uint16, r.stride)...)
+			r.h = append(r.h, make([]byte, r.stride)...)
 		}
 		b.User[uCli] = i
 	}
 	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	row[1+c] = uint16(h)
-	row[0]++
+	f := row[c.off:]
+	binary.LittleEndian.PutUint16(f, binary.LittleEndian.Uint16(f)|uint16(h)<<c.sh)
+	r.addCount(row, 1)
 }
 
 // del clears column c's handle of the block whose slot is b, which c
 // caches.
-func (r *rows) del(b *bslot, c int) {
+func (r *rows) del(b *bslot, c column) {
 	i := b.User[uCli]
 	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	row[1+c] = 0
-	if row[0]--; row[0] == 0 {
+	f := row[c.off:]
+	binary.LittleEndian.PutUint16(f, binary.LittleEndian.Uint16(f)&^(r.mask<<c.sh))
+	if r.addCount(row, -1) == 0 {
 		b.User[uCli] = 0
 		r.free = append(r.free, i)
 	}
@@ -159,7 +229,7 @@ func newLRU(capacity int, kind indexKind, ix *blockIndex, rs *rows, col int) *ca
 		l.ix = ix
 	}
 	if kind == kindRows {
-		l.rows, l.col = rs, col
+		l.rows, l.col = rs, rs.column(col)
 	}
 	if kind == kindLone {
 		l.word = uCli

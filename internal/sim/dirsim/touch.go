@@ -97,8 +97,8 @@ func (s *Sim) Touch(acc []sim.Access) {
 	for i := range st[:n] { // the holders' handles, the requesters' links
 		a := &st[i]
 		l := a.cache
-		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < rs.stride-1 {
-			a.hh = rs.get(a.row, a.holder)
+		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < len(s.caches) {
+			a.hh = rs.get(a.row, s.caches[a.holder].col)
 		}
 		if a.h > 0 && int(a.h) < len(l.links) {
 			x += uint64(l.links[a.h].Prev)
@@ -107,7 +107,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 	if rs := s.caches[0].rows; rs != nil {
 		for _, v := range t.vic[:nv] { // the victims' rows
 			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
-				x += uint64(rs.h[int(v.row)*rs.stride] + rs.h[int(v.row)*rs.stride+1+int(v.client)])
+				x += uint64(rs.count(v.row)) + uint64(rs.get(v.row, s.caches[v.client].col))
 			}
 		}
 	}
@@ -127,7 +127,7 @@ func (s *Sim) touchRows(st []ahead) {
 	for i := range st {
 		a := &st[i]
 		if l := a.cache; l.kind == kindRows && a.row != 0 {
-			a.h = l.rows.get(a.row, a.client)
+			a.h = l.rows.get(a.row, l.col)
 		}
 		if a.entry != 0 {
 			if h := s.dir.AheadHolder(a.entry, directory.ClientID(a.client+1)); h != directory.NoClient && h != directory.Server {
