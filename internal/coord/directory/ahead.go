@@ -12,7 +12,7 @@ type Slot struct {
 }
 
 // A slot's entry word: the entry's handle in its low bits, and the block's
-// membership of the server's memory (blockSet) in its top bit.
+// membership of the server's memory (table.memHas) in its top bit.
 const (
 	slotMem   = -1 << 31
 	slotEntry = 1<<31 - 1
