@@ -137,7 +137,7 @@ type fwdRec struct {
 type Directory struct {
 	cfg      Config
 	tab      *table
-	discards []int32  // Discarded's handles, kept for the next
+	discards []int32 // Discarded's handles, kept for the next
 	clients  clientMap
 	stats    Stats
 	// pinging has bit c set while client c (below maskClients) is being

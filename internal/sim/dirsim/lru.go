@@ -1,9 +1,9 @@
 package dirsim
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/coord/directory"
@@ -100,13 +100,20 @@ func (x *blockIndex) at(id uint32) *bslot { return x.dir.SlotOf(uint64(id)) }
 // INVARIANT: a block's cli slot is nonzero exactly when some client caches
 // it, and the count of that row counts them; free holds the other rows
 // below len(h)/stride.
+//
+// The rows are read and written through unsafe pointers into h, without
+// bounds checks: their accessors are on every access's path, and the
+// checks of byte slices and of 16-bit fields at odd offsets were half
+// their instructions. A row number comes only from a block's slot, which
+// holds rows taken from h (the INVARIANT), and a column only from column.
 type rows struct {
-	stride int    // bytes a row
-	width  uint8  // bits a handle
-	mask   uint16 // 1<<width - 1
-	cnt    int    // the count's offset in a row
-	wide   bool   // the count is 16 bits (8 otherwise)
-	h      []byte // row r is h[r*stride : (r+1)*stride]; row 0 is unused
+	stride int            // bytes a row
+	width  uint8          // bits a handle
+	mask   uint16         // 1<<width - 1
+	cnt    int            // the count's offset in a row
+	wide   bool           // the count is 16 bits (8 otherwise)
+	h      []byte         // row r is h[r*stride : (r+1)*stride]; row 0 is unused
+	base   unsafe.Pointer // &h[0]
 	free   []int32
 }
 
@@ -148,6 +155,7 @@ func newRows(clients, capacity int) *rows {
 	// 64 rows at first: a page, aligned; the size classes it grows
 	// through are multiples of 64 bytes, so the rows stay aligned
 	r.h = make([]byte, r.stride, 64*r.stride)
+	r.base = unsafe.Pointer(&r.h[0])
 	return r
 }
 
@@ -157,29 +165,50 @@ func (r *rows) column(c int) column {
 	return column{off: b / 8, sh: uint8(b % 8)}
 }
 
+// field returns the 16 bits at byte off of row (a row in h).
+func (r *rows) field(row int32, off int) *uint16 {
+	return (*uint16)(unsafe.Add(r.base, int(row)*r.stride+off))
+}
+
 // get returns the handle in column c of row (not 0).
 func (r *rows) get(row int32, c column) int32 {
-	v := binary.LittleEndian.Uint16(r.h[int(row)*r.stride+c.off:])
-	return int32(v >> c.sh & r.mask)
+	return int32(*r.field(row, c.off) >> c.sh & r.mask)
 }
 
 // count returns how many clients cache row's block.
 func (r *rows) count(row int32) int {
-	if r.wide {
-		return int(binary.LittleEndian.Uint16(r.h[int(row)*r.stride+r.cnt:]))
+	if p := r.field(row, r.cnt); r.wide {
+		return int(*p)
+	} else {
+		return int(*(*uint8)(unsafe.Pointer(p)))
 	}
-	return int(r.h[int(row)*r.stride+r.cnt])
 }
 
 // addCount adds d to row's count and returns the new count.
-func (r *rows) addCount(row []byte, d int) int {
+func (r *rows) addCount(row int32, d int) int {
+	p := r.field(row, r.cnt)
 	if r.wide {
-		n := int(binary.LittleEndian.Uint16(row[r.cnt:])) + d
-		binary.LittleEndian.PutUint16(row[r.cnt:], uint16(n))
-		return n
+		*p += uint16(d)
+		return int(*p)
 	}
-	row[r.cnt] += uint8(d)
-	return int(row[r.cnt])
+	c := (*uint8)(unsafe.Pointer(p))
+	*c += uint8(d)
+	return int(*c)
+}
+
+// take returns a free row (zero); not inlined, so that put is.
+//
+//go:noinline
+func (r *rows) take() int32 {
+	if k := len(r.free); k > 0 {
+		i := r.free[k-1]
+		r.free = r.free[:k-1]
+		return i
+	}
+	i := int32(len(r.h) / r.stride)
+	r.h = append(r.h, make([]byte, r.stride)...)
+	r.base = unsafe.Pointer(&r.h[0])
+	return i
 }
 
 // put sets column c's handle of the block whose slot is b, which c does
@@ -187,31 +216,30 @@ func (r *rows) addCount(row []byte, d int) int {
 func (r *rows) put(b *bslot, c column, h int32) {
 	i := b.User[uCli]
 	if i == 0 {
-		if k := len(r.free); k > 0 {
-			i, r.free = r.free[k-1], r.free[:k-1]
-		} else {
-			i = int32(len(r.h) / r.stride)
-			r.h = append(r.h, make([]byte, r.stride)...)
-		}
+		i = r.take()
 		b.User[uCli] = i
 	}
-	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	f := row[c.off:]
-	binary.LittleEndian.PutUint16(f, binary.LittleEndian.Uint16(f)|uint16(h)<<c.sh)
-	r.addCount(row, 1)
+	*r.field(i, c.off) |= uint16(h) << c.sh
+	r.addCount(i, 1)
 }
 
 // del clears column c's handle of the block whose slot is b, which c
 // caches.
 func (r *rows) del(b *bslot, c column) {
 	i := b.User[uCli]
-	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	f := row[c.off:]
-	binary.LittleEndian.PutUint16(f, binary.LittleEndian.Uint16(f)&^(r.mask<<c.sh))
-	if r.addCount(row, -1) == 0 {
-		b.User[uCli] = 0
-		r.free = append(r.free, i)
+	*r.field(i, c.off) &^= r.mask << c.sh
+	if r.addCount(i, -1) == 0 {
+		r.giveBack(b)
 	}
+}
+
+// giveBack frees the row of the block whose slot is b, which no client
+// caches now; not inlined, so that del is.
+//
+//go:noinline
+func (r *rows) giveBack(b *bslot) {
+	r.free = append(r.free, b.User[uCli])
+	b.User[uCli] = 0
 }
 
 type lnode struct {
