@@ -1,6 +1,8 @@
 package dirsim
 
 import (
+	"unsafe"
+
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/sim"
 )
@@ -41,7 +43,7 @@ type toucher struct {
 	walks                   []victimWalk // by client
 	srvWalk, cliWalk        victimWalk   // the server's and a lone client's
 	vic                     [2 * touchWindow]victimAt
-	sink                    uint64
+	pf                      prefetches
 }
 
 // Touch implements sim.Toucher: it loads, for each read of acc, the state
@@ -51,7 +53,10 @@ type toucher struct {
 // directory will most likely forward to, the blocks that the requesters'
 // and the server's inserts may evict and those blocks' slots and rows —
 // in stages, each stage's loads independent of each other so that the
-// processor overlaps them. It only reads.
+// processor overlaps them; the last stages, whose values it does not use
+// (the links, the holders' nodes, the victims' rows, the server's
+// victims' slots), are prefetches, which hold nothing back while their
+// lines arrive. It only reads.
 func (s *Sim) Touch(acc []sim.Access) {
 	if len(s.caches) == 1 {
 		s.touchLone(acc)
@@ -80,7 +85,6 @@ func (s *Sim) Touch(acc []sim.Access) {
 	}
 	nv := s.clientVictims()
 	t.next()
-	var x uint64
 	ix := s.dir.Slots()
 	for i := range st[:n] { // the blocks' slots
 		if id := st[i].id; int(id) < len(ix) {
@@ -92,7 +96,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 			t.vic[i].row = ix[id].User[uCli]
 		}
 	}
-	x += s.touchVictims(s.server, &t.srvWalk)
+	s.touchVictims(s.server, &t.srvWalk)
 	s.touchRows(st[:n])
 	for i := range st[:n] { // the holders' handles, the requesters' links
 		a := &st[i]
@@ -101,24 +105,43 @@ func (s *Sim) Touch(acc []sim.Access) {
 			a.hh = rs.get(a.row, s.caches[a.holder].col)
 		}
 		if a.h > 0 && int(a.h) < len(l.links) {
-			x += uint64(l.links[a.h].Prev)
+			t.pf.add(unsafe.Pointer(&l.links[a.h]))
+		}
+		if a.hh != 0 { // the holder's node
+			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
+				t.pf.add(unsafe.Pointer(&hc.nodes[a.hh]))
+			}
 		}
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		for _, v := range t.vic[:nv] { // the victims' rows
 			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
-				x += uint64(rs.count(v.row)) + uint64(rs.get(v.row, s.caches[v.client].col))
+				t.pf.add(unsafe.Pointer(rs.field(v.row, s.caches[v.client].col.off)))
 			}
 		}
 	}
-	for i := range st[:n] { // the holders' nodes
-		if a := &st[i]; a.hh != 0 {
-			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
-				x += uint64(hc.nodes[a.hh].ready)
-			}
-		}
+	t.pf.flush()
+}
+
+// prefetches is a list of addresses for prefetch: Touch's last stages,
+// whose values it does not use.
+type prefetches struct {
+	a [8 * touchWindow]uintptr
+	n int
+}
+
+// add lists p (dropped when the list is full: a hint).
+func (f *prefetches) add(p unsafe.Pointer) {
+	if f.n < len(f.a) {
+		f.a[f.n] = uintptr(p)
+		f.n++
 	}
-	t.sink += x
+}
+
+// flush prefetches the listed addresses and empties the list.
+func (f *prefetches) flush() {
+	prefetch(f.a[:f.n])
+	f.n = 0
 }
 
 // touchRows loads the rows of st's blocks (the requesters' handles) and
@@ -159,20 +182,18 @@ func (s *Sim) clientVictims() int {
 }
 
 // touchLone is Touch for a lone client, whose cache and the server's
-// memory's nodes stay in the processor's cache: it loads the blocks' slots
-// and the victims' only.
+// memory's nodes stay in the processor's cache: it prefetches the blocks'
+// slots and the victims' only.
 func (s *Sim) touchLone(acc []sim.Access) {
-	var x uint64
 	ix := s.dir.Slots()
 	for i := range acc {
-		a := &acc[i]
-		if int(a.ID) < len(ix) {
-			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
+		if a := &acc[i]; int(a.ID) < len(ix) {
+			s.tch.pf.add(unsafe.Pointer(&ix[a.ID])) // and the directory's entry, beside it
 		}
 	}
-	x += s.touchVictims(s.server, &s.tch.srvWalk)
-	x += s.touchVictims(s.caches[0], &s.tch.cliWalk)
-	s.tch.sink += x
+	s.touchVictims(s.server, &s.tch.srvWalk)
+	s.touchVictims(s.caches[0], &s.tch.cliWalk)
+	s.tch.pf.flush()
 }
 
 // next ends a window: its counts become the last window's.
@@ -204,24 +225,23 @@ func (w *victimWalk) resume(l *cache) (int32, uint64) {
 	return w.h, w.pos
 }
 
-// touchVictims loads the oldest blocks of l and their slots, those its
+// touchVictims loads the oldest blocks of l and lists their slots for
+// prefetch (Touch's tch.pf), those its
 // inserts will evict next: twice as many as it evicted since the last
 // call (the window being simulated and the one touched, if they evict
 // alike), and two more. It goes on from where it stopped, when that block
 // has not been evicted yet.
-func (s *Sim) touchVictims(l *cache, w *victimWalk) uint64 {
+func (s *Sim) touchVictims(l *cache, w *victimWalk) {
 	e := l.evicted
 	end := e + 2*(e-w.at) + 2
 	w.at = e
 	h, pos := w.resume(l)
-	var x uint64
 	ix := s.dir.Slots()
 	for ; h != 0 && pos < end; pos++ {
 		if id := l.nodes[h].id; int(id) < len(ix) {
-			x += uint64(ix[id].User[0] + ix[id].User[1])
+			s.tch.pf.add(unsafe.Pointer(&ix[id]))
 		}
 		h = l.links[h].Prev
 	}
 	w.h, w.pos = h, pos
-	return x
 }
