@@ -212,8 +212,8 @@ func (r *rows) take() int32 {
 }
 
 // put sets column c's handle of the block whose slot is b, which c does
-// not cache, to h.
-func (r *rows) put(b *bslot, c column, h int32) {
+// not cache, to h, and returns the block's row.
+func (r *rows) put(b *bslot, c column, h int32) int32 {
 	i := b.User[uCli]
 	if i == 0 {
 		i = r.take()
@@ -221,20 +221,18 @@ func (r *rows) put(b *bslot, c column, h int32) {
 	}
 	*r.field(i, c.off) |= uint16(h) << c.sh
 	r.addCount(i, 1)
+	return i
 }
 
-// del clears column c's handle of the block whose slot is b, which c
-// caches.
-func (r *rows) del(b *bslot, c column) {
-	i := b.User[uCli]
-	*r.field(i, c.off) &^= r.mask << c.sh
-	if r.addCount(i, -1) == 0 {
-		r.giveBack(b)
-	}
+// del clears column c's handle in row, which c holds; it reports whether
+// no client holds the row's block now (the caller gives the row back).
+func (r *rows) del(row int32, c column) bool {
+	*r.field(row, c.off) &^= r.mask << c.sh
+	return r.addCount(row, -1) == 0
 }
 
 // giveBack frees the row of the block whose slot is b, which no client
-// caches now; not inlined, so that del is.
+// caches now; not inlined, so that unindex's callers stay small.
 //
 //go:noinline
 func (r *rows) giveBack(b *bslot) {
@@ -247,6 +245,10 @@ type lnode struct {
 	ready time.Duration
 	file  uint64
 	id    uint32 // block number
+	// row is the block's row (kindRows), so that an eviction goes from the
+	// node to the row without the block's slot between them (the slot
+	// only when the row empties). INVARIANT: it is the slot's cli word.
+	row int32
 }
 
 // newLRU returns an empty cache of this kind (kindRows: in column col of
@@ -319,7 +321,7 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 // remove drops handle h.
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
-	l.unindex(l.nodes[h].id)
+	l.unindex(l.nodes[h].id, l.nodes[h].row)
 	l.free = append(l.free, h)
 }
 
@@ -338,7 +340,8 @@ func (l *cache) relabel(file uint64, from, to block.Version) {
 // (id 0: none).
 func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) ref {
 	if h := l.find(id); h != 0 {
-		l.nodes[h] = lnode{ver, ready, file, id}
+		n := &l.nodes[h] // its id and row stay
+		n.ver, n.ready, n.file = ver, ready, file
 		l.touch(h)
 		return ref{}
 	}
@@ -353,22 +356,22 @@ func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.
 		return ref{}
 	}
 	if l.len() < l.capacity {
-		l.list.PushFront(l.links, l.slot(lnode{ver, ready, file, id}))
+		l.list.PushFront(l.links, l.slot(lnode{ver: ver, ready: ready, file: file, id: id}))
 		return ref{}
 	}
 	h := l.list.BackToFront(l.links)
 	l.evicted++
 	n := &l.nodes[h]
-	victim = ref{n.id, n.file}
-	*n = lnode{ver, ready, file, id}
-	l.reindex(victim.id, id, h)
+	victim, row := ref{n.id, n.file}, n.row
+	*n = lnode{ver: ver, ready: ready, file: file, id: id}
+	l.reindex(victim.id, row, id, h)
 	return victim
 }
 
-// reindex moves handle h from block old, which it held, to block id,
-// which is not cached: for the server and a lone client two stores in the
-// slots, no switch.
-func (l *cache) reindex(old, id uint32, h int32) {
+// reindex moves handle h from block old (whose row was row), which it
+// held, to block id, which is not cached: for the server and a lone client
+// two stores in the slots, no switch.
+func (l *cache) reindex(old uint32, row int32, id uint32, h int32) {
 	if l.kind <= kindLone { // kindServer, kindLone
 		ix := l.ix.of()
 		ix[old].User[l.word] = 0
@@ -377,7 +380,7 @@ func (l *cache) reindex(old, id uint32, h int32) {
 			return
 		}
 	}
-	l.unindex(old)
+	l.unindex(old, row)
 	l.index(id, h)
 }
 
@@ -402,19 +405,21 @@ func (l *cache) index(id uint32, h int32) {
 	case kindServer, kindLone:
 		l.ix.at(id).User[l.word] = h
 	case kindRows:
-		l.rows.put(l.ix.at(id), l.col, h)
+		l.nodes[h].row = l.rows.put(l.ix.at(id), l.col, h)
 	default:
 		l.at.Put(id, h)
 	}
 }
 
-// unindex forgets block id, which is cached.
-func (l *cache) unindex(id uint32) {
+// unindex forgets block id (its row: row), which is cached.
+func (l *cache) unindex(id uint32, row int32) {
 	switch l.kind {
 	case kindServer, kindLone:
 		l.ix.of()[id].User[l.word] = 0
 	case kindRows:
-		l.rows.del(&l.ix.of()[id], l.col)
+		if l.rows.del(row, l.col) {
+			l.rows.giveBack(&l.ix.of()[id])
+		}
 	default:
 		l.at.Delete(id)
 	}

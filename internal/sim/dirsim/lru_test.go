@@ -89,13 +89,17 @@ func (s *Sim) summary(t *testing.T, m sim.Metrics) string {
 }
 
 // checkIndex checks every cache's index against its list: each block on
-// the list is found at its handle, and the rows hold no other block.
+// the list is found at its handle, its node names its row, and the rows
+// hold no other block.
 func (s *Sim) checkIndex() error {
 	copies := 0
 	for i, l := range append(append([]*cache(nil), s.caches...), s.server) {
 		for h := l.list.Front(); h != 0; h = l.links[h].Next {
 			if got := l.find(l.nodes[h].id); got != h {
 				return fmt.Errorf("cache %d: block %d at handle %d is found at %d", i, l.nodes[h].id, h, got)
+			}
+			if n := l.nodes[h]; l.kind == kindRows && n.row != l.ix.of()[n.id].User[uCli] {
+				return fmt.Errorf("cache %d: block %d's node names row %d, its slot %d", i, n.id, n.row, l.ix.of()[n.id].User[uCli])
 			}
 		}
 		if l.rows != nil {

@@ -27,7 +27,8 @@ type ahead struct {
 	hh     int32 // the holder's handle of the block
 }
 
-// victimAt is a block a client's insert may evict: its number, then its row.
+// victimAt is a block a client's insert may evict: its number and its row
+// (its node's, kindRows).
 type victimAt struct {
 	id     uint32
 	client int32
@@ -36,12 +37,12 @@ type victimAt struct {
 
 // toucher is Touch's memory between windows: each client's count of reads
 // in the window it touched last and in the one it touches now, the clients
-// with a count, and where the walks over each cache's oldest blocks are.
+// with a count, and where the walks over the server's and a lone client's
+// oldest blocks are.
 type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
-	walks                   []victimWalk // by client
-	srvWalk, cliWalk        victimWalk   // the server's and a lone client's
+	srvWalk, cliWalk        victimWalk
 	vic                     [2 * touchWindow]victimAt
 	pf                      prefetches
 }
@@ -65,7 +66,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 	t := &s.tch
 	if t.curCnt == nil {
 		k := len(s.caches)
-		t.curCnt, t.lastCnt, t.walks = make([]int32, k), make([]int32, k), make([]victimWalk, k)
+		t.curCnt, t.lastCnt = make([]int32, k), make([]int32, k)
 	}
 	var st [touchWindow]ahead
 	n := 0
@@ -91,9 +92,9 @@ func (s *Sim) Touch(acc []sim.Access) {
 			st[i].row = ix[id].User[uCli]
 		}
 	}
-	for i := range t.vic[:nv] { // the victims' slots
-		if id := t.vic[i].id; int(id) < len(ix) {
-			t.vic[i].row = ix[id].User[uCli]
+	for _, v := range t.vic[:nv] { // the victims' slots: written when their rows empty
+		if int(v.id) < len(ix) {
+			t.pf.add(unsafe.Pointer(&ix[v.id]))
 		}
 	}
 	s.touchVictims(s.server, &t.srvWalk)
@@ -162,21 +163,23 @@ func (s *Sim) touchRows(st []ahead) {
 
 // clientVictims puts in tch.vic the blocks that the clients reading in the
 // window being touched may evict, as many from each one's oldest as it
-// reads in this window and the one before (every read a miss), going on
-// from where the client's last walk stopped; it returns how many.
+// reads in this window and the one before (every read a miss); it returns
+// how many. Each walk starts from the oldest block, loading again what an
+// earlier window's walk loaded: a client reads about once in 42 accesses
+// at 42 clients, so what its last walk loaded is windows old, out of the
+// processor's nearer caches by the time its next insert evicts it.
 func (s *Sim) clientVictims() int {
 	t := &s.tch
 	nv := 0
 	for _, c := range t.curClients {
-		l, w := s.caches[c], &t.walks[c]
-		end := l.evicted + uint64(t.lastCnt[c]+t.curCnt[c])
-		h, pos := w.resume(l)
-		for ; h != 0 && pos < end && nv < len(t.vic); pos++ {
-			t.vic[nv] = victimAt{id: l.nodes[h].id, client: c}
+		l := s.caches[c]
+		h := l.list.Back()
+		for k := t.lastCnt[c] + t.curCnt[c]; h != 0 && k > 0 && nv < len(t.vic); k-- {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row}
 			nv++
 			h = l.links[h].Prev
 		}
-		w.h, w.pos = h, pos
 	}
 	return nv
 }
@@ -205,8 +208,8 @@ func (t *toucher) next() {
 	t.lastClients, t.curClients = t.curClients, t.lastClients[:0]
 }
 
-// victimWalk is where a walk over a cache's oldest blocks (touchVictims,
-// clientVictims) stopped in its list: at handle h, which the cache's
+// victimWalk is where a walk over a cache's oldest blocks (touchVictims)
+// stopped in its list: at handle h, which the cache's
 // pos-th eviction (counting from 0) evicts if no hit moves it meanwhile,
 // having loaded the blocks before it; and the cache's eviction count at
 // touchVictims' last call.
