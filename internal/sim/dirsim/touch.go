@@ -33,6 +33,7 @@ type victimAt struct {
 	id     uint32
 	client int32
 	row    int32
+	prev   int32 // the block before it in the client's list
 }
 
 // toucher is Touch's memory between windows: each client's count of reads
@@ -171,10 +172,18 @@ func (s *Sim) touchRows(st []ahead) {
 func (s *Sim) clientVictims() int {
 	t := &s.tch
 	nv := 0
-	for _, c := range t.curClients {
+	for _, c := range t.curClients { // the oldest blocks: loads independent of each other
 		l := s.caches[c]
-		h := l.list.Back()
-		for k := t.lastCnt[c] + t.curCnt[c]; h != 0 && k > 0 && nv < len(t.vic); k-- {
+		if h := l.list.Back(); h != 0 {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row, prev: l.links[h].Prev}
+			nv++
+		}
+	}
+	for i, n := 0, nv; i < n; i++ { // the next oldest, for those that read more than once
+		c := t.vic[i].client
+		l, h := s.caches[c], t.vic[i].prev
+		for k := t.lastCnt[c] + t.curCnt[c] - 1; h != 0 && k > 0 && nv < len(t.vic); k-- {
 			n := &l.nodes[h]
 			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row}
 			nv++
