@@ -53,15 +53,6 @@ func TestE2EWriteBackProxyModel(t *testing.T) {
 			name = "write-back mount"
 		}
 		t.Run(name, func(t *testing.T) {
-			if mountWB && os.Getenv("COOPFS_E2E_PROXY_WB_MOUNT") != "1" {
-				// A known deadlock (docs/consistency.md, "Write-back at a
-				// proxy", Limits): the proxy's write-back of a file opens it
-				// upstream, which recalls the mount's delegation of it; the
-				// proxy relays the recall and then writes the file back
-				// again, which waits for its first write-back: the recall
-				// times out after 20 s and the mount is disconnected.
-				t.Skip("a write-back mount behind a write-back proxy deadlocks on recalls the proxy's own write-back causes; COOPFS_E2E_PROXY_WB_MOUNT=1 runs it")
-			}
 			srv := startServer(t, newExport(t), "--block-size", "4KiB")
 			px := startProxy(t, srv.addr, wbProxyArgs(filepath.Join(memDir(t), "pcache"), "--write-back-delay", "200ms")...)
 			var extra []string

@@ -26,6 +26,7 @@ type client struct {
 
 	mu      sync.Mutex
 	handles map[uint64]handle // upstream handles this client opened
+	opens   uint64            // counts the opens, for handle.seq
 }
 
 // handle is what the proxy knows of an open handle: the file, whether it
@@ -40,6 +41,7 @@ type handle struct {
 	caller    vfs.Caller
 	hasAs     bool
 	attr      wire.Attr
+	seq       uint64 // the client's count of opens at this one: its latest handle of a file names the path
 }
 
 // maxInFlightBytes bounds the request bytes one client has being relayed
@@ -91,6 +93,9 @@ func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func
 		why = down.Err()
 	case <-cl.up.Done():
 		why = cl.up.Err()
+	}
+	if p.wb != nil {
+		p.wb.d.handOff(cl) // its write delegations become orphans of its name upstream
 	}
 	cl.close()
 	p.remove(cl)
@@ -150,14 +155,9 @@ func (cl *client) serveUp(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.M
 	if wire.OneWay(ctx) {
 		return nil, down.Send(m)
 	}
-	rep, err := relayReply(down.Call(ctx, m))
-	if br, ok := m.(*wire.CallbackBreak); ok && err == nil && br.Kind == wire.CallbackWrite && cl.p.wb != nil {
-		// The client wrote the recalled files back — to this proxy, which
-		// holds them dirty: they go upstream before the ack does, so that
-		// the open that recalled them sees the data.
-		cl.p.wb.e.Recall(ctx, br)
-	}
-	return rep, err
+	// Under write-back the clients' write delegations are held by the
+	// proxy (deleg.go): no recall comes this way.
+	return relayReply(down.Call(ctx, m))
 }
 
 // relayReply turns a relayed call's outcome into the reply to pass on: an
@@ -209,6 +209,10 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		}
 	}
 	if w := cl.p.wb; w != nil {
+		if rep, done, err := w.d.serve(ctx, cl, inner); done {
+			return rep, err
+		}
+		defer w.d.namingFor(cl, cl.names(inner))()
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {
 			return rep, err
 		}
@@ -304,6 +308,9 @@ func (cl *client) opened(orig, req wire.Msg, r *wire.OpenReply) {
 		return
 	}
 	caller, hasAs := callerOf(orig)
+	if w := cl.p.wb; w != nil {
+		w.d.learn(cl, r.Attr.Ino, path)
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if len(cl.handles) >= maxHandles {
@@ -313,8 +320,9 @@ func (cl *client) opened(orig, req wire.Msg, r *wire.OpenReply) {
 		}
 	}
 	acc := flags & syscall.O_ACCMODE
+	cl.opens++
 	cl.handles[r.Handle] = handle{ino: r.Attr.Ino, readable: acc != syscall.O_WRONLY, writable: acc != syscall.O_RDONLY,
-		appending: flags&syscall.O_APPEND != 0, path: path, caller: caller, hasAs: hasAs, attr: r.Attr}
+		appending: flags&syscall.O_APPEND != 0, path: path, caller: caller, hasAs: hasAs, attr: r.Attr, seq: cl.opens}
 }
 
 // handleInfo returns what the proxy knows of handle h.
@@ -341,6 +349,21 @@ func (cl *client) forget(h uint64) {
 	cl.mu.Lock()
 	delete(cl.handles, h)
 	cl.mu.Unlock()
+}
+
+// handleOf returns the latest handle this client opened on file ino (an
+// older one may be of a removed file whose number was reused).
+func (cl *client) handleOf(ino uint64) (handle, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var last handle
+	ok := false
+	for _, hd := range cl.handles {
+		if hd.ino == ino && (!ok || hd.seq > last.seq) {
+			last, ok = hd, true
+		}
+	}
+	return last, ok
 }
 
 // mayRead reports whether the client holds handle h open for reading file ino.

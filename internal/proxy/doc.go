@@ -32,13 +32,17 @@
 // as for a direct client (a client that does not ack in time is
 // disconnected, which closes its upstream connection too). The proxy
 // itself holds no callbacks (except, under write-back, on its own
-// connection, for its write delegations) and grants none: it caches no attributes,
+// connection, for the write delegations) and grants none: it caches no attributes,
 // lookups or opens, only blocks keyed by version, which a change can
 // never make wrong — a changed file has a new version.
 //
 // Write delegations of write-back mounts (DelegateWrite, DelegateReturn)
-// travel the same way, and so does their recall, a break of kind write:
-// the client writes the file back through the proxy, then acks.
+// travel the same way through a write-through or read-only proxy, and so
+// does their recall, a break of kind write: the client writes the file
+// back through the proxy, then acks. A write-back proxy holds them itself
+// (deleg.go): upstream, on its own connection, it is the one holder of
+// its own dirty files and of its clients'; it recalls a client's when the
+// upstream recalls the file from it.
 //
 // # The block cache
 //

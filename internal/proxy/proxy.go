@@ -141,6 +141,9 @@ func (p *Proxy) Close() error {
 		ln.Close()
 	}
 	for cl := range clients {
+		if p.wb != nil {
+			p.wb.d.handOff(cl) // the upstream keeps its write delegations as orphans of its name
+		}
 		cl.close()
 	}
 	return p.closeCaches()

@@ -58,17 +58,24 @@ func security(t *testing.T) *wire.Security {
 // startProxy runs a proxy in front of upstream.
 func startProxy(t *testing.T, upstream string, cfg proxy.Config) (addr string, m *obs.Metrics) {
 	t.Helper()
+	_, addr, m = runProxy(t, upstream, cfg, "127.0.0.1:0")
+	return addr, m
+}
+
+// runProxy is startProxy listening on listen that also returns the proxy.
+func runProxy(t *testing.T, upstream string, cfg proxy.Config, listen string) (p *proxy.Proxy, addr string, m *obs.Metrics) {
+	t.Helper()
 	cfg.Upstream, cfg.Security, cfg.Metrics = upstream, security(t), obs.NewMetrics()
 	p, err := proxy.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, func(ctx context.Context) { p.Serve(ctx, ln) })
-	return ln.Addr().String(), cfg.Metrics
+	return p, ln.Addr().String(), cfg.Metrics
 }
 
 func newAgent(t *testing.T, addr string) *agent.Agent {

@@ -16,7 +16,8 @@ import (
 // the proxy's name, registered for callbacks so that it can hold write
 // delegations, redialed when it breaks (the dirty files are then declared
 // again). What the upstream sends on it: pings, and breaks — a recall
-// (kind write) is answered once the files named are written back.
+// (kind write) is answered once the files named are written back, by the
+// clients holding them to the proxy, then by the proxy upstream.
 type ownSession struct {
 	p    *Proxy
 	e    *writeback.Engine
@@ -73,7 +74,7 @@ func (s *ownSession) serve(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	case *wire.CallbackBreak:
-		s.e.Recall(ctx, m)
+		s.p.wb.d.recallAll(ctx, m) // the clients holding the files first (deleg.go)
 		return &wire.OK{}, nil
 	}
 	return nil, fmt.Errorf("%v: not served on the proxy's own connection: %w", m.Type(), syscall.EPROTO)

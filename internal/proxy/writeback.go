@@ -68,6 +68,7 @@ type writeBack struct {
 	c      *blockCache
 	e      *writeback.Engine
 	up     *ownSession
+	d      *delegs // the clients' write delegations and the proxy's own (deleg.go)
 	minted atomic.Uint64
 	seq    atomic.Uint64 // WriteSeq numbers of the own session
 }
@@ -95,6 +96,7 @@ func (p *Proxy) openWriteBack(ctx context.Context) error {
 	}
 	w.e = e
 	w.up = &ownSession{p: p, e: e, boot: uint64(time.Now().UnixNano())}
+	w.d = newDelegs(w)
 	c.isDirty = e.Holds
 	p.wb = w
 	e.Start(ctx)
@@ -121,6 +123,9 @@ func (p *Proxy) Flush(ctx context.Context, progress func(agent.Progress)) (agent
 // Call, Gen, Release and NextSeq make the own session the engine's
 // upstream (writeback.Frontend).
 func (w *writeBack) Call(ctx context.Context, m wire.Msg) (wire.Msg, uint64, error) {
+	if r, done, err := w.d.engineCall(ctx, m); done {
+		return r, 0, err
+	}
 	return w.up.call(ctx, m)
 }
 

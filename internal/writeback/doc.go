@@ -30,11 +30,14 @@
 // WriteSeq numbers), where the data and attributes come from (the Fetch of
 // each Write, the NewFile it describes, and Frontend.Settled, told of the
 // upstream's version after a write-back), and how recalls cascade (a
-// mount's recall arrives on its session; a proxy relays its clients'
-// recalls to them first and then calls Recall, so that a write-back mount
-// behind a write-back proxy is written back through both before the
-// upstream's open proceeds). The proxy also hands its clients versions of
-// its own for dirty files (Config.Mint).
+// mount's recall arrives on its session; a proxy, which holds its clients'
+// delegations upstream together with its own, recalls the file from the
+// clients holding it first and then calls Recall, so that a write-back
+// mount behind a write-back proxy is written back through both before the
+// upstream's open proceeds; it also takes the engine's DelegateWrite and
+// DelegateReturn through Frontend.Call, to return a delegation upstream
+// only when no client holds the file either). The proxy also hands its
+// clients versions of its own for dirty files (Config.Mint).
 //
 // The semantics (what a user sees) are in docs/consistency.md, "Write-back",
 // "Write delegations and recall" and "Write-back at a proxy".

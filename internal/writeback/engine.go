@@ -410,3 +410,14 @@ func (e *Engine) nudge() {
 	default:
 	}
 }
+
+// PathOf returns the path dirty file ino is written back to; "" when it
+// is not dirty here or is an orphan.
+func (e *Engine) PathOf(ino uint64) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if df, ok := e.files[ino]; ok {
+		return df.path
+	}
+	return ""
+}

@@ -1,0 +1,462 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coopfs/coopfs/internal/wire"
+	"github.com/coopfs/coopfs/internal/writeback"
+)
+
+// A write-back proxy is the write-delegation authority of the clients
+// behind it. A write-back mount behind it declares its unflushed writes
+// (DelegateWrite) to the proxy, not to the upstream: the proxy records the
+// client as the file's holder and holds the delegation upstream itself, on
+// its own connection (session.go), together with the delegations of its
+// own dirty files. So the proxy's own write-back of a file — its open, its
+// writes, its declaration upstream — never recalls a delegation of its
+// clients (the upstream sees one holder, the proxy, and never recalls a
+// holder for its own requests), and a client's write-back to the proxy,
+// which makes the file dirty here, never breaks the client's own
+// delegation.
+//
+// When the upstream recalls a file from the proxy (another client's open:
+// a direct one, one behind another proxy, or one behind this proxy, whose
+// open is relayed on its own upstream connection), the proxy recalls it
+// from its holders first (recallDown: each writes the file back, to the
+// proxy, then acks), then writes the file back upstream (the engine's
+// Recall) and acks. The client whose own request caused the recall is not
+// recalled (the upstream does not recall the requester either): a holder
+// with a request naming the file in flight through the proxy keeps its
+// delegation, which the proxy declares upstream again.
+//
+// The upstream delegation is returned once neither the engine nor a client
+// holds the file. A client that goes away holding delegations hands them
+// to its own upstream connection before that closes (handOff): the
+// upstream keeps them as the orphans of the client's name, exactly as for
+// a client connected directly, until it comes back and declares them
+// again (the proxy then clears the orphan, adopt) or says it holds nothing
+// else (DelegateReturn of wire.SettledIno, relayed).
+
+// recallDownTimeout bounds a client's write-back of a file the upstream
+// recalled from the proxy: below the server's default recall timeout
+// (20 s), so that the proxy still acks in time; a client that takes
+// longer is disconnected, and its delegations become orphans (handOff).
+const recallDownTimeout = 15 * time.Second
+
+// delegs is the write-delegation table of a write-back proxy.
+type delegs struct {
+	w *writeBack
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when a DelegateWrite or DelegateReturn upstream is answered
+	files   map[uint64]*delegFile
+	orphans map[uint64]string // file → name of a client that left holding it (handOff)
+	// naming counts each client's requests in flight that name a path or
+	// file (a recall they cause does not recall that client).
+	naming map[*client]map[string]int
+	seq    uint64 // counts the clients' declarations (holding.seq)
+}
+
+// delegFile is what the proxy holds of one file.
+type delegFile struct {
+	engine    bool                // the proxy's own dirty data
+	holders   map[*client]holding // the clients holding it
+	sending   int                 // DelegateWrites upstream in flight
+	returning bool                // a DelegateReturn upstream in flight
+}
+
+// holding is a client's hold of a file: the file's path, and which
+// declaration made it (a recall drops only the hold it recalled: the
+// client may declare the file again before it acks).
+type holding struct {
+	path string
+	seq  uint64
+}
+
+func newDelegs(w *writeBack) *delegs {
+	d := &delegs{w: w, files: map[uint64]*delegFile{}, orphans: map[uint64]string{}, naming: map[*client]map[string]int{}}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+// fileLocked returns ino's entry, made if needed. Called with d.mu held.
+func (d *delegs) fileLocked(ino uint64) *delegFile {
+	f := d.files[ino]
+	if f == nil {
+		f = &delegFile{holders: map[*client]holding{}}
+		d.files[ino] = f
+	}
+	return f
+}
+
+// held reports whether anyone here holds f. Called with d.mu held.
+func (f *delegFile) held() bool { return f.engine || len(f.holders) > 0 }
+
+// declare marks ino held (by the engine, or by cl) and declares it
+// upstream. A return of it on its way is waited for: it would undo the
+// declaration.
+func (d *delegs) declare(ctx context.Context, ino uint64, cl *client, path string) (wire.Msg, error) {
+	d.mu.Lock()
+	f := d.fileLocked(ino)
+	for f.returning {
+		d.cond.Wait()
+		f = d.fileLocked(ino) // the entry goes once the return is answered
+	}
+	var h holding
+	if cl == nil {
+		f.engine = true
+	} else {
+		d.seq++
+		h = holding{path: path, seq: d.seq}
+		f.holders[cl] = h
+	}
+	f.sending++
+	d.mu.Unlock()
+	r, _, err := d.w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
+	d.mu.Lock()
+	f.sending--
+	if err != nil && cl != nil && f.holders[cl] == h {
+		delete(f.holders, cl) // the client is told; it holds nothing here
+	}
+	d.forgetLocked(ino, f)
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	return r, err
+}
+
+// release drops the engine's (cl nil) or cl's hold of ino and returns the
+// delegation upstream when nobody here holds the file any more.
+func (d *delegs) release(ctx context.Context, ino uint64, cl *client) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[ino]
+	if f == nil {
+		return nil
+	}
+	if cl == nil {
+		f.engine = false
+	} else {
+		delete(f.holders, cl)
+	}
+	return d.returnFreeLocked(ctx, ino, f)
+}
+
+// returnFreeLocked returns ino's delegation upstream once nothing here
+// holds it and no declaration of it is on its way. Called with d.mu held.
+func (d *delegs) returnFreeLocked(ctx context.Context, ino uint64, f *delegFile) error {
+	for f.sending > 0 || f.returning {
+		d.cond.Wait()
+		if d.files[ino] != f {
+			return nil // forgotten meanwhile: returned, and perhaps held anew
+		}
+	}
+	if f.held() {
+		return nil
+	}
+	f.returning = true
+	d.mu.Unlock()
+	_, _, err := d.w.up.call(ctx, &wire.DelegateReturn{Ino: ino})
+	d.mu.Lock()
+	f.returning = false
+	d.forgetLocked(ino, f)
+	d.cond.Broadcast()
+	return err
+}
+
+// forgetLocked drops f's entry once nothing is held or on its way.
+func (d *delegs) forgetLocked(ino uint64, f *delegFile) {
+	if !f.held() && f.sending == 0 && !f.returning && d.files[ino] == f {
+		delete(d.files, ino)
+	}
+}
+
+// holdersOf returns the clients holding ino, with its path, but those
+// with a request naming the file in flight (it caused the recall).
+func (d *delegs) holdersOf(ino uint64) map[*client]holding {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[ino]
+	if f == nil {
+		return nil
+	}
+	out := map[*client]holding{}
+	for cl, h := range f.holders {
+		if n := d.naming[cl]; n[h.path] > 0 || n[inoKey(ino)] > 0 || (h.path == "" && namesPath(n)) {
+			continue // a path unknown here may be the one it names
+		}
+		out[cl] = h
+	}
+	return out
+}
+
+// stillHeld reports whether a client still holds ino (one spared by a
+// recall).
+func (d *delegs) stillHeld(ino uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[ino]
+	return f != nil && len(f.holders) > 0
+}
+
+// recall answers the upstream's recall of ino from the proxy, before the
+// engine writes its own dirty data back: every holder but the requester
+// writes the file back to the proxy and acks. A holder that fails to is
+// disconnected.
+func (d *delegs) recall(ctx context.Context, ino uint64) {
+	var wg sync.WaitGroup
+	for cl, h := range d.holdersOf(ino) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			down := cl.down.Load()
+			if down == nil {
+				return
+			}
+			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
+			if err != nil {
+				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", h.path, "err", err)
+				d.handOff(cl)
+				cl.close()
+				return
+			}
+			d.mu.Lock()
+			if f := d.files[ino]; f != nil && f.holders[cl].seq == h.seq {
+				delete(f.holders, cl)
+				d.forgetLocked(ino, f)
+			}
+			d.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// handOff gives the delegations cl holds to its own upstream connection,
+// which then closes: the upstream keeps them as orphans of cl's name.
+// Those the proxy then holds for nobody are returned upstream.
+func (d *delegs) handOff(cl *client) {
+	d.mu.Lock()
+	var inos []uint64
+	for ino, f := range d.files {
+		if _, ok := f.holders[cl]; ok {
+			delete(f.holders, cl) // a recall no longer asks cl
+			inos = append(inos, ino)
+		}
+	}
+	delete(d.naming, cl)
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), d.w.p.cfg.RequestTimeout)
+	defer cancel()
+	for _, ino := range inos {
+		if cl.up != nil && cl.up.Err() == nil {
+			if _, err := cl.up.CallTimeout(ctx, &wire.DelegateWrite{Ino: ino}, d.w.p.cfg.RequestTimeout); err == nil {
+				d.mu.Lock()
+				d.orphans[ino] = cl.name
+				d.mu.Unlock()
+			}
+		}
+		d.mu.Lock()
+		if f := d.files[ino]; f != nil {
+			d.returnFreeLocked(ctx, ino, f)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// serve answers a client's DelegateWrite and DelegateReturn; done is false
+// for any other message.
+func (d *delegs) serve(ctx context.Context, cl *client, m wire.Msg) (rep wire.Msg, done bool, err error) {
+	switch m := m.(type) {
+	case *wire.DelegateWrite:
+		rep, err := relayReply(d.declare(ctx, m.Ino, cl, d.w.p.pathOf(cl, m.Ino)))
+		if err == nil {
+			d.adopt(ctx, cl, m.Ino)
+		}
+		return rep, true, err
+	case *wire.DelegateReturn:
+		if m.Ino == wire.SettledIno {
+			d.settled(cl)
+			return nil, false, nil // relayed: the upstream clears the orphans of cl's name
+		}
+		return &wire.OK{}, true, d.release(ctx, m.Ino, cl)
+	}
+	return nil, false, nil
+}
+
+// adopt clears the upstream's orphan of ino when cl's name left it
+// (handOff): cl declared it again, here.
+func (d *delegs) adopt(ctx context.Context, cl *client, ino uint64) {
+	d.mu.Lock()
+	name, ok := d.orphans[ino]
+	if ok && name == cl.name {
+		delete(d.orphans, ino)
+	}
+	d.mu.Unlock()
+	if ok && name == cl.name {
+		cl.call(ctx, &wire.DelegateReturn{Ino: ino})
+	}
+}
+
+// settled forgets the orphans of cl's name: its DelegateReturn of
+// wire.SettledIno, relayed, clears them upstream.
+func (d *delegs) settled(cl *client) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ino, name := range d.orphans {
+		if name == cl.name {
+			delete(d.orphans, ino)
+		}
+	}
+}
+
+// inoKey is the key of a file (rather than a path) in delegs.naming
+// (a path never holds a NUL byte).
+func inoKey(ino uint64) string { return "\x00" + strconv.FormatUint(ino, 10) }
+
+// namesPath reports whether n, a client's naming, holds a path.
+func namesPath(n map[string]int) bool {
+	for k := range n {
+		if !strings.HasPrefix(k, "\x00") {
+			return true
+		}
+	}
+	return false
+}
+
+// learn notes the path cl just opened file ino by, when cl holds it: the
+// latest open names the file (a hold declared through a restarted proxy
+// knows no path until then).
+func (d *delegs) learn(cl *client, ino uint64, path string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.files[ino]; f != nil {
+		if h, ok := f.holders[cl]; ok {
+			h.path = path
+			f.holders[cl] = h
+		}
+	}
+}
+
+// namingFor notes a request of cl in flight that names keys (paths, or files
+// by inoKey); the returned func ends it.
+func (d *delegs) namingFor(cl *client, keys []string) func() {
+	if len(keys) == 0 {
+		return func() {}
+	}
+	d.mu.Lock()
+	n := d.naming[cl]
+	if n == nil {
+		n = map[string]int{}
+		d.naming[cl] = n
+	}
+	for _, k := range keys {
+		n[k]++
+	}
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, k := range keys {
+			if n[k]--; n[k] <= 0 {
+				delete(n, k)
+			}
+		}
+	}
+}
+
+// renamed moves the holders' paths after a rename.
+func (d *delegs) renamed(oldPath, newPath string, flags uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.files {
+		for cl, h := range f.holders {
+			for _, mv := range writeback.Renames(oldPath, newPath, flags) {
+				if p, ok := writeback.Moved(h.path, mv[0], mv[1]); ok {
+					h.path = p
+					f.holders[cl] = h
+					break
+				}
+			}
+		}
+	}
+}
+
+// recallAll answers a break of the proxy's own upstream connection: a
+// recall (kind write) is recalled from the clients holding the files
+// first, then the engine writes its own dirty data back. A file a client
+// still holds (it caused the recall) is declared upstream again before
+// the ack, as the engine does for data written during the recall.
+func (d *delegs) recallAll(ctx context.Context, m *wire.CallbackBreak) {
+	if m.Kind != wire.CallbackWrite {
+		return
+	}
+	for _, it := range m.Items {
+		d.recall(ctx, it.Ino)
+	}
+	d.w.e.Recall(ctx, m)
+	for _, it := range m.Items {
+		if d.stillHeld(it.Ino) {
+			d.redeclare(ctx, it.Ino)
+		}
+	}
+}
+
+// redeclare declares ino upstream again for the holders it still has.
+func (d *delegs) redeclare(ctx context.Context, ino uint64) {
+	d.mu.Lock()
+	f := d.files[ino]
+	for f != nil && f.returning {
+		d.cond.Wait()
+		f = d.files[ino]
+	}
+	if f == nil || !f.held() {
+		d.mu.Unlock()
+		return
+	}
+	f.sending++
+	d.mu.Unlock()
+	d.w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
+	d.mu.Lock()
+	f.sending--
+	d.forgetLocked(ino, f)
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+// redeclareClients declares upstream, on a new connection, every file a
+// client holds, before the engine says that nothing else is unflushed
+// here (wire.SettledIno).
+func (d *delegs) redeclareClients(ctx context.Context) {
+	d.mu.Lock()
+	var inos []uint64
+	for ino, f := range d.files {
+		if len(f.holders) > 0 {
+			inos = append(inos, ino)
+		}
+	}
+	d.mu.Unlock()
+	for _, ino := range inos {
+		d.redeclare(ctx, ino)
+	}
+}
+
+// engineCall takes the engine's delegation messages (writeback.Frontend's
+// Call): its declarations and returns are combined with the clients'
+// holds; done is false for any other message.
+func (d *delegs) engineCall(ctx context.Context, m wire.Msg) (wire.Msg, bool, error) {
+	switch m := m.(type) {
+	case *wire.DelegateWrite:
+		r, err := d.declare(ctx, m.Ino, nil, "")
+		return r, true, err
+	case *wire.DelegateReturn:
+		if m.Ino == wire.SettledIno {
+			d.redeclareClients(ctx)
+			return nil, false, nil
+		}
+		return &wire.OK{}, true, d.release(ctx, m.Ino, nil)
+	}
+	return nil, false, nil
+}
