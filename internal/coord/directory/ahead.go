@@ -7,14 +7,22 @@ import "github.com/coopfs/coopfs/internal/block"
 // beside it (the simulator keeps its caches' handles of the block there),
 // so that one load finds both. The directory never reads or writes User.
 type Slot struct {
-	entry int32
+	entry int32 // the entry's handle (slotEntry), and slotMem
 	User  [2]int32
 }
 
+// A slot's entry word: the entry's handle in its low bits, and the block's
+// membership of the server's memory (table.memHas) in its top bit.
+const (
+	slotMem   = -1 << 31
+	slotEntry = 1<<31 - 1
+)
+
 // Slots returns a Dense directory's index: block number i's slot is
 // Slots()[i] when i < len(Slots()), zero beyond (nil when not Dense). The
-// slice is valid until the next call that may grow it: SlotOf, and any
-// that records a holder (Request, RequestPeersFirst, Retry).
+// slice is valid until the next call that may grow it: SlotOf,
+// ServerCached, and any that records a holder (Request,
+// RequestPeersFirst, Retry).
 func (d *Directory) Slots() []Slot { return d.tab.slot }
 
 // SlotOf returns block number i's slot in a Dense directory's index,

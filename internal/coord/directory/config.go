@@ -62,8 +62,8 @@ type Config struct {
 	// passes is {File: the file, Index: the block's number}, a small
 	// integer from 1 naming one block across all files (the simulator's
 	// sim.IDs). The directory then finds an entry through a slice of
-	// handles indexed by the number, and the server's memory in a bitmap,
-	// instead of hash tables; both grow with the largest number seen, not
+	// handles indexed by the number, and the server's memory in a bit of
+	// the same slots, instead of hash tables; both grow with the largest number seen, not
 	// with the entries, so the live server (whose ids are inode numbers and
 	// block indexes) leaves it false.
 	Dense bool

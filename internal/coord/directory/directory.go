@@ -137,8 +137,7 @@ type fwdRec struct {
 type Directory struct {
 	cfg      Config
 	tab      *table
-	discards []int32  // Discarded's handles, kept for the next
-	mem      blockSet // blocks in the server's memory
+	discards []int32 // Discarded's handles, kept for the next
 	clients  clientMap
 	stats    Stats
 	// pinging has bit c set while client c (below maskClients) is being
@@ -161,7 +160,6 @@ func New(cfg Config) (*Directory, error) {
 	return &Directory{
 		cfg:  cfg,
 		tab:  newTable(cfg.Entries, cfg.Dense),
-		mem:  blockSet{dense: cfg.Dense},
 		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
 	}, nil
 }
@@ -200,7 +198,7 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		} else {
 			to = d.pick(e, c, serverLast)
 		}
-	} else if d.mem.has(id) {
+	} else if d.tab.memHas(id) {
 		to = Server
 	}
 	act := Action{Client: c, Block: id, Version: v}
@@ -289,11 +287,11 @@ func (d *Directory) Discarded(c ClientID, ids []block.ID) {
 
 // ServerCached tells the directory that the server now holds id in memory:
 // the server joins the block's rotation.
-func (d *Directory) ServerCached(id block.ID) { d.mem.put(id) }
+func (d *Directory) ServerCached(id block.ID) { d.tab.memPut(id) }
 
 // ServerEvicted tells the directory that the server dropped id from memory:
 // it leaves the rotation, so that a forward never costs a disk read.
-func (d *Directory) ServerEvicted(id block.ID) { d.mem.del(id) }
+func (d *Directory) ServerEvicted(id block.ID) { d.tab.memDel(id) }
 
 // FileChanged drops every entry of file: its content changed on the server.
 // (Requests carrying a new version reset a stale entry anyway; this frees
@@ -486,7 +484,7 @@ func (d *Directory) dropVersion(e int32) int32 {
 func (d *Directory) pick(e int32, requester ClientID, serverLast bool) ClientID {
 	ent := &d.tab.ents[e]
 	last, first := ent.last, NoClient // first: the first node that can serve, in rotation order
-	inMem := d.mem.has(ent.id)
+	inMem := d.tab.memHas(ent.id)
 	if inMem && !serverLast {
 		if last == NoClient {
 			return Server // the server (0) comes first in the rotation
@@ -540,7 +538,7 @@ func (d *Directory) pickBalanced(now time.Duration, e int32, requester ClientID)
 			best, bestLoad, bestAfter = c, l, after
 		}
 	}
-	if best == NoClient && d.mem.has(d.tab.ents[e].id) {
+	if best == NoClient && d.tab.memHas(d.tab.ents[e].id) {
 		return Server
 	}
 	return best

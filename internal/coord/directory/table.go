@@ -77,9 +77,10 @@ type table struct {
 	lru    lru.List   // listed: newest first
 	n      int        // live entries
 	free   []int32
-	index  lru.Table[bkey, int32] // block → handle (not dense)
-	slot   []Slot                 // dense: block number → handle (and the caller's words)
-	byFile bool                   // the file lists are kept
+	index  lru.Table[bkey, int32]    // block → handle (not dense)
+	slot   []Slot                    // dense: block number → handle (and the caller's words)
+	mem    lru.Table[bkey, struct{}] // not dense: the server's memory (memHas)
+	byFile bool                      // the file lists are kept
 	files  lru.Table[fkey, lru.List]
 	fileLk []lru.Link // links on the file lists, by handle
 
@@ -96,8 +97,8 @@ func (t *table) len() int { return t.n }
 
 // get returns id's handle, 0 if none.
 func (t *table) get(id block.ID) int32 {
-	if t.dense && id.Index < uint64(len(t.slot)) {
-		return t.slot[id.Index].entry
+	if id.Index < uint64(len(t.slot)) { // dense (t.slot is empty otherwise)
+		return t.slot[id.Index].entry & slotEntry
 	}
 	return t.getSlow(id)
 }
@@ -208,7 +209,8 @@ func (t *table) create(id block.ID, v block.Version) (int32, bool) {
 	e.id, e.ver, e.last, e.used = id, v, NoClient, t.clock
 	t.n++
 	if t.dense {
-		t.slotOf(id.Index).entry = h
+		sl := t.slotOf(id.Index)
+		sl.entry = sl.entry&slotMem | h
 	} else {
 		t.index.Put(bkey(id), h)
 	}
@@ -235,7 +237,7 @@ func (t *table) remove(h int32) {
 		}
 	}
 	if t.dense {
-		t.slot[e.id.Index].entry = 0
+		t.slot[e.id.Index].entry &= slotMem
 	} else {
 		t.index.Delete(bkey(e.id))
 	}
@@ -374,42 +376,69 @@ func (t *table) holders(h int32) func(yield func(ClientID) bool) {
 	}
 }
 
-// blockSet is a set of blocks (the server's memory): a hash table, or a
-// bitmap by block number when the directory's blocks are numbered densely.
-type blockSet struct {
-	dense bool
-	bits  []uint64
-	index lru.Table[bkey, struct{}]
+// The server's memory (memHas, memPut, memDel) is a set of blocks: a hash
+// table, or, when the directory's blocks are numbered densely, a bit in
+// each block's slot (slotMem), which a request loads anyway: no other line
+// to load for the server's turn in the rotation, and the server's
+// evictions write the evicted block's slot, where the simulator keeps its
+// own handle of the block too.
+
+// memHas reports whether the server's memory holds id.
+func (t *table) memHas(id block.ID) bool {
+	if id.Index < uint64(len(t.slot)) { // dense
+		return t.slot[id.Index].entry < 0 // slotMem
+	}
+	return t.memHasSlow(id)
 }
 
-func (s *blockSet) has(id block.ID) bool {
-	if s.dense {
-		i := id.Index / 64
-		return i < uint64(len(s.bits)) && s.bits[i]&(1<<(id.Index%64)) != 0
+// memHasSlow is memHas for a block beyond a dense index or in a hashed
+// set; not inlined, so that memHas is.
+//
+//go:noinline
+func (t *table) memHasSlow(id block.ID) bool {
+	if t.dense {
+		return false
 	}
-	_, ok := s.index.Get(bkey(id))
+	_, ok := t.mem.Get(bkey(id))
 	return ok
 }
 
-func (s *blockSet) put(id block.ID) {
-	if s.dense {
-		if id.Index/64 >= uint64(len(s.bits)) {
-			s.bits = lru.Extend(s.bits, int(id.Index/64)+1, 1<<62)
-		}
-		s.bits[id.Index/64] |= 1 << (id.Index % 64)
+// memPut adds id to the server's memory.
+func (t *table) memPut(id block.ID) {
+	if id.Index < uint64(len(t.slot)) { // dense
+		t.slot[id.Index].entry |= slotMem
 		return
 	}
-	s.index.Put(bkey(id), struct{}{})
+	t.memPutSlow(id)
 }
 
-func (s *blockSet) del(id block.ID) {
-	if s.dense {
-		if i := id.Index / 64; i < uint64(len(s.bits)) {
-			s.bits[i] &^= 1 << (id.Index % 64)
-		}
+// memPutSlow is memPut for a block beyond a dense index or in a hashed set.
+//
+//go:noinline
+func (t *table) memPutSlow(id block.ID) {
+	if t.dense {
+		t.slotOf(id.Index).entry |= slotMem
 		return
 	}
-	s.index.Delete(bkey(id))
+	t.mem.Put(bkey(id), struct{}{})
+}
+
+// memDel drops id from the server's memory.
+func (t *table) memDel(id block.ID) {
+	if id.Index < uint64(len(t.slot)) { // dense
+		t.slot[id.Index].entry &^= slotMem
+		return
+	}
+	t.memDelSlow(id)
+}
+
+// memDelSlow is memDel for a block beyond a dense index or in a hashed set.
+//
+//go:noinline
+func (t *table) memDelSlow(id block.ID) {
+	if !t.dense {
+		t.mem.Delete(bkey(id))
+	}
 }
 
 // nextHolder returns the holder below maskClients that follows last in

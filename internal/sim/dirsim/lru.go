@@ -1,7 +1,9 @@
 package dirsim
 
 import (
+	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/coord/directory"
@@ -33,7 +35,7 @@ type cache struct {
 	kind     indexKind
 	ix       *blockIndex // kindServer, kindLone, kindRows
 	rows     *rows       // kindRows: the clients' shared rows
-	col      int         // kindRows: this cache's column in them
+	col      column      // kindRows: this cache's column in them
 	word     uint8       // kindServer, kindLone: its word in the slot (uSrv, uCli)
 	at       lru.IDTable // kindTable: block number → handle
 	nodes    []lnode     // by handle; nodes[0] is unused: handle 0 is none
@@ -79,24 +81,50 @@ func (x *blockIndex) at(id uint32) *bslot { return x.dir.SlotOf(uint64(id)) }
 
 // rows are the clients' handles of the blocks some client caches: a row
 // for each such block, a column for each client (its handle, 0 if it does
-// not cache the block) after the count of the row's nonzero handles, found
+// not cache the block) and the count of the row's nonzero handles, found
 // through the block's slot in the blockIndex. A row is taken when a first
 // client caches its block and given back when the last one drops it, so
 // the rows follow the blocks cached, not all those numbered; at worst (no
-// block cached twice) clients × capacity rows of clients + 1 handles each.
-// Handles are 16 bits (the rows are used only for caches of fewer than
-// 1<<16 blocks), so that a row at 42 clients is 86 bytes, two lines.
+// block cached twice) clients × capacity rows.
+//
+// A row is packed so that an access finds the requester's handle, the
+// holder's and the count on one line: handles of 4, 8, 12 or 16 bits (as
+// few as the caches' capacity needs; the rows are used only for caches of
+// fewer than 1<<16 blocks), each read and written as the 16 bits from its
+// byte (a 12-bit handle starts at a byte or half a byte in), then the
+// count (one byte, two from 256 clients on). A row of 64 bytes or fewer
+// takes a power of two, so that it never straddles a line: at 42 clients
+// of 2 048 blocks, 42 12-bit handles and the count are one line (they
+// were two, 86 bytes, as 16-bit handles).
 //
 // INVARIANT: a block's cli slot is nonzero exactly when some client caches
 // it, and the count of that row counts them; free holds the other rows
 // below len(h)/stride.
+//
+// The rows are read and written through unsafe pointers into h, without
+// bounds checks: their accessors are on every access's path, and the
+// checks of byte slices and of 16-bit fields at odd offsets were half
+// their instructions. A row number comes only from a block's slot, which
+// holds rows taken from h (the INVARIANT), and a column only from column.
 type rows struct {
-	stride int      // clients + 1
-	h      []uint16 // row r is h[r*stride : (r+1)*stride], its count first; row 0 is unused
+	stride int            // bytes a row
+	width  uint8          // bits a handle
+	mask   uint16         // 1<<width - 1
+	cnt    int            // the count's offset in a row
+	wide   bool           // the count is 16 bits (8 otherwise)
+	h      []byte         // row r is h[r*stride : (r+1)*stride]; row 0 is unused
+	base   unsafe.Pointer // &h[0]
 	free   []int32
 }
 
-// maxRowsBytes bounds the rows' worst case (2 × (clients+1) × clients ×
+// column is where one client's handle is in a row: the 16 bits from byte
+// off, shifted by sh.
+type column struct {
+	off int
+	sh  uint8
+}
+
+// maxRowsBytes bounds the rows' worst case (the row's stride × clients ×
 // capacity bytes) under which the clients share them instead of keeping
 // an IDTable each.
 const maxRowsBytes = 256 << 20
@@ -105,43 +133,111 @@ const maxRowsBytes = 256 << 20
 // their worst case is above maxRowsBytes or a handle needs more than 16
 // bits.
 func newRows(clients, capacity int) *rows {
-	if capacity >= 1<<16 || 2*(clients+1)*clients*capacity > maxRowsBytes {
+	if capacity >= 1<<16 {
 		return nil
 	}
-	return &rows{stride: clients + 1, h: make([]uint16, clients+1)}
+	r := &rows{width: 16}
+	if w := bits.Len(uint(capacity)); w <= 12 {
+		r.width = uint8(max(4, (w+3)/4*4))
+	}
+	r.mask = uint16(1<<r.width - 1)
+	r.cnt = (clients*int(r.width) + 7) / 8
+	n := r.cnt + 1
+	if clients >= 256 {
+		r.wide, n = true, n+1
+	}
+	if r.stride = n + n%2; n <= 64 {
+		r.stride = 1 << bits.Len(uint(n-1))
+	}
+	if r.stride*clients*capacity > maxRowsBytes {
+		return nil
+	}
+	// 64 rows at first: a page, aligned; the size classes it grows
+	// through are multiples of 64 bytes, so the rows stay aligned
+	r.h = make([]byte, r.stride, 64*r.stride)
+	r.base = unsafe.Pointer(&r.h[0])
+	return r
 }
 
-// get returns column c's handle in row r (not 0).
-func (r *rows) get(row int32, c int) int32 { return int32(r.h[int(row)*r.stride+1+c]) }
+// column returns client c's column.
+func (r *rows) column(c int) column {
+	b := c * int(r.width)
+	return column{off: b / 8, sh: uint8(b % 8)}
+}
+
+// field returns the 16 bits at byte off of row (a row in h).
+func (r *rows) field(row int32, off int) *uint16 {
+	return (*uint16)(unsafe.Add(r.base, int(row)*r.stride+off))
+}
+
+// get returns the handle in column c of row (not 0).
+func (r *rows) get(row int32, c column) int32 {
+	return int32(*r.field(row, c.off) >> c.sh & r.mask)
+}
+
+// count returns how many clients cache row's block.
+func (r *rows) count(row int32) int {
+	if p := r.field(row, r.cnt); r.wide {
+		return int(*p)
+	} else {
+		return int(*(*uint8)(unsafe.Pointer(p)))
+	}
+}
+
+// addCount adds d to row's count and returns the new count.
+func (r *rows) addCount(row int32, d int) int {
+	p := r.field(row, r.cnt)
+	if r.wide {
+		*p += uint16(d)
+		return int(*p)
+	}
+	c := (*uint8)(unsafe.Pointer(p))
+	*c += uint8(d)
+	return int(*c)
+}
+
+// take returns a free row (zero); not inlined, so that put is.
+//
+//go:noinline
+func (r *rows) take() int32 {
+	if k := len(r.free); k > 0 {
+		i := r.free[k-1]
+		r.free = r.free[:k-1]
+		return i
+	}
+	i := int32(len(r.h) / r.stride)
+	r.h = append(r.h, make([]byte, r.stride)...)
+	r.base = unsafe.Pointer(&r.h[0])
+	return i
+}
 
 // put sets column c's handle of the block whose slot is b, which c does
-// not cache, to h.
-func (r *rows) put(b *bslot, c int, h int32) {
+// not cache, to h, and returns the block's row.
+func (r *rows) put(b *bslot, c column, h int32) int32 {
 	i := b.User[uCli]
 	if i == 0 {
-		if k := len(r.free); k > 0 {
-			i, r.free = r.free[k-1], r.free[:k-1]
-		} else {
-			i = int32(len(r.h) / r.stride)
-			r.h = append(r.h, make([]uint16, r.stride)...)
-		}
+		i = r.take()
 		b.User[uCli] = i
 	}
-	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	row[1+c] = uint16(h)
-	row[0]++
+	*r.field(i, c.off) |= uint16(h) << c.sh
+	r.addCount(i, 1)
+	return i
 }
 
-// del clears column c's handle of the block whose slot is b, which c
-// caches.
-func (r *rows) del(b *bslot, c int) {
-	i := b.User[uCli]
-	row := r.h[int(i)*r.stride : int(i+1)*r.stride]
-	row[1+c] = 0
-	if row[0]--; row[0] == 0 {
-		b.User[uCli] = 0
-		r.free = append(r.free, i)
-	}
+// del clears column c's handle in row, which c holds; it reports whether
+// no client holds the row's block now (the caller gives the row back).
+func (r *rows) del(row int32, c column) bool {
+	*r.field(row, c.off) &^= r.mask << c.sh
+	return r.addCount(row, -1) == 0
+}
+
+// giveBack frees the row of the block whose slot is b, which no client
+// caches now; not inlined, so that unindex's callers stay small.
+//
+//go:noinline
+func (r *rows) giveBack(b *bslot) {
+	r.free = append(r.free, b.User[uCli])
+	b.User[uCli] = 0
 }
 
 type lnode struct {
@@ -149,6 +245,10 @@ type lnode struct {
 	ready time.Duration
 	file  uint64
 	id    uint32 // block number
+	// row is the block's row (kindRows), so that an eviction goes from the
+	// node to the row without the block's slot between them (the slot
+	// only when the row empties). INVARIANT: it is the slot's cli word.
+	row int32
 }
 
 // newLRU returns an empty cache of this kind (kindRows: in column col of
@@ -159,7 +259,7 @@ func newLRU(capacity int, kind indexKind, ix *blockIndex, rs *rows, col int) *ca
 		l.ix = ix
 	}
 	if kind == kindRows {
-		l.rows, l.col = rs, col
+		l.rows, l.col = rs, rs.column(col)
 	}
 	if kind == kindLone {
 		l.word = uCli
@@ -221,7 +321,7 @@ func (l *cache) touch(h int32) { l.list.MoveToFront(l.links, h) }
 // remove drops handle h.
 func (l *cache) remove(h int32) {
 	l.list.Remove(l.links, h)
-	l.unindex(l.nodes[h].id)
+	l.unindex(l.nodes[h].id, l.nodes[h].row)
 	l.free = append(l.free, h)
 }
 
@@ -240,7 +340,8 @@ func (l *cache) relabel(file uint64, from, to block.Version) {
 // (id 0: none).
 func (l *cache) insert(id uint32, file uint64, ver block.Version, ready time.Duration) ref {
 	if h := l.find(id); h != 0 {
-		l.nodes[h] = lnode{ver, ready, file, id}
+		n := &l.nodes[h] // its id and row stay
+		n.ver, n.ready, n.file = ver, ready, file
 		l.touch(h)
 		return ref{}
 	}
@@ -255,22 +356,22 @@ func (l *cache) insertNew(id uint32, file uint64, ver block.Version, ready time.
 		return ref{}
 	}
 	if l.len() < l.capacity {
-		l.list.PushFront(l.links, l.slot(lnode{ver, ready, file, id}))
+		l.list.PushFront(l.links, l.slot(lnode{ver: ver, ready: ready, file: file, id: id}))
 		return ref{}
 	}
 	h := l.list.BackToFront(l.links)
 	l.evicted++
 	n := &l.nodes[h]
-	victim = ref{n.id, n.file}
-	*n = lnode{ver, ready, file, id}
-	l.reindex(victim.id, id, h)
+	victim, row := ref{n.id, n.file}, n.row
+	*n = lnode{ver: ver, ready: ready, file: file, id: id}
+	l.reindex(victim.id, row, id, h)
 	return victim
 }
 
-// reindex moves handle h from block old, which it held, to block id,
-// which is not cached: for the server and a lone client two stores in the
-// slots, no switch.
-func (l *cache) reindex(old, id uint32, h int32) {
+// reindex moves handle h from block old (whose row was row), which it
+// held, to block id, which is not cached: for the server and a lone client
+// two stores in the slots, no switch.
+func (l *cache) reindex(old uint32, row int32, id uint32, h int32) {
 	if l.kind <= kindLone { // kindServer, kindLone
 		ix := l.ix.of()
 		ix[old].User[l.word] = 0
@@ -279,7 +380,7 @@ func (l *cache) reindex(old, id uint32, h int32) {
 			return
 		}
 	}
-	l.unindex(old)
+	l.unindex(old, row)
 	l.index(id, h)
 }
 
@@ -304,19 +405,21 @@ func (l *cache) index(id uint32, h int32) {
 	case kindServer, kindLone:
 		l.ix.at(id).User[l.word] = h
 	case kindRows:
-		l.rows.put(l.ix.at(id), l.col, h)
+		l.nodes[h].row = l.rows.put(l.ix.at(id), l.col, h)
 	default:
 		l.at.Put(id, h)
 	}
 }
 
-// unindex forgets block id, which is cached.
-func (l *cache) unindex(id uint32) {
+// unindex forgets block id (its row: row), which is cached.
+func (l *cache) unindex(id uint32, row int32) {
 	switch l.kind {
 	case kindServer, kindLone:
 		l.ix.of()[id].User[l.word] = 0
 	case kindRows:
-		l.rows.del(&l.ix.of()[id], l.col)
+		if l.rows.del(row, l.col) {
+			l.rows.giveBack(&l.ix.of()[id])
+		}
 	default:
 		l.at.Delete(id)
 	}

@@ -1,6 +1,8 @@
 package dirsim
 
 import (
+	"unsafe"
+
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/sim"
 )
@@ -25,23 +27,25 @@ type ahead struct {
 	hh     int32 // the holder's handle of the block
 }
 
-// victimAt is a block a client's insert may evict: its number, then its row.
+// victimAt is a block a client's insert may evict: its number and its row
+// (its node's, kindRows).
 type victimAt struct {
 	id     uint32
 	client int32
 	row    int32
+	prev   int32 // the block before it in the client's list
 }
 
 // toucher is Touch's memory between windows: each client's count of reads
 // in the window it touched last and in the one it touches now, the clients
-// with a count, and where the walks over each cache's oldest blocks are.
+// with a count, and where the walks over the server's and a lone client's
+// oldest blocks are.
 type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
-	walks                   []victimWalk // by client
-	srvWalk, cliWalk        victimWalk   // the server's and a lone client's
+	srvWalk, cliWalk        victimWalk
 	vic                     [2 * touchWindow]victimAt
-	sink                    uint64
+	pf                      prefetches
 }
 
 // Touch implements sim.Toucher: it loads, for each read of acc, the state
@@ -51,7 +55,10 @@ type toucher struct {
 // directory will most likely forward to, the blocks that the requesters'
 // and the server's inserts may evict and those blocks' slots and rows —
 // in stages, each stage's loads independent of each other so that the
-// processor overlaps them. It only reads.
+// processor overlaps them; the last stages, whose values it does not use
+// (the links, the holders' nodes, the victims' rows, the server's
+// victims' slots), are prefetches, which hold nothing back while their
+// lines arrive. It only reads.
 func (s *Sim) Touch(acc []sim.Access) {
 	if len(s.caches) == 1 {
 		s.touchLone(acc)
@@ -60,7 +67,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 	t := &s.tch
 	if t.curCnt == nil {
 		k := len(s.caches)
-		t.curCnt, t.lastCnt, t.walks = make([]int32, k), make([]int32, k), make([]victimWalk, k)
+		t.curCnt, t.lastCnt = make([]int32, k), make([]int32, k)
 	}
 	var st [touchWindow]ahead
 	n := 0
@@ -80,45 +87,63 @@ func (s *Sim) Touch(acc []sim.Access) {
 	}
 	nv := s.clientVictims()
 	t.next()
-	var x uint64
 	ix := s.dir.Slots()
 	for i := range st[:n] { // the blocks' slots
 		if id := st[i].id; int(id) < len(ix) {
 			st[i].row = ix[id].User[uCli]
 		}
 	}
-	for i := range t.vic[:nv] { // the victims' slots
-		if id := t.vic[i].id; int(id) < len(ix) {
-			t.vic[i].row = ix[id].User[uCli]
+	for _, v := range t.vic[:nv] { // the victims' slots: written when their rows empty
+		if int(v.id) < len(ix) {
+			t.pf.add(unsafe.Pointer(&ix[v.id]))
 		}
 	}
-	x += s.touchVictims(s.server, &t.srvWalk)
+	s.touchVictims(s.server, &t.srvWalk)
 	s.touchRows(st[:n])
 	for i := range st[:n] { // the holders' handles, the requesters' links
 		a := &st[i]
 		l := a.cache
-		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < rs.stride-1 {
-			a.hh = rs.get(a.row, a.holder)
+		if rs := l.rows; rs != nil && a.row != 0 && a.holder >= 0 && a.holder < len(s.caches) {
+			a.hh = rs.get(a.row, s.caches[a.holder].col)
 		}
 		if a.h > 0 && int(a.h) < len(l.links) {
-			x += uint64(l.links[a.h].Prev)
+			t.pf.add(unsafe.Pointer(&l.links[a.h]))
+		}
+		if a.hh != 0 { // the holder's node
+			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
+				t.pf.add(unsafe.Pointer(&hc.nodes[a.hh]))
+			}
 		}
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		for _, v := range t.vic[:nv] { // the victims' rows
 			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
-				x += uint64(rs.h[int(v.row)*rs.stride] + rs.h[int(v.row)*rs.stride+1+int(v.client)])
+				t.pf.add(unsafe.Pointer(rs.field(v.row, s.caches[v.client].col.off)))
 			}
 		}
 	}
-	for i := range st[:n] { // the holders' nodes
-		if a := &st[i]; a.hh != 0 {
-			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
-				x += uint64(hc.nodes[a.hh].ready)
-			}
-		}
+	t.pf.flush()
+}
+
+// prefetches is a list of addresses for prefetch: Touch's last stages,
+// whose values it does not use.
+type prefetches struct {
+	a [8 * touchWindow]uintptr
+	n int
+}
+
+// add lists p (dropped when the list is full: a hint).
+func (f *prefetches) add(p unsafe.Pointer) {
+	if f.n < len(f.a) {
+		f.a[f.n] = uintptr(p)
+		f.n++
 	}
-	t.sink += x
+}
+
+// flush prefetches the listed addresses and empties the list.
+func (f *prefetches) flush() {
+	prefetch(f.a[:f.n])
+	f.n = 0
 }
 
 // touchRows loads the rows of st's blocks (the requesters' handles) and
@@ -127,7 +152,7 @@ func (s *Sim) touchRows(st []ahead) {
 	for i := range st {
 		a := &st[i]
 		if l := a.cache; l.kind == kindRows && a.row != 0 {
-			a.h = l.rows.get(a.row, a.client)
+			a.h = l.rows.get(a.row, l.col)
 		}
 		if a.entry != 0 {
 			if h := s.dir.AheadHolder(a.entry, directory.ClientID(a.client+1)); h != directory.NoClient && h != directory.Server {
@@ -139,40 +164,48 @@ func (s *Sim) touchRows(st []ahead) {
 
 // clientVictims puts in tch.vic the blocks that the clients reading in the
 // window being touched may evict, as many from each one's oldest as it
-// reads in this window and the one before (every read a miss), going on
-// from where the client's last walk stopped; it returns how many.
+// reads in this window and the one before (every read a miss); it returns
+// how many. Each walk starts from the oldest block, loading again what an
+// earlier window's walk loaded: a client reads about once in 42 accesses
+// at 42 clients, so what its last walk loaded is windows old, out of the
+// processor's nearer caches by the time its next insert evicts it.
 func (s *Sim) clientVictims() int {
 	t := &s.tch
 	nv := 0
-	for _, c := range t.curClients {
-		l, w := s.caches[c], &t.walks[c]
-		end := l.evicted + uint64(t.lastCnt[c]+t.curCnt[c])
-		h, pos := w.resume(l)
-		for ; h != 0 && pos < end && nv < len(t.vic); pos++ {
-			t.vic[nv] = victimAt{id: l.nodes[h].id, client: c}
+	for _, c := range t.curClients { // the oldest blocks: loads independent of each other
+		l := s.caches[c]
+		if h := l.list.Back(); h != 0 {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row, prev: l.links[h].Prev}
+			nv++
+		}
+	}
+	for i, n := 0, nv; i < n; i++ { // the next oldest, for those that read more than once
+		c := t.vic[i].client
+		l, h := s.caches[c], t.vic[i].prev
+		for k := t.lastCnt[c] + t.curCnt[c] - 1; h != 0 && k > 0 && nv < len(t.vic); k-- {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row}
 			nv++
 			h = l.links[h].Prev
 		}
-		w.h, w.pos = h, pos
 	}
 	return nv
 }
 
 // touchLone is Touch for a lone client, whose cache and the server's
-// memory's nodes stay in the processor's cache: it loads the blocks' slots
-// and the victims' only.
+// memory's nodes stay in the processor's cache: it prefetches the blocks'
+// slots and the victims' only.
 func (s *Sim) touchLone(acc []sim.Access) {
-	var x uint64
 	ix := s.dir.Slots()
 	for i := range acc {
-		a := &acc[i]
-		if int(a.ID) < len(ix) {
-			x += uint64(ix[a.ID].User[uCli]) // and the directory's entry, beside it
+		if a := &acc[i]; int(a.ID) < len(ix) {
+			s.tch.pf.add(unsafe.Pointer(&ix[a.ID])) // and the directory's entry, beside it
 		}
 	}
-	x += s.touchVictims(s.server, &s.tch.srvWalk)
-	x += s.touchVictims(s.caches[0], &s.tch.cliWalk)
-	s.tch.sink += x
+	s.touchVictims(s.server, &s.tch.srvWalk)
+	s.touchVictims(s.caches[0], &s.tch.cliWalk)
+	s.tch.pf.flush()
 }
 
 // next ends a window: its counts become the last window's.
@@ -184,8 +217,8 @@ func (t *toucher) next() {
 	t.lastClients, t.curClients = t.curClients, t.lastClients[:0]
 }
 
-// victimWalk is where a walk over a cache's oldest blocks (touchVictims,
-// clientVictims) stopped in its list: at handle h, which the cache's
+// victimWalk is where a walk over a cache's oldest blocks (touchVictims)
+// stopped in its list: at handle h, which the cache's
 // pos-th eviction (counting from 0) evicts if no hit moves it meanwhile,
 // having loaded the blocks before it; and the cache's eviction count at
 // touchVictims' last call.
@@ -204,24 +237,23 @@ func (w *victimWalk) resume(l *cache) (int32, uint64) {
 	return w.h, w.pos
 }
 
-// touchVictims loads the oldest blocks of l and their slots, those its
+// touchVictims loads the oldest blocks of l and lists their slots for
+// prefetch (Touch's tch.pf), those its
 // inserts will evict next: twice as many as it evicted since the last
 // call (the window being simulated and the one touched, if they evict
 // alike), and two more. It goes on from where it stopped, when that block
 // has not been evicted yet.
-func (s *Sim) touchVictims(l *cache, w *victimWalk) uint64 {
+func (s *Sim) touchVictims(l *cache, w *victimWalk) {
 	e := l.evicted
 	end := e + 2*(e-w.at) + 2
 	w.at = e
 	h, pos := w.resume(l)
-	var x uint64
 	ix := s.dir.Slots()
 	for ; h != 0 && pos < end; pos++ {
 		if id := l.nodes[h].id; int(id) < len(ix) {
-			x += uint64(ix[id].User[0] + ix[id].User[1])
+			s.tch.pf.add(unsafe.Pointer(&ix[id]))
 		}
 		h = l.links[h].Prev
 	}
 	w.h, w.pos = h, pos
-	return x
 }
