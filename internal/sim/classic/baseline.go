@@ -20,12 +20,12 @@ func NewBaseline(p sim.Params) (*Baseline, error) {
 // Access implements sim.Algorithm.
 func (b *Baseline) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := b.c
-	out, k, done, place := c.front(&a, cnt, true)
-	if done {
-		if place {
+	k, _, s := c.front(&a, cnt, true)
+	if s != stepMiss {
+		if s == stepPlace {
 			b.place(a.Client, k, false)
 		}
-		return out
+		return s.outcome()
 	}
 	cnt.Lookup(2)
 	cnt.Msg(a.Client, sim.NodeServer, false)

@@ -45,7 +45,7 @@ type caches struct {
 	one    []int32 // single: block number → entry handle, 0 if not cached
 	bl     []block // block number → its holders
 	arena  holderArena
-	masks  bool    // clients fit block.mask (2 to 64: one client keeps one, not bl)
+	masks  bool    // clients fit a run's mask (2 to 64: one client keeps one, not bl)
 	nb     int     // the per-block slices' length (bl, or one with one client)
 	size   []int32 // by client: blocks held
 	es     []entry // the slab; es[0] is unused (handle 0 is nil)
@@ -130,11 +130,6 @@ func (c *caches) number(a *sim.Access) uint32 {
 // ahead of the simulation).
 func (c *caches) known(id uint32) bool { return int(id) < c.nb }
 
-// bit is client n's bit in block.mask. The masks are kept whatever the
-// number of clients (a client past 64 has no bit) and read only when
-// masks is set.
-func (c *caches) bit(n int) uint64 { return 1 << uint(n) }
-
 // full reports whether client n has no free slot.
 func (c *caches) full(n int) bool { return int(c.size[n]) >= c.k }
 
@@ -148,22 +143,27 @@ func (c *caches) oldest() int32 {
 	return c.glob.Back()
 }
 
-// newer returns the block next after h in global age order, from the
-// oldest (0 if none): see oldest.
-func (c *caches) newer(h int32) int32 {
+// countOldest walks the global age order from the oldest block (see
+// oldest) and adds 1 to w[n] for each block client n holds, up to m
+// blocks; it returns how many it counted and the last one (the m-th
+// oldest, 0 if none). Each step reads the dense age links and clients
+// beside the slab, not the entry, with the one-client test out of the loop.
+func (c *caches) countOldest(w []int, m int) (found int, last int32) {
 	if c.single {
-		return c.es[h].ln.Prev
+		for h := c.cl[0].Back(); h != 0 && found < m; h = c.es[h].ln.Prev {
+			w[0]++
+			found++
+			last = h
+		}
+		return found, last
 	}
-	return c.gln[h].Prev
-}
-
-// ageNode returns the client of h, walking the global age order: from the
-// dense copy of the clients beside the age list, not from the entry.
-func (c *caches) ageNode(h int32) int {
-	if c.single {
-		return 0
+	gln, gnode := c.gln, c.gnode
+	for h := c.glob.Back(); h != 0 && found < m; h = gln[h].Prev {
+		w[gnode[h]]++
+		found++
+		last = h
 	}
-	return int(c.gnode[h])
+	return found, last
 }
 
 // victim is client n's oldest block: the older of its LRU referenced block
@@ -254,23 +254,35 @@ func (c *caches) freeClient(not int) int {
 
 // lookup returns client n's entry for block id, 0 if none.
 func (c *caches) lookup(n int, id uint32) int32 {
-	if c.masks && c.bl[id].mask&(1<<uint(n)) == 0 {
-		return 0
-	}
-	return c.find(n, id)
+	h, _ := c.probe(n, id)
+	return h
 }
 
-// find is lookup's search of the block's run (or the one client's copy).
-func (c *caches) find(n int, id uint32) int32 {
+// probe returns client n's entry for block id (0 if none) and, if n has
+// none, the copy a manager forwards n's request to: the first holder (the
+// one that has had it longest), with h 0 if there is no copy. One look at
+// the block answers both: a block's only copy is in the block, and a run's
+// mask (kept whatever the number of clients, a client past 64 without a
+// bit, and read only when masks is set) says whether n is in it, its first
+// holder beside it.
+func (c *caches) probe(n int, id uint32) (int32, holder) {
 	if c.single {
-		return c.one[id]
+		return c.one[id], holder{} // the one client's copy, or none
 	}
-	for _, x := range c.arena.run(&c.bl[id]) {
+	b := &c.bl[id]
+	x := b.in[0]
+	if x.h >= 0 {
 		if x.node == int32(n) {
-			return x.h
+			return x.h, holder{} // 0 if the block has no copy
+		}
+		return 0, x
+	}
+	if !c.masks || c.arena.mask(b)&bit(int32(n)) != 0 {
+		if h := c.arena.find(b, int32(n)); h != 0 {
+			return h, holder{}
 		}
 	}
-	return 0
+	return 0, c.arena.s[b.start()]
 }
 
 func (c *caches) copies(id uint32) int {
@@ -281,42 +293,6 @@ func (c *caches) copies(id uint32) int {
 		return 0
 	}
 	return int(c.bl[id].count())
-}
-
-// holder returns a client copy of block id other than client n's, with h
-// 0 if none (the first holder: the one that has had it longest); its
-// client comes from the block's run, without a load of the entry.
-func (c *caches) holder(id uint32, n int) holder {
-	if c.single {
-		if h := c.one[id]; h != 0 && int(c.es[h].node) != n {
-			return holder{h, int32(c.es[h].node)}
-		}
-		return holder{}
-	}
-	for _, x := range c.arena.run(&c.bl[id]) {
-		if x.node != int32(n) {
-			return x
-		}
-	}
-	return holder{}
-}
-
-// other returns the copy of h's block other than h when there are exactly
-// two (the one that becomes a singlet when h goes), with h 0 otherwise; its
-// client comes from the block's run, without a load of the entry.
-func (c *caches) other(h int32) holder {
-	if c.single {
-		return holder{}
-	}
-	b := &c.bl[c.es[h].id]
-	if b.count() != 2 {
-		return holder{}
-	}
-	r := c.arena.run(b)
-	if r[0].h != h {
-		return r[0]
-	}
-	return r[1]
 }
 
 // touch records a reference by the entry's own client.
@@ -344,7 +320,11 @@ func (c *caches) newEntry() int32 {
 	return c.growEntries()
 }
 
-// growEntries is newEntry's slow path: a new handle at the slab's end.
+// growEntries is newEntry's slow path: a new handle at the slab's end. Not
+// inlined: its appends would give add a larger frame and spills on every
+// call.
+//
+//go:noinline
 func (c *caches) growEntries() int32 {
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
@@ -372,16 +352,17 @@ func (c *caches) add(n int, id uint32) int32 {
 	if c.single {
 		c.one[id] = h
 	} else {
-		b := &c.bl[id]
-		c.arena.push(b, holder{h, int32(n)})
-		b.mask |= c.bit(n)
+		c.arena.push(&c.bl[id], holder{h, int32(n)})
 	}
 	c.grew(n)
 	return h
 }
 
-// drop removes entry h from its client's cache.
-func (c *caches) drop(h int32) {
+// drop removes entry h from its client's cache and returns the copy of its
+// block left when there was one other (the block's new singlet), with h 0
+// otherwise: its client comes from the block's run, without a load of the
+// entry.
+func (c *caches) drop(h int32) (left holder) {
 	e := &c.es[h]
 	n := int(e.node)
 	c.listOf(h).remove(c.es, h)
@@ -391,9 +372,7 @@ func (c *caches) drop(h int32) {
 	if c.single {
 		c.one[e.id] = 0
 	} else {
-		b := &c.bl[e.id]
-		c.arena.remove(b, h)
-		b.mask &^= c.bit(n)
+		left = c.arena.remove(&c.bl[e.id], h)
 	}
 	if c.nfree < len(c.efree) {
 		c.efree[c.nfree] = h
@@ -402,6 +381,7 @@ func (c *caches) drop(h int32) {
 	}
 	c.nfree++
 	c.shrank(n)
+	return left
 }
 
 // move forwards entry h to client t (which has room): it joins t's
@@ -415,14 +395,7 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	from := int(e.node)
 	c.listOf(h).remove(c.es, h)
 	if !c.single {
-		b := &c.bl[e.id]
-		b.mask = b.mask&^c.bit(from) | c.bit(t)
-		for i, r := 0, c.arena.run(b); i < len(r); i++ {
-			if r[i].h == h {
-				r[i].node = int32(t)
-				break
-			}
-		}
+		c.arena.moveTo(&c.bl[e.id], h, int32(t))
 	}
 	e.node, e.global = uint16(t), true
 	if c.ages {
@@ -492,25 +465,43 @@ func (c *caches) deleteFile(file, n uint64) int {
 	return cnt
 }
 
+// step is what front leaves to the algorithm.
+type step uint8
+
+const (
+	stepMiss  step = iota // a read that missed locally: the algorithm serves it
+	stepHit               // a local hit: done
+	stepPlace             // a write: the algorithm places the block at the writer
+	stepDone              // nothing more (a delete, another operation)
+)
+
+// outcome is the outcome of an access front finished (s is not stepMiss).
+func (s step) outcome() sim.Outcome {
+	if s == stepHit {
+		return sim.Outcome{Layer: sim.LayerLocal}
+	}
+	return sim.Outcome{}
+}
+
 // front is what every classic algorithm does first with an access: the
 // consistency actions of writes and deletes, nothing more for other
-// non-reads, and a local hit. done reports that the access is finished,
-// with out its outcome (place is then set for a write: the caller places the
-// written block at the writer); else it is a read that missed locally. id
-// is the block's number for reads and writes.
-func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (out sim.Outcome, id uint32, done, place bool) {
+// non-reads, and a local hit; s says what is left (see step). On a local
+// read miss, x is the copy another client holds (see probe). id is the
+// block's number for reads and writes.
+func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (id uint32, x holder, s step) {
 	switch a.Op {
 	case sim.OpRead:
 		id = c.id(a)
-		if h := c.lookup(a.Client, id); h != 0 {
+		h, x := c.probe(a.Client, id)
+		if h != 0 {
 			c.touch(h)
-			return sim.Outcome{Layer: sim.LayerLocal}, id, true, false
+			return id, x, stepHit
 		}
-		return sim.Outcome{}, id, false, false
+		return id, x, stepMiss
 	case sim.OpWrite:
 		id = c.id(a)
 		c.write(a, id, cnt, manager)
-		return sim.Outcome{}, id, true, true
+		return id, x, stepPlace
 	case sim.OpDelete:
 		n := c.deleteFile(a.File, a.Block)
 		cnt.Invalidations += int64(n)
@@ -518,7 +509,7 @@ func (c *caches) front(a *sim.Access, cnt *sim.Counters, manager bool) (out sim.
 			cnt.Manager(sim.CauseConsistency, 1+n)
 		}
 	}
-	return sim.Outcome{}, 0, true, false
+	return 0, x, stepDone
 }
 
 // write handles a write the same way for every classic algorithm

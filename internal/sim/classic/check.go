@@ -1,6 +1,9 @@
 package classic
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // check verifies the invariants.
 func (c *caches) check() error {
@@ -74,14 +77,14 @@ func (c *caches) check() error {
 				return fmt.Errorf("block %v: bad holder list", c.ids.Key(uint32(id)))
 			}
 			seen[x.node] = true
-			mask |= c.bit(int(c.es[h].node))
+			mask |= bit(int32(c.es[h].node))
 			held++
 		}
 		if b := &c.bl[id]; !b.inline() && (b.count() < 2 || b.count() > b.capacity() || b.capacity() < 2) {
 			return fmt.Errorf("block %v: %d holders in a run of capacity %d", c.ids.Key(uint32(id)), b.count(), b.capacity())
 		}
-		if mask != c.bl[id].mask {
-			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.bl[id].mask, mask)
+		if b := &c.bl[id]; !b.inline() && mask != c.arena.mask(b) {
+			return fmt.Errorf("block %v: holder mask %#x, holders %#x", c.ids.Key(uint32(id)), c.arena.mask(b), mask)
 		}
 	}
 	if held != total {
@@ -89,6 +92,24 @@ func (c *caches) check() error {
 	}
 	if c.server.lst.Len() > c.server.cap {
 		return fmt.Errorf("server holds %d blocks, capacity %d", c.server.lst.Len(), c.server.cap)
+	}
+	return c.server.check()
+}
+
+// check verifies that the set's bits name exactly the blocks on its list.
+func (s *lruSet) check() error {
+	marked := 0
+	for _, w := range s.in {
+		marked += bits.OnesCount64(w)
+	}
+	n := 0
+	for h := s.lst.Front(); h != 0; h = s.links[h].Next {
+		if n++; n > s.lst.Len() || !s.has(uint32(h)) {
+			return fmt.Errorf("server: block %d listed but not marked, or the list is longer than %d", h, s.lst.Len())
+		}
+	}
+	if marked != n || n != s.lst.Len() {
+		return fmt.Errorf("server: %d blocks marked, %d listed, length %d", marked, n, s.lst.Len())
 	}
 	return nil
 }

@@ -26,15 +26,15 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
-	out, k, done, place := c.front(&a, cnt, false)
-	if done {
-		if place {
+	k, x, s := c.front(&a, cnt, false)
+	if s != stepMiss {
+		if s == stepPlace {
 			g.place(a.Client, k, false)
 		}
-		return out
+		return s.outcome()
 	}
 	layer := sim.LayerRemote
-	if c.holder(k, a.Client).h != 0 {
+	if x.h != 0 {
 		// served by another client; its copy keeps its age (it was not
 		// used there) and, now a duplicate, goes first when it is that
 		// client's LRU block.

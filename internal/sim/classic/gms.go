@@ -72,12 +72,8 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 		w[n] += f
 		found += f
 	}
-	var last int32 // the M-th oldest block
-	for h := c.oldest(); h != 0 && found < g.m; h = c.newer(h) {
-		w[c.ageNode(h)]++
-		found++
-		last = h
-	}
+	old, last := c.countOldest(w, g.m-found) // last: the M-th oldest block
+	found += old
 	g.minAge = 0
 	if found == g.m && last != 0 {
 		g.minAge = c.es[last].age
@@ -120,9 +116,7 @@ func (g *GMS) pick() int {
 // drop drops e with a delete notice; if that leaves a singlet, the manager
 // tells its holder.
 func (g *GMS) drop(e int32, cnt *sim.Counters) {
-	o := g.c.other(e)
-	dropNotify(g.c, e, cnt)
-	if o.h != 0 {
+	if o := dropNotify(g.c, e, cnt); o.h != 0 {
 		cnt.Replacement(sim.ReplDuplicate, 1)
 		cnt.Manager(sim.CauseReplacement, 1)
 		cnt.Msg(sim.NodeManager, int(o.node), false)
@@ -136,11 +130,8 @@ func (g *GMS) makeRoom(n int, cnt *sim.Counters) {
 	}
 	g.left--
 	v := c.victim(n)
-	if c.copies(c.es[v].id) > 1 {
-		g.drop(v, cnt)
-		return
-	}
-	if c.es[v].age <= g.minAge || c.p.Clients == 1 {
+	e := &c.es[v]
+	if c.copies(e.id) > 1 || e.age <= g.minAge || c.p.Clients == 1 {
 		g.drop(v, cnt)
 		return
 	}

@@ -46,7 +46,11 @@ func (l *elist) pushFront(es []entry, h int32) {
 	l.n++
 }
 
-// remove takes h, which is on l, off it.
+// remove takes h, which is on l, off it. Removing a client's victim (the
+// tail) writes the new tail's Next although nothing reads a tail's Next on
+// the way: that store brings the client's next victim into the processor's
+// cache well before victim reads it (leaving it out measured slower:
+// docs/sim.md, sixth round).
 func (l *elist) remove(es []entry, h int32) {
 	x := es[h].ln
 	if x.Prev != 0 {
@@ -74,19 +78,22 @@ func (l *elist) moveToFront(es []entry, h int32) {
 
 // lruSet is an LRU set of blocks (the server's memory) on one lru.List
 // whose handles are the block numbers themselves: a block is in the set at
-// most once, so it needs no index and no slab. A block is in the set if it
-// has a neighbour or is the set's only one (a block off the list has zero
-// links): one load.
+// most once, so it needs no index and no slab. Whether a block is in the
+// set is a bit of a bitset (one bit a block: it stays in a processor cache
+// where the links, eight bytes a block, do not), so that a miss, the common
+// answer, loads no links.
 type lruSet struct {
 	cap   int
 	lst   lru.List
 	links []lru.Link
+	in    []uint64 // bit id%64 of in[id/64]: id is in the set
 }
 
 func newLRUSet(capacity int) *lruSet { return &lruSet{cap: capacity} }
 
 func (s *lruSet) has(id uint32) bool {
-	return int(id) < len(s.links) && (s.links[id] != lru.Link{} || s.lst.Front() == int32(id))
+	w := id / 64
+	return int(w) < len(s.in) && s.in[w]&(1<<(id%64)) != 0
 }
 
 // get reports whether id is cached, making it most recent.
@@ -117,15 +124,35 @@ func (s *lruSet) add(id uint32) {
 		return
 	}
 	if s.lst.Len() >= s.cap {
-		old := s.lst.Back()
-		s.lst.Remove(s.links, old)
+		old := uint32(s.lst.Back())
+		s.lst.Remove(s.links, int32(old))
+		s.in[old/64] &^= 1 << (old % 64)
 	}
-	s.links = lru.Grow(s.links, int32(id))
+	if int(id) >= len(s.links) {
+		s.grow(id)
+	}
+	s.in[id/64] |= 1 << (id % 64)
 	s.lst.PushFront(s.links, int32(id))
+}
+
+// grow is add's slow path: the links and the bits reach block id (the bits
+// always cover the links). The links take all the room append gave them
+// (zeroed: no block is on the list there), so that the next new blocks,
+// numbered in order of first sight, do not come back here one by one. Not
+// inlined, so that add stays small.
+//
+//go:noinline
+func (s *lruSet) grow(id uint32) {
+	s.links = lru.Grow(s.links, int32(id))
+	s.links = s.links[:cap(s.links)]
+	if w := len(s.links)/64 + 1; w > len(s.in) {
+		s.in = append(s.in, make([]uint64, w-len(s.in))...)
+	}
 }
 
 func (s *lruSet) del(id uint32) {
 	if s.has(id) {
 		s.lst.Remove(s.links, int32(id))
+		s.in[id/64] &^= 1 << (id % 64)
 	}
 }

@@ -59,18 +59,18 @@ type roomMaker interface {
 // manager-based lookup, write-invalidate consistency, placement at the
 // reader with makeRoom called when its cache is full.
 func managerAccess(c *caches, a *sim.Access, cnt *sim.Counters, makeRoom roomMaker) sim.Outcome {
-	out, k, done, place := c.front(a, cnt, true)
-	if done {
-		if place {
+	k, x, s := c.front(a, cnt, true)
+	if s != stepMiss {
+		if s == stepPlace {
 			managerPlace(c, a.Client, k, cnt, makeRoom, false)
 		}
-		return out
+		return s.outcome()
 	}
 	cnt.Lookup(3)
 	cnt.Manager(sim.CauseLookup, 2)
 	cnt.Msg(a.Client, sim.NodeManager, false)
 	layer := sim.LayerRemote
-	if x := c.holder(k, a.Client); x.h != 0 {
+	if x.h != 0 {
 		cnt.Msg(sim.NodeManager, int(x.node), false)
 		cnt.Msg(int(x.node), a.Client, true)
 	} else {
@@ -104,13 +104,15 @@ func managerPlace(c *caches, n int, k uint32, cnt *sim.Counters, makeRoom roomMa
 	c.add(n, k)
 }
 
-// dropNotify drops e and tells the manager (1 delete message).
-func dropNotify(c *caches, e int32, cnt *sim.Counters) {
+// dropNotify drops e and tells the manager (1 delete message); it returns
+// what caches.drop does.
+func dropNotify(c *caches, e int32, cnt *sim.Counters) holder {
 	n := int(c.es[e].node)
-	c.drop(e)
+	left := c.drop(e)
 	cnt.Replacement(sim.ReplDelete, 1)
 	cnt.Manager(sim.CauseReplacement, 1)
 	cnt.Msg(n, sim.NodeManager, false)
+	return left
 }
 
 // forward moves singlet v to client t, which drops its oldest block if
@@ -132,18 +134,19 @@ func forward(c *caches, v int32, t int, refresh bool, cnt *sim.Counters) {
 func (x *NChance) makeRoom(n int, cnt *sim.Counters) {
 	c := x.c
 	v := c.victim(n)
-	if c.es[v].recirc == 0 { // not known to be a singlet: ask the manager
+	e := &c.es[v]
+	if e.recirc == 0 { // not known to be a singlet: ask the manager
 		cnt.Replacement(sim.ReplDuplicate, 2)
 		cnt.Manager(sim.CauseReplacement, 2)
 		cnt.Msg(n, sim.NodeManager, false)
 		cnt.Msg(sim.NodeManager, n, false)
 	}
-	if c.copies(c.es[v].id) > 1 || int(c.es[v].recirc) >= x.n || c.p.Clients == 1 {
+	if c.copies(e.id) > 1 || int(e.recirc) >= x.n || c.p.Clients == 1 {
 		dropNotify(c, v, cnt)
 		return
 	}
 	t := c.randomClient(n)
-	c.es[v].recirc++
+	e.recirc++
 	forward(c, v, t, true, cnt)
 }
 
