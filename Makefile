@@ -9,7 +9,7 @@ TIMEOUT ?= 20m
 CARGO_BIN := $(HOME)/.cargo/bin
 export PATH := $(PATH):$(CARGO_BIN)
 
-.PHONY: all build deps pjdfstest-deps demo test test-short fuzz clean
+.PHONY: all build deps pjdfstest-deps demo test test-short fuzz pgo clean
 
 all: build
 
@@ -62,6 +62,29 @@ fuzz:
 	$(GO) test ./internal/sim -run XXX -fuzz FuzzCoopfsFastPath -fuzztime 30s
 	for f in FuzzDecodeTag FuzzDecodeStale FuzzMetaReplay FuzzSuperblock; do \
 		$(GO) test ./internal/cache/disk -run XXX -fuzz "^$$f$$" -fuzztime 30s || exit 1; done
+
+# pgo rewrites cmd/coopfs/default.pgo, the CPU profile that `go build`
+# optimizes the binary with (profile-guided optimization, on by default for
+# a main package's default.pgo): every simulator algorithm on generated Zipf
+# traces (42 clients and one client, the shape of docs/sim.md's suite) and
+# the coopfs text reader. Rerun it after changing the simulator's hot paths;
+# docs/sim.md ("How it is fast") says how its effect was measured.
+PGO_RUN = $(BIN) sim run --sizes ignore --quiet --warmup 0
+pgo: build
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && set -e && \
+	echo "pgo: generating traces in $$d" && \
+	./$(BIN) sim gen zipf --accesses 2000000 --files 100000 --clients 42 > $$d/z42.txt && \
+	./$(BIN) sim gen zipf --accesses 4000000 --files 100000 --clients 1 > $$d/z1.txt && \
+	./$(BIN) sim convert --trace $$d/z42.txt --format coopfs --to oracleGeneralOpNS --out $$d/z42.bin && \
+	./$(BIN) sim convert --trace $$d/z1.txt --format coopfs --to oracleGeneral --out $$d/z1.bin && \
+	for a in baseline globallru nchance gms directory hints optimal; do \
+		echo "pgo: profiling $$a"; \
+		./$(PGO_RUN) --trace $$d/z42.bin --format oracleGeneralOpNS --clients 42 --algo $$a --cpuprofile $$d/$$a-42.prof > /dev/null; \
+		./$(PGO_RUN) --trace $$d/z1.bin --format oracleGeneral --clients 1 --algo $$a --cpuprofile $$d/$$a-1.prof > /dev/null; \
+	done && \
+	./$(PGO_RUN) --trace $$d/z42.txt --format coopfs --clients 42 --algo baseline --cpuprofile $$d/text.prof > /dev/null && \
+	$(GO) tool pprof -proto $$d/*.prof > cmd/coopfs/default.pgo && \
+	echo "pgo: wrote cmd/coopfs/default.pgo; run make build to use it"
 
 clean:
 	rm -rf bin
