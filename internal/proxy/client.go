@@ -94,10 +94,7 @@ func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func
 	case <-cl.up.Done():
 		why = cl.up.Err()
 	}
-	if p.wb != nil {
-		p.wb.d.handOff(cl) // its write delegations become orphans of its name upstream
-	}
-	cl.close()
+	p.drop(cl)
 	p.remove(cl)
 	p.log.Info("client disconnected", "client", hs.Welcome.ClientID, "name", cl.name, "reason", why)
 }

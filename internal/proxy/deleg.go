@@ -219,8 +219,7 @@ func (d *delegs) recall(ctx context.Context, ino uint64) {
 			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
 			if err != nil {
 				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", h.path, "err", err)
-				d.handOff(cl)
-				cl.close()
+				d.w.p.drop(cl) // its delegations become orphans upstream
 				return
 			}
 			d.mu.Lock()

@@ -141,10 +141,7 @@ func (p *Proxy) Close() error {
 		ln.Close()
 	}
 	for cl := range clients {
-		if p.wb != nil {
-			p.wb.d.handOff(cl) // the upstream keeps its write delegations as orphans of its name
-		}
-		cl.close()
+		p.drop(cl)
 	}
 	return p.closeCaches()
 }
@@ -173,6 +170,27 @@ func (p *Proxy) remove(cl *client) {
 	p.mu.Lock()
 	delete(p.clients, cl)
 	p.mu.Unlock()
+}
+
+// clientList returns the connected clients, to go through without p.mu.
+func (p *Proxy) clientList() []*client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clients := make([]*client, 0, len(p.clients))
+	for cl := range p.clients {
+		clients = append(clients, cl)
+	}
+	return clients
+}
+
+// drop closes cl's connections. Under write-back it first hands the write
+// delegations cl holds to its own upstream connection (delegs.handOff): the
+// upstream keeps them as orphans of cl's name.
+func (p *Proxy) drop(cl *client) {
+	if p.wb != nil {
+		p.wb.d.handOff(cl)
+	}
+	cl.close()
 }
 
 // clientCount is the number of connected clients.

@@ -97,12 +97,7 @@ func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 
 // renamedHandles moves every client's handles after a rename.
 func (p *Proxy) renamedHandles(oldPath, newPath string, flags uint32) {
-	p.mu.Lock()
-	clients := make([]*client, 0, len(p.clients))
-	for cl := range p.clients {
-		clients = append(clients, cl)
-	}
-	p.mu.Unlock()
+	clients := p.clientList()
 	if p.wb != nil {
 		p.wb.d.renamed(oldPath, newPath, flags)
 	}
@@ -163,13 +158,7 @@ func (p *Proxy) pathOf(cl *client, ino uint64) string {
 	if hd, ok := cl.handleOf(ino); ok {
 		return hd.path
 	}
-	p.mu.Lock()
-	clients := make([]*client, 0, len(p.clients))
-	for c := range p.clients {
-		clients = append(clients, c)
-	}
-	p.mu.Unlock()
-	for _, c := range clients {
+	for _, c := range p.clientList() {
 		if hd, ok := c.handleOf(ino); ok {
 			return hd.path
 		}
