@@ -208,10 +208,7 @@ func (a *holderArena) remove(b *block, h int32) (left holder) {
 //go:noinline
 func (a *holderArena) removeRun(b *block, h int32) holder {
 	r := a.run(b)
-	i := 0
-	for r[i].h != h {
-		i++
-	}
+	i := indexOf(r, h)
 	a.s[b.start()-1].clearBit(r[i].node)
 	for ; i < len(r)-1; i++ { // a loop: runs are short, and memmove is a call
 		r[i] = r[i+1]
@@ -245,14 +242,20 @@ func (a *holderArena) moveTo(b *block, h int32, t int32) {
 //go:noinline
 func (a *holderArena) moveInRun(b *block, h int32, t int32) {
 	r := a.run(b)
-	i := 0
-	for r[i].h != h {
-		i++
-	}
+	i := indexOf(r, h)
 	m := &a.s[b.start()-1]
 	m.clearBit(r[i].node)
 	m.addBit(t)
 	r[i].node = t
+}
+
+// indexOf returns the index of entry h in run r, which holds it.
+func indexOf(r []holder, h int32) int {
+	i := 0
+	for r[i].h != h {
+		i++
+	}
+	return i
 }
 
 // capFor returns the smallest capacity that holds n holders.

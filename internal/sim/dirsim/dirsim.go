@@ -273,7 +273,7 @@ func (s *Sim) Access(a sim.Access, c *sim.Counters) sim.Outcome {
 		id, cl := s.refOf(&a), a.Client
 		v := s.version(id.file)
 		cache := s.caches[cl]
-		var h int32
+		var h int32 // cache.find, spelled out: find is too big to be inlined, inSlot is
 		if cache.kind == kindLone {
 			h = cache.inSlot(id.id)
 		} else {
