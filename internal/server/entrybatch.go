@@ -83,19 +83,21 @@ func (s *Server) commitNew(c *wire.Conn, m *wire.CommitNew) (wire.Msg, error) {
 // once serves a request of c numbered seq exactly once per (client boot
 // id, seq) (drc.go): apply serves it and records its outcome in e; a
 // request served (or being served) before gets its recorded outcome
-// (outcome, once it is in). The handles release lists are closed when it
-// is done, whatever its outcome (the client's queued releases ride on it).
+// (outcome, once it is in). The handles release lists (the client's
+// queued releases ride on it: files closed before it was sent, never the
+// one it goes through) are closed first, whatever its outcome: a file
+// removed after its close frees its space before this request's writes,
+// as on a local disk, even when its release reached the agent only after
+// the removal (FUSE sends RELEASE without waiting for it).
 func (s *Server) once(c *wire.Conn, seq uint64, release []uint64, outcome func(e *drcEntry) (wire.Msg, error),
 	apply func(cl *client, e *drcEntry) (wire.Msg, error)) (wire.Msg, error) {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return nil, syscall.EPROTO
 	}
-	defer func() {
-		for _, h := range release {
-			s.release(c, h) // an unknown handle: nothing to close
-		}
-	}()
+	for _, h := range release {
+		s.release(c, h) // an unknown handle: nothing to close
+	}
 	e, dup := s.drc.begin(writeID{cl.bootID, seq})
 	if dup {
 		<-e.done

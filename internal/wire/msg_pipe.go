@@ -51,10 +51,10 @@ type CommitOp struct {
 // the server holds the data then (close-to-open). Seq names the commit
 // for exactly-once, as WriteSeq's does (a resent commit is answered from
 // the server's reply cache). The reply is the file's attributes after the
-// last operation. Release lists handles of files closed before, which the
-// server closes after the commit whatever its outcome, as a ReleaseBatch
-// would (the client's queued releases ride along instead of a message of
-// their own).
+// last operation. Release lists handles of files closed before (never
+// Handle), which the server closes first, whatever the commit's outcome,
+// as a ReleaseBatch would (the client's queued releases ride along instead
+// of a message of their own).
 type Commit struct {
 	Seq     uint64
 	Handle  uint64
