@@ -2,9 +2,9 @@ package classic
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 
-	"github.com/coopfs/coopfs/internal/lru"
 	"github.com/coopfs/coopfs/internal/sim"
 )
 
@@ -30,15 +30,11 @@ type caches struct {
 	ids sim.IDs
 	cl  []elist
 	gl  []elist
-	// ages: the global age list is kept (Global LRU and GMS with more than
-	// one client; with one, the client's list is that list: see oldest).
+	// ages: the global age order is kept in ax (Global LRU and GMS with
+	// more than one client; with one, the client's list is that order: see
+	// oldest).
 	ages bool
-	// glob is the global age list (when ages is set), through gln; gnode
-	// is each entry's client (entry.node) for walks of it. Both are
-	// indexed by entry handle.
-	glob  lru.List
-	gln   []lru.Link
-	gnode []uint16
+	ax   ageIndex
 	// single: one client, so a block has at most one copy, the client's:
 	// one maps blocks to it and no holder lists are kept.
 	single bool
@@ -78,7 +74,7 @@ func newCaches(p sim.Params) (*caches, error) {
 	}
 	c := &caches{p: p, k: p.ClientCacheBlocks, cl: make([]elist, p.Clients), gl: make([]elist, p.Clients),
 		rng: rand.New(rand.NewPCG(uint64(p.Seed), 0x636c6173)), single: p.Clients == 1, masks: 1 < p.Clients && p.Clients <= 64,
-		es: make([]entry, 1), size: make([]int32, p.Clients)}
+		es: make([]entry, 1), size: make([]int32, p.Clients), ax: newAgeIndex()}
 	c.server = newLRUSet(p.ServerCacheBlocks)
 	return c, nil
 }
@@ -140,14 +136,14 @@ func (c *caches) oldest() int32 {
 	if c.single {
 		return c.cl[0].Back()
 	}
-	return c.glob.Back()
+	return c.ax.oldest()
 }
 
-// countOldest walks the global age order from the oldest block (see
-// oldest) and adds 1 to w[n] for each block client n holds, up to m
+// countOldest goes through the global age order from the oldest block
+// (see oldest) and adds 1 to w[n] for each block client n holds, up to m
 // blocks; it returns how many it counted and the last one (the m-th
-// oldest, 0 if none). Each step reads the dense age links and clients
-// beside the slab, not the entry, with the one-client test out of the loop.
+// oldest, 0 if none). With more than one client it scans the age index's
+// slots in order: the entries it loads do not depend on each other.
 func (c *caches) countOldest(w []int, m int) (found int, last int32) {
 	if c.single {
 		for h := c.cl[0].Back(); h != 0 && found < m; h = c.es[h].ln.Prev {
@@ -157,13 +153,49 @@ func (c *caches) countOldest(w []int, m int) (found int, last int32) {
 		}
 		return found, last
 	}
-	gln, gnode := c.gln, c.gnode
-	for h := c.glob.Back(); h != 0 && found < m; h = gln[h].Prev {
-		w[gnode[h]]++
-		found++
-		last = h
+	x := &c.ax
+	x.skip()
+	es := c.es
+	for i := x.lo / 64; i < len(x.live) && found < m; i++ {
+		for b := x.live[i]; b != 0 && found < m; b &= b - 1 {
+			h := x.at[i*64+bits.TrailingZeros64(b)]
+			w[es[h].node]++
+			found++
+			last = h
+		}
 	}
 	return found, last
+}
+
+// stamp returns the age of a new reference to entry h, the next tick, and
+// files h under it in the age index when that is kept (h is not filed
+// under another age). An access stamps at most one reference (its
+// client's), and Global LRU and GMS make room for it first (reserve), so
+// that stamp, inlined in touch and add, has no slow path.
+func (c *caches) stamp(h int32) int64 {
+	c.tick++
+	if c.ages {
+		c.ax.push(h)
+	}
+	return c.tick
+}
+
+// reserve makes room in the age index (when kept) for the one age an
+// access gives.
+func (c *caches) reserve() {
+	if c.ages && len(c.ax.at) == cap(c.ax.at) {
+		c.ageRoom()
+	}
+}
+
+// ageRoom is reserve's slow path (see ageIndex.room). Not inlined, so that
+// reserve is.
+//
+//go:noinline
+func (c *caches) ageRoom() {
+	if c.ax.room(c.es, len(c.es)-1-c.nfree) {
+		c.tick = c.ax.base + int64(len(c.ax.at)) - 1 // renumbered: the newest age
+	}
 }
 
 // victim is client n's oldest block: the older of its LRU referenced block
@@ -297,7 +329,6 @@ func (c *caches) copies(id uint32) int {
 
 // touch records a reference by the entry's own client.
 func (c *caches) touch(h int32) {
-	c.tick++
 	e := &c.es[h]
 	if e.global {
 		c.gl[e.node].remove(c.es, h)
@@ -306,10 +337,10 @@ func (c *caches) touch(h int32) {
 	} else {
 		c.cl[e.node].moveToFront(c.es, h)
 	}
-	e.age, e.recirc = c.tick, 0
 	if c.ages {
-		c.glob.MoveToFront(c.gln, h)
+		c.ax.clear(e.age)
 	}
+	e.age, e.recirc = c.stamp(h), 0
 }
 
 func (c *caches) newEntry() int32 {
@@ -328,10 +359,6 @@ func (c *caches) newEntry() int32 {
 func (c *caches) growEntries() int32 {
 	h := int32(len(c.es))
 	c.es = append(c.es, entry{})
-	if c.ages {
-		c.gln = lru.Grow(c.gln, h)
-		c.gnode = append(c.gnode, make([]uint16, len(c.gln)-len(c.gnode))...)
-	}
 	return h
 }
 
@@ -341,14 +368,9 @@ func (c *caches) add(n int, id uint32) int32 {
 	if c.full(n) {
 		panic(fmt.Sprintf("classic: client %d full on add", n))
 	}
-	c.tick++
 	h := c.newEntry()
-	c.es[h] = entry{id: id, node: uint16(n), age: c.tick}
+	c.es[h] = entry{id: id, node: uint16(n), age: c.stamp(h)}
 	c.cl[n].pushFront(c.es, h)
-	if c.ages {
-		c.glob.PushFront(c.gln, h)
-		c.gnode[h] = uint16(n)
-	}
 	if c.single {
 		c.one[id] = h
 	} else {
@@ -367,7 +389,7 @@ func (c *caches) drop(h int32) (left holder) {
 	n := int(e.node)
 	c.listOf(h).remove(c.es, h)
 	if c.ages {
-		c.glob.Remove(c.gln, h)
+		c.ax.clear(e.age)
 	}
 	if c.single {
 		c.one[e.id] = 0
@@ -398,16 +420,12 @@ func (c *caches) move(h int32, t int, refresh bool) {
 		c.arena.moveTo(&c.bl[e.id], h, int32(t))
 	}
 	e.node, e.global = uint16(t), true
-	if c.ages {
-		c.gnode[h] = uint16(t)
-	}
 	c.gl[t].pushFront(c.es, h)
 	if refresh {
-		c.tick++
-		e.age = c.tick
 		if c.ages {
-			c.glob.MoveToFront(c.gln, h)
+			c.ax.clear(e.age)
 		}
+		e.age = c.stamp(h)
 	}
 	// t first: a target that fills is the client that joined the free set
 	// last (it made room for v), so it just stops being pending, and then

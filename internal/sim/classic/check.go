@@ -24,7 +24,7 @@ func (c *caches) check() error {
 			for h := lst.Front(); h != 0; h = c.es[h].ln.Next {
 				cnt++
 				e := &c.es[h]
-				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) || c.ages && c.gnode[h] != e.node {
+				if int(e.node) != n || c.lookup(n, e.id) != h || e.global != (i == 1) || c.ages && !c.ax.files(h, e.age) {
 					return fmt.Errorf("client %d: entry %v misfiled", n, c.ids.Key(e.id))
 				}
 			}
@@ -37,18 +37,13 @@ func (c *caches) check() error {
 	if total != len(c.es)-1-c.nfree {
 		return fmt.Errorf("%d entries on client lists, %d in the slab", total, len(c.es)-1-c.nfree)
 	}
-	if c.ages && total != c.glob.Len() {
-		return fmt.Errorf("%d entries on client lists, %d on the global list", total, c.glob.Len())
-	}
-	var last int64 = 1 << 62
-	for h := c.glob.Front(); h != 0; h = c.gln[h].Next {
-		if c.es[h].age > last {
-			return fmt.Errorf("global list out of age order at %v", c.ids.Key(c.es[h].id))
+	if c.ages {
+		if err := c.ax.check(total, c.tick); err != nil {
+			return err
 		}
-		last = c.es[h].age
 	}
 	if c.single { // its list is the global age list (caches.oldest)
-		last = 1 << 62
+		var last int64 = 1 << 62
 		for h := c.cl[0].Front(); h != 0; h = c.es[h].ln.Next {
 			if c.es[h].age > last {
 				return fmt.Errorf("one client's list out of age order at %v", c.ids.Key(c.es[h].id))
@@ -127,6 +122,38 @@ func (c *caches) checkNoGlobalDuplicates() error {
 		if g > 1 {
 			return fmt.Errorf("block %v has %d global copies", c.ids.Key(uint32(id)), g)
 		}
+	}
+	return nil
+}
+
+// files reports whether entry h is filed under age a.
+func (x *ageIndex) files(h int32, a int64) bool {
+	i := a - x.base
+	return 0 <= i && i < int64(len(x.at)) && x.live[i/64]&(1<<(i%64)) != 0 && x.at[i] == h
+}
+
+// check verifies that the index files live entries (each under its own
+// age: the caller checks that) and nothing else, with none below lo, and
+// that its last slot is the newest age, tick.
+func (x *ageIndex) check(live int, tick int64) error {
+	if len(x.live) < cap(x.at)/64+1 && cap(x.at) > 0 {
+		return fmt.Errorf("age index: %d words of bits for %d slots", len(x.live), cap(x.at))
+	}
+	n := 0
+	for w, b := range x.live {
+		for ; b != 0; b &= b - 1 {
+			i := w*64 + bits.TrailingZeros64(b)
+			if i < x.lo || i >= len(x.at) {
+				return fmt.Errorf("age index: age %d live, outside %d to %d", x.base+int64(i), x.base+int64(x.lo), x.base+int64(len(x.at))-1)
+			}
+			n++
+		}
+	}
+	if n != live {
+		return fmt.Errorf("age index: %d entries filed, %d on client lists", n, live)
+	}
+	if len(x.at) > 0 && x.base+int64(len(x.at))-1 != tick {
+		return fmt.Errorf("age index: newest age %d, tick %d", x.base+int64(len(x.at))-1, tick)
 	}
 	return nil
 }

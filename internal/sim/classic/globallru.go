@@ -26,6 +26,7 @@ func NewGlobalLRU(p sim.Params) (*GlobalLRU, error) {
 // Access implements sim.Algorithm.
 func (g *GlobalLRU) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	c := g.c
+	c.reserve()
 	k, x, s := c.front(&a, cnt, false)
 	if s != stepMiss {
 		if s == stepPlace {

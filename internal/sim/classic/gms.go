@@ -30,7 +30,6 @@ type GMS struct {
 	left       int // replacements left in this epoch
 	accesses   int
 	cum        []float64 // cumulative weights
-	minAge     int64
 	needsEpoch bool
 	epochs     int64
 }
@@ -55,6 +54,7 @@ func (g *GMS) Access(a sim.Access, cnt *sim.Counters) sim.Outcome {
 	if g.maxAcc > 0 && g.accesses >= g.maxAcc {
 		g.needsEpoch = true
 	}
+	g.c.reserve()
 	return managerAccess(g.c, &a, cnt, g)
 }
 
@@ -74,9 +74,9 @@ func (g *GMS) newEpoch(cnt *sim.Counters) {
 	}
 	old, last := c.countOldest(w, g.m-found) // last: the M-th oldest block
 	found += old
-	g.minAge = 0
+	c.ax.mark = 0 // MinAge
 	if found == g.m && last != 0 {
-		g.minAge = c.es[last].age
+		c.ax.mark = c.es[last].age
 	} // else fewer blocks than M: nothing is old enough to drop
 	t := 0.0
 	for i := range w {
@@ -131,7 +131,7 @@ func (g *GMS) makeRoom(n int, cnt *sim.Counters) {
 	g.left--
 	v := c.victim(n)
 	e := &c.es[v]
-	if c.copies(e.id) > 1 || e.age <= g.minAge || c.p.Clients == 1 {
+	if c.copies(e.id) > 1 || e.age <= c.ax.mark || c.p.Clients == 1 {
 		g.drop(v, cnt)
 		return
 	}
