@@ -17,12 +17,7 @@ import (
 // the results must be the same, and the second run must have renumbered.
 func TestRenumberingChangesNothing(t *testing.T) {
 	for _, pat := range []string{sim.GenZipf, sim.GenOffice, sim.GenHotColdGlobal} {
-		cfg := sim.GenConfig{Pattern: pat, Clients: 6, Accesses: 20000, Blocks: 300, Files: 200,
-			Private: 40, MaxFile: 20, Seed: 5, Write: 0.2}
-		w, err := sim.Generate(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := mixed(t, pat, 20000, 5, 0.2)
 		p := params(6, 24, 32)
 		p.GMSEpochReplacements = 10 // many epochs: MinAge is set and renumbered often
 		for _, name := range []string{"globallru", "gms"} {

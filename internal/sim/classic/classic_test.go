@@ -290,12 +290,7 @@ func TestFarthest(t *testing.T) {
 // results must be the same.
 func TestMasksChangeNothing(t *testing.T) {
 	for _, pat := range []string{sim.GenZipf, sim.GenOffice, sim.GenHotColdGlobal} {
-		cfg := sim.GenConfig{Pattern: pat, Clients: 6, Accesses: 4000, Blocks: 300, Files: 200,
-			Private: 40, MaxFile: 20, Seed: 3, Write: 0.3}
-		w, err := sim.Generate(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := mixed(t, pat, 4000, 3, 0.3)
 		p := params(6, 16, 32)
 		for _, name := range []string{"baseline", "globallru", "nchance", "gms"} {
 			want := run(t, name, w, p, true)
@@ -313,6 +308,18 @@ func TestMasksChangeNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mixed generates pattern pat for 6 clients on 300 blocks with writes and
+// deletes.
+func mixed(t *testing.T, pat string, accesses int, seed int64, write float64) sim.Workload {
+	t.Helper()
+	w, err := sim.Generate(sim.GenConfig{Pattern: pat, Clients: 6, Accesses: accesses, Blocks: 300, Files: 200,
+		Private: 40, MaxFile: 20, Seed: seed, Write: write})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func cachesOf(alg sim.Algorithm) *caches {
