@@ -71,7 +71,10 @@ func (x *ageIndex) skip() {
 	x.lo = w*64 + bits.TrailingZeros64(x.live[w])
 }
 
-// oldest returns the oldest entry, 0 if none.
+// oldest returns the oldest entry, 0 if none. Not inlined, so that
+// caches.oldest, whose one-client case is a list's tail, is.
+//
+//go:noinline
 func (x *ageIndex) oldest() int32 {
 	x.skip()
 	if x.lo == len(x.at) {

@@ -167,21 +167,10 @@ func (c *caches) countOldest(w []int, m int) (found int, last int32) {
 	return found, last
 }
 
-// stamp returns the age of a new reference to entry h, the next tick, and
-// files h under it in the age index when that is kept (h is not filed
-// under another age). An access stamps at most one reference (its
-// client's), and Global LRU and GMS make room for it first (reserve), so
-// that stamp, inlined in touch and add, has no slow path.
-func (c *caches) stamp(h int32) int64 {
-	c.tick++
-	if c.ages {
-		c.ax.push(h)
-	}
-	return c.tick
-}
-
 // reserve makes room in the age index (when kept) for the one age an
-// access gives.
+// access gives: a reference takes the next tick as its age, and with the
+// age index kept it is filed under it (ageIndex.push, which has no slow
+// path, so that touch, add and move stay small).
 func (c *caches) reserve() {
 	if c.ages && len(c.ax.at) == cap(c.ax.at) {
 		c.ageRoom()
@@ -337,10 +326,12 @@ func (c *caches) touch(h int32) {
 	} else {
 		c.cl[e.node].moveToFront(c.es, h)
 	}
+	c.tick++
 	if c.ages {
 		c.ax.clear(e.age)
+		c.ax.push(h)
 	}
-	e.age, e.recirc = c.stamp(h), 0
+	e.age, e.recirc = c.tick, 0
 }
 
 func (c *caches) newEntry() int32 {
@@ -368,9 +359,13 @@ func (c *caches) add(n int, id uint32) int32 {
 	if c.full(n) {
 		panic(fmt.Sprintf("classic: client %d full on add", n))
 	}
+	c.tick++
 	h := c.newEntry()
-	c.es[h] = entry{id: id, node: uint16(n), age: c.stamp(h)}
+	c.es[h] = entry{id: id, node: uint16(n), age: c.tick}
 	c.cl[n].pushFront(c.es, h)
+	if c.ages {
+		c.ax.push(h)
+	}
 	if c.single {
 		c.one[id] = h
 	} else {
@@ -422,10 +417,12 @@ func (c *caches) move(h int32, t int, refresh bool) {
 	e.node, e.global = uint16(t), true
 	c.gl[t].pushFront(c.es, h)
 	if refresh {
+		c.tick++
 		if c.ages {
 			c.ax.clear(e.age)
+			c.ax.push(h)
 		}
-		e.age = c.stamp(h)
+		e.age = c.tick
 	}
 	// t first: a target that fills is the client that joined the free set
 	// last (it made room for v), so it just stops being pending, and then
