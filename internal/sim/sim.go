@@ -374,8 +374,8 @@ type Counters struct {
 	window      time.Duration
 	msgBytes    int64
 	blockBytes  int64
-	netBytes    int64   // bytes on the network in the windows closed
-	clientBytes []int64 // bytes per client in the windows closed
+	netBytes    int64
+	clientBytes []int64
 	winStart    time.Duration
 	winNet      int64
 	winClient   []int64 // bytes per client in the current window
@@ -405,19 +405,20 @@ func (c *Counters) Lookup(n int) { c.LookupMsgs += int64(n) }
 
 // Msg records one message from node from to node to on the network, carrying
 // a block or not, for the network and client loads. It does not count toward
-// the manager or lookup counts (call those too). It adds to the current
-// window only; closeWindow adds the window to the totals (half the stores:
-// N-chance sends 4.6 messages an access).
+// the manager or lookup counts (call those too).
 func (c *Counters) Msg(from, to int, carriesBlock bool) {
 	n := c.msgBytes
 	if carriesBlock {
 		n += c.blockBytes
 	}
+	c.netBytes += n
 	c.winNet += n
-	if uint(from) < uint(len(c.winClient)) {
+	if uint(from) < uint(len(c.clientBytes)) {
+		c.clientBytes[from] += n
 		c.winClient[from] += n
 	}
-	if uint(to) < uint(len(c.winClient)) {
+	if uint(to) < uint(len(c.clientBytes)) {
+		c.clientBytes[to] += n
 		c.winClient[to] += n
 	}
 }
@@ -438,10 +439,8 @@ func (c *Counters) advance(t time.Duration) {
 }
 
 func (c *Counters) closeWindow() {
-	c.netBytes += c.winNet
 	c.maxWinNet = max(c.maxWinNet, c.winNet)
 	for k, v := range c.winClient {
-		c.clientBytes[k] += v
 		c.maxWinCli = max(c.maxWinCli, v)
 		c.winClient[k] = 0
 	}
