@@ -136,7 +136,7 @@ func (q *ageHeap) down(i int, x hnode) {
 			break
 		}
 		m := l
-		var mp *hnode // the oldest child, at heap index m
+		var mp *hnode         // the oldest child, at heap index m
 		if l+heapArity <= n { // all four children, on one line: unrolled
 			ch := (*[heapArity]hnode)(q.a[heapPad+l:])
 			b, c := 0, 2
