@@ -116,20 +116,24 @@ func (q *ageHeap) popTop(h int32) {
 
 // up puts x in the hole at heap index i, moving older-than-x parents down.
 func (q *ageHeap) up(i int, x hnode) {
+	a, pos := q.a[heapPad:], q.pos // locals: the stores below do not reload them
 	for i > 0 {
 		p := (i - 1) / heapArity
-		if !q.older(&x, &q.a[heapPad+p]) {
+		if !q.older(&x, &a[p]) {
 			break
 		}
-		q.put(i, q.a[heapPad+p])
+		a[i] = a[p]
+		pos[a[i].h] = int32(i)
 		i = p
 	}
-	q.put(i, x)
+	a[i] = x
+	pos[x.h] = int32(i)
 }
 
 // down puts x in the hole at heap index i, moving its oldest children up.
 func (q *ageHeap) down(i int, x hnode) {
-	n := q.len()
+	a, pos := q.a[heapPad:], q.pos
+	n := len(a)
 	for {
 		l := heapArity*i + 1
 		if l >= n {
@@ -138,7 +142,7 @@ func (q *ageHeap) down(i int, x hnode) {
 		m := l
 		var mp *hnode         // the oldest child, at heap index m
 		if l+heapArity <= n { // all four children, on one line: unrolled
-			ch := (*[heapArity]hnode)(q.a[heapPad+l:])
+			ch := (*[heapArity]hnode)(a[l : l+heapArity])
 			b, c := 0, 2
 			if q.older(&ch[1], &ch[0]) {
 				b = 1
@@ -151,9 +155,9 @@ func (q *ageHeap) down(i int, x hnode) {
 			}
 			m, mp = l+b, &ch[b&3]
 		} else {
-			mp = &q.a[heapPad+m]
+			mp = &a[m]
 			for j := l + 1; j < n; j++ {
-				if p := &q.a[heapPad+j]; q.older(p, mp) {
+				if p := &a[j]; q.older(p, mp) {
 					m, mp = j, p
 				}
 			}
@@ -161,14 +165,10 @@ func (q *ageHeap) down(i int, x hnode) {
 		if !q.older(mp, &x) {
 			break
 		}
-		q.put(i, *mp)
+		a[i] = *mp
+		pos[mp.h] = int32(i)
 		i = m
 	}
-	q.put(i, x)
-}
-
-// put places x at heap index i and records its position.
-func (q *ageHeap) put(i int, x hnode) {
-	q.a[heapPad+i] = x
-	q.pos[x.h] = int32(i)
+	a[i] = x
+	pos[x.h] = int32(i)
 }

@@ -9,11 +9,12 @@ import "math"
 // group of peerGroup positions beside them. The forward target reads the
 // group minima and then one group (the first group holding the smallest
 // entry, then its first position holding it: the lowest position on ties,
-// as a scan of all of them finds it); a change refreshes one group's
-// minimum. The discard test is one pass over the entries. (A tournament
-// tree answers both in O(1) but costs more to keep up: the list changes on
-// every forward and its acknowledgement; a scan of every entry on every
-// forward cost some 400 instructions at 41 peers.)
+// as a scan of all of them finds it). A change lowers its group's minimum
+// or, when it raises the entry that was the minimum, finds it anew. The
+// discard test is one pass over the entries. (A tournament tree answers
+// both in O(1) but costs more to keep up: the list changes on every
+// forward and its acknowledgement; a scan of every entry on every forward
+// cost some 400 instructions at 41 peers.)
 type peerAges struct {
 	olds []Time
 	mins []Time // mins[g]: the smallest of olds[g*peerGroup:][:peerGroup]
@@ -42,9 +43,14 @@ func (t *peerAges) set(i int, oldest Time, live bool) {
 	if !live {
 		oldest = dead
 	}
+	was := t.olds[i]
 	t.olds[i] = oldest
 	g := i / peerGroup
-	t.mins[g] = minTime(t.olds[g*peerGroup : min(g*peerGroup+peerGroup, len(t.olds))])
+	if m := t.mins[g]; oldest <= m {
+		t.mins[g] = oldest
+	} else if was == m { // the group's smallest entry grew: find the next
+		t.mins[g] = minTime(t.olds[g*peerGroup : min(g*peerGroup+peerGroup, len(t.olds))])
+	}
 }
 
 // oldest returns the live peer position with the oldest entry (the first
