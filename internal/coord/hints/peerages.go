@@ -49,8 +49,14 @@ func (t *peerAges) set(i int, oldest Time, live bool) {
 	if m := t.mins[g]; oldest <= m {
 		t.mins[g] = oldest
 	} else if was == m { // the group's smallest entry grew: find the next
-		t.mins[g] = minTime(t.olds[g*peerGroup : min(g*peerGroup+peerGroup, len(t.olds))])
+		t.regroup(g)
 	}
+}
+
+// regroup finds group g's smallest entry anew (out of set, which is then
+// small enough to inline).
+func (t *peerAges) regroup(g int) {
+	t.mins[g] = minTime(t.olds[g*peerGroup : min(g*peerGroup+peerGroup, len(t.olds))])
 }
 
 // oldest returns the live peer position with the oldest entry (the first
