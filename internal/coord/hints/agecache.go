@@ -62,7 +62,7 @@ func newAgeCache(capacity int, idx *fileIndex, watch func(block.ID, bool)) *ageC
 		idx = newFileIndex(false)
 	}
 	c := &ageCache{capacity: capacity, idx: idx, watch: watch}
-	c.heap.init(capacity)
+	c.heap.init(capacity, &c.ents)
 	return c
 }
 
@@ -98,7 +98,7 @@ func (c *ageCache) oldestHandle() (h int32, top bool) {
 // (the seqs are read only on a tie of stamps).
 func (c *ageCache) topOlder(t *hnode, b int32) bool {
 	e := &c.ents[b]
-	return t.stamp < e.stamp || t.stamp == e.stamp && c.heap.seq[t.h] < e.seq
+	return t.stamp < e.stamp || t.stamp == e.stamp && c.ents[t.h].seq < e.seq
 }
 
 // older reports whether age (s1, q1) is older than (s2, q2).
@@ -160,7 +160,7 @@ func (c *ageCache) place(h int32) {
 		c.list.PushFront(c.age, h)
 		return
 	}
-	c.heap.push(e.stamp, e.seq, h)
+	c.heap.push(e.stamp, h)
 }
 
 // unplace takes h out of the age order. A listed entry is known by its
@@ -299,7 +299,7 @@ func (c *ageCache) check() error {
 	}
 	for i := range c.heap.len() {
 		hn := c.heap.node(i)
-		if e := &c.ents[hn.h]; int(c.heap.pos[hn.h]) != i || hn.stamp != e.stamp || c.heap.seq[hn.h] != e.seq {
+		if e := &c.ents[hn.h]; int(c.heap.pos[hn.h]) != i || hn.stamp != e.stamp {
 			return errorf("age cache: entry %v at %d says %d", e.id, i, c.heap.pos[hn.h])
 		}
 		if c.age[hn.h] != (lru.Link{}) || c.list.Front() == hn.h { // unplace tells them apart so

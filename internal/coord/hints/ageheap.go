@@ -2,10 +2,11 @@ package hints
 
 // ageHeap is an indexed 4-ary min-heap of cache entries by age (stamp,
 // seq): the entries of an age cache that did not arrive in age order.
-// Each slot carries the entry's stamp, so comparisons touch no entry; the
-// seq that breaks ties between equal stamps is kept by handle in seq and
-// read only on a tie (the simulator's stamps never tie within one cache: a
-// stamp is the time of one access, which references one block). A slot is
+// Each slot carries the entry's stamp, so comparisons touch no entry but on
+// a tie of stamps, broken by the entries' seqs (the simulator's stamps never
+// tie within one cache: a stamp is the time of one access, which references
+// one block; a copy of the seq in the slot, or beside it by handle, cost a
+// line more per push than it saved). A slot is
 // 16 bytes and the slots start heapPad in, so that the four children of a
 // node fill one 64-byte line of their own (the root's pad makes every
 // group of siblings start at a multiple of four). The heap positions are
@@ -15,12 +16,12 @@ package hints
 // binary heap.
 //
 // INVARIANT: pos[h] == i for the heap's i-th slot a[heapPad+i] naming h;
-// pos[h] == -1 for a handle not in the heap; seq[h] is the seq of h's
-// entry while h is in the heap; no slot is older than its parent.
+// pos[h] == -1 for a handle not in the heap; a slot's stamp is its entry's;
+// no slot is older than its parent.
 type ageHeap struct {
-	a   []hnode // a[:heapPad] unused; the heap is a[heapPad:]
-	pos []int32
-	seq []uint64
+	a    []hnode // a[:heapPad] unused; the heap is a[heapPad:]
+	pos  []int32
+	ents *[]entry // the cache's entries, by handle (their seqs break ties)
 }
 
 // hnode is a heap slot: an entry's handle and a copy of its stamp.
@@ -41,10 +42,11 @@ const (
 )
 
 // init makes room for a heap of up to capacity slots (at most
-// heapPrealloc now): a large slice starts on a page, so each group of
-// siblings is on one line.
-func (q *ageHeap) init(capacity int) {
+// heapPrealloc now: a large slice starts on a page, so each group of
+// siblings is on one line) over the entries *ents.
+func (q *ageHeap) init(capacity int, ents *[]entry) {
 	q.a = make([]hnode, heapPad, heapPad+min(capacity, heapPrealloc))
+	q.ents = ents
 }
 
 // len returns the number of entries in the heap.
@@ -65,24 +67,19 @@ func (q *ageHeap) older(n, m *hnode) bool {
 // Out of line: the simulator never gets here.
 //
 //go:noinline
-func (q *ageHeap) tieOlder(h, g int32) bool { return q.seq[h] < q.seq[g] }
+func (q *ageHeap) tieOlder(h, g int32) bool { return (*q.ents)[h].seq < (*q.ents)[g].seq }
 
 // grow makes room for handle h (not in the heap).
 func (q *ageHeap) grow(h int32) {
 	for int(h) >= len(q.pos) {
 		q.pos = append(q.pos, -1)
-		q.seq = append(q.seq, 0)
 	}
 }
 
 func (q *ageHeap) has(h int32) bool { return q.pos[h] >= 0 }
 
-// push adds handle h, of age (stamp, seq).
-func (q *ageHeap) push(stamp Time, seq uint64, h int32) {
-	if len(q.a) < heapPad {
-		q.init(0)
-	}
-	q.seq[h] = seq
+// push adds handle h, whose entry's stamp is stamp.
+func (q *ageHeap) push(stamp Time, h int32) {
 	q.a = append(q.a, hnode{})
 	q.up(len(q.a)-1-heapPad, hnode{stamp: stamp, h: h})
 }
