@@ -50,7 +50,7 @@ func (q *ageHeap) init(capacity int, ents *[]entry) {
 }
 
 // len returns the number of entries in the heap.
-func (q *ageHeap) len() int { return max(len(q.a)-heapPad, 0) }
+func (q *ageHeap) len() int { return len(q.a) - heapPad }
 
 // top returns the oldest slot (the heap is not empty).
 func (q *ageHeap) top() *hnode { return &q.a[heapPad] }
