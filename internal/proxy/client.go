@@ -21,6 +21,7 @@ import (
 type client struct {
 	p    *Proxy
 	name string
+	id   uint32 // the upstream's client id of up (the client was welcomed with it)
 	up   *wire.Conn
 	down atomic.Pointer[wire.Conn] // set once the handshake is over
 
@@ -74,7 +75,7 @@ func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func
 		}
 		return
 	}
-	cl.name = hs.Hello.Name
+	cl.name, cl.id = hs.Hello.Name, hs.Welcome.ClientID
 	down := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:          wire.HandlerFunc(cl.serveDown),
 		MaxInFlightBytes: maxInFlightBytes,
@@ -209,7 +210,6 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		if rep, done, err := w.d.serve(ctx, cl, inner); done {
 			return rep, err
 		}
-		defer w.d.namingFor(cl, cl.names(inner))()
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {
 			return rep, err
 		}

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,12 +24,13 @@ import (
 // When the upstream recalls a file from the proxy (another client's open:
 // a direct one, one behind another proxy, or one behind this proxy, whose
 // open is relayed on its own upstream connection), the proxy recalls it
-// from its holders first (recallDown: each writes the file back, to the
-// proxy, then acks), then writes the file back upstream (the engine's
-// Recall) and acks. The client whose own request caused the recall is not
-// recalled (the upstream does not recall the requester either): a holder
-// with a request naming the file in flight through the proxy keeps its
-// delegation, which the proxy declares upstream again.
+// from its holders first (recall: each writes the file back, to the proxy,
+// then acks), then writes the file back upstream (the engine's Recall) and
+// acks. The client whose own request caused the recall is not recalled
+// (the upstream does not recall the requester either): the break names it
+// (CallbackBreak.Cause, the upstream's id of the client's own upstream
+// connection, which is also the id the client was welcomed with); it keeps
+// its delegation, which the proxy declares upstream again.
 //
 // The upstream delegation is returned once neither the engine nor a client
 // holds the file. A client that goes away holding delegations hands them
@@ -55,10 +54,7 @@ type delegs struct {
 	cond    *sync.Cond // signalled when a DelegateWrite or DelegateReturn upstream is answered
 	files   map[uint64]*delegFile
 	orphans map[uint64]string // file → name of a client that left holding it (handOff)
-	// naming counts each client's requests in flight that name a path or
-	// file (a recall they cause does not recall that client).
-	naming map[*client]map[string]int
-	seq    uint64 // counts the clients' declarations (holding.seq)
+	seq     uint64            // counts the clients' declarations (holding.seq)
 }
 
 // delegFile is what the proxy holds of one file.
@@ -78,7 +74,7 @@ type holding struct {
 }
 
 func newDelegs(w *writeBack) *delegs {
-	d := &delegs{w: w, files: map[uint64]*delegFile{}, orphans: map[uint64]string{}, naming: map[*client]map[string]int{}}
+	d := &delegs{w: w, files: map[uint64]*delegFile{}, orphans: map[uint64]string{}}
 	d.cond = sync.NewCond(&d.mu)
 	return d
 }
@@ -174,9 +170,9 @@ func (d *delegs) forgetLocked(ino uint64, f *delegFile) {
 	}
 }
 
-// holdersOf returns the clients holding ino, with its path, but those
-// with a request naming the file in flight (it caused the recall).
-func (d *delegs) holdersOf(ino uint64) map[*client]holding {
+// holdersOf returns the clients holding ino, with its path, but the one
+// whose request caused the recall (upstream client id cause).
+func (d *delegs) holdersOf(ino uint64, cause uint32) map[*client]holding {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.files[ino]
@@ -185,10 +181,9 @@ func (d *delegs) holdersOf(ino uint64) map[*client]holding {
 	}
 	out := map[*client]holding{}
 	for cl, h := range f.holders {
-		if n := d.naming[cl]; n[h.path] > 0 || n[inoKey(ino)] > 0 || (h.path == "" && namesPath(n)) {
-			continue // a path unknown here may be the one it names
+		if cause == 0 || cl.id != cause {
+			out[cl] = h
 		}
-		out[cl] = h
 	}
 	return out
 }
@@ -204,11 +199,11 @@ func (d *delegs) stillHeld(ino uint64) bool {
 
 // recall answers the upstream's recall of ino from the proxy, before the
 // engine writes its own dirty data back: every holder but the requester
-// writes the file back to the proxy and acks. A holder that fails to is
-// disconnected.
-func (d *delegs) recall(ctx context.Context, ino uint64) {
+// writes the file back to the proxy and acks (the break names the cause,
+// for a proxy below). A holder that fails to is disconnected.
+func (d *delegs) recall(ctx context.Context, ino uint64, cause uint32) {
 	var wg sync.WaitGroup
-	for cl, h := range d.holdersOf(ino) {
+	for cl, h := range d.holdersOf(ino, cause) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,7 +211,7 @@ func (d *delegs) recall(ctx context.Context, ino uint64) {
 			if down == nil {
 				return
 			}
-			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
+			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Cause: cause, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
 			if err != nil {
 				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", h.path, "err", err)
 				d.w.p.drop(cl) // its delegations become orphans upstream
@@ -245,7 +240,6 @@ func (d *delegs) handOff(cl *client) {
 			inos = append(inos, ino)
 		}
 	}
-	delete(d.naming, cl)
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.w.p.cfg.RequestTimeout)
 	defer cancel()
@@ -311,20 +305,6 @@ func (d *delegs) settled(cl *client) {
 	}
 }
 
-// inoKey is the key of a file (rather than a path) in delegs.naming
-// (a path never holds a NUL byte).
-func inoKey(ino uint64) string { return "\x00" + strconv.FormatUint(ino, 10) }
-
-// namesPath reports whether n, a client's naming, holds a path.
-func namesPath(n map[string]int) bool {
-	for k := range n {
-		if !strings.HasPrefix(k, "\x00") {
-			return true
-		}
-	}
-	return false
-}
-
 // learn notes the path cl just opened file ino by, when cl holds it: the
 // latest open names the file (a hold declared through a restarted proxy
 // knows no path until then).
@@ -335,33 +315,6 @@ func (d *delegs) learn(cl *client, ino uint64, path string) {
 		if h, ok := f.holders[cl]; ok {
 			h.path = path
 			f.holders[cl] = h
-		}
-	}
-}
-
-// namingFor notes a request of cl in flight that names keys (paths, or files
-// by inoKey); the returned func ends it.
-func (d *delegs) namingFor(cl *client, keys []string) func() {
-	if len(keys) == 0 {
-		return func() {}
-	}
-	d.mu.Lock()
-	n := d.naming[cl]
-	if n == nil {
-		n = map[string]int{}
-		d.naming[cl] = n
-	}
-	for _, k := range keys {
-		n[k]++
-	}
-	d.mu.Unlock()
-	return func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, k := range keys {
-			if n[k]--; n[k] <= 0 {
-				delete(n, k)
-			}
 		}
 	}
 }
@@ -393,7 +346,7 @@ func (d *delegs) recallAll(ctx context.Context, m *wire.CallbackBreak) {
 		return
 	}
 	for _, it := range m.Items {
-		d.recall(ctx, it.Ino)
+		d.recall(ctx, it.Ino, m.Cause)
 	}
 	d.w.e.Recall(ctx, m)
 	for _, it := range m.Items {

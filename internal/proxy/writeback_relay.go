@@ -108,50 +108,6 @@ func (p *Proxy) renamedHandles(oldPath, newPath string, flags uint32) {
 	}
 }
 
-// names returns what a request of cl names that the upstream may break or
-// recall a write delegation for: paths, and files by inoKey (through a
-// handle). A recall of a file it names does not recall cl (deleg.go).
-func (cl *client) names(m wire.Msg) []string {
-	var keys []string
-	byHandle := func(h uint64) {
-		if hd, ok := cl.handleInfo(h); ok {
-			keys = append(keys, inoKey(hd.ino), hd.path)
-		}
-	}
-	switch m := m.(type) {
-	case *wire.Open:
-		keys = append(keys, m.Path)
-	case *wire.OpenPinned:
-		keys = append(keys, m.Path)
-	case *wire.OpenRead:
-		keys = append(keys, m.Path)
-	case *wire.Create:
-		keys = append(keys, m.Path)
-	case *wire.Unlink:
-		keys = append(keys, m.Path)
-	case *wire.Rename:
-		keys = append(keys, m.Old, m.New)
-	case *wire.Link:
-		keys = append(keys, m.Old, m.New)
-	case *wire.SetXattr:
-		keys = append(keys, m.Path)
-	case *wire.RemoveXattr:
-		keys = append(keys, m.Path)
-	case *wire.SetAttr:
-		if m.Handle != 0 {
-			byHandle(m.Handle)
-		} else {
-			keys = append(keys, m.Path)
-		}
-	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
-		h, _, _, _ := writeArgs(m)
-		byHandle(h)
-	case *wire.Fallocate:
-		byHandle(m.Handle)
-	}
-	return keys
-}
-
 // pathOf is the path of file ino as cl's handles, another client's, or
 // the proxy's dirty data name it; "" if none does.
 func (p *Proxy) pathOf(cl *client, ino uint64) string {

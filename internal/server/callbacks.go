@@ -184,7 +184,7 @@ func (t *cbTable) take(items []wire.BreakItem, except uint32) map[uint32]*wire.C
 			}
 			b := out[c]
 			if b == nil {
-				b = &wire.CallbackBreak{}
+				b = &wire.CallbackBreak{Cause: except}
 				out[c] = b
 			}
 			b.Items = append(b.Items, it)

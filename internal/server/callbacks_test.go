@@ -26,6 +26,9 @@ func TestCallbackTableGrantTakeDrop(t *testing.T) {
 	if len(got) != 1 || got[2] == nil || got[2].Kind != wire.CallbackWrite || len(got[2].Items) != 1 || got[2].Items[0].Name != "x" {
 		t.Fatalf("take: %+v", got)
 	}
+	if got[2].Cause != 1 {
+		t.Fatalf("the break names client %d as its cause, want the changer, 1 (a proxy spares it by that)", got[2].Cause)
+	}
 	if _, ok := tb.holders[10][1]; !ok {
 		t.Fatal("the changer lost its own callback")
 	}

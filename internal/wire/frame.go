@@ -25,7 +25,7 @@ const (
 )
 
 // ProtocolVersion is the version this build speaks; the handshake rejects others.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // Frame flags.
 const (

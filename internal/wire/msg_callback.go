@@ -38,10 +38,16 @@ type BreakItem struct {
 // subtree below a changed entry) and answers OK. All breaks every callback
 // the client holds (Items is then empty). Kind says what the holder must do
 // before it answers: CallbackDir and CallbackRead are "drop"; a write
-// delegation's (CallbackWrite) is "flush the file, then answer".
+// delegation's (CallbackWrite) is "flush the file, then answer". Cause is
+// the client id (Welcome.ClientID) of the client whose request broke the
+// callbacks, 0 for none (a change made directly in the export): a proxy
+// that holds write delegations for the clients behind it does not recall
+// the client that caused the recall, as the server does not recall the
+// requester (its clients' ids are the upstream's, passed through).
 type CallbackBreak struct {
 	Kind  uint8
 	All   bool
+	Cause uint32
 	Items []BreakItem
 }
 
@@ -77,6 +83,7 @@ func (*CallbackBreak) Type() Type             { return TCallbackBreak }
 func (m *CallbackBreak) encode(e *encoder) {
 	e.u32(uint32(m.Kind))
 	e.boolean(m.All)
+	e.u32(m.Cause)
 	e.u64(uint64(len(m.Items)))
 	for _, it := range m.Items {
 		e.u64(it.Ino)
@@ -90,6 +97,7 @@ func (m *CallbackBreak) decode(d *decoder) {
 	}
 	m.Kind = uint8(k)
 	m.All = d.boolean()
+	m.Cause = d.u32()
 	n := d.count(2)
 	m.Items = make([]BreakItem, n)
 	for i := range m.Items {

@@ -36,7 +36,7 @@ func sampleMsgs() []Msg {
 		&AttrReply{Attr: attr}, &OpenReply{Handle: 4, Attr: attr},
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
-		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
+		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Cause: 1 << 31, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
 		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
 		&WarmupStart{Clients: []string{"a", "b"}, UID: 1000, GID: 100, Items: []WarmupItem{{Path: "d/f", Off: 1 << 20, Len: 4 << 20, Size: 9 << 20}, {Path: "g", Size: 7}}},
 		&WarmupStart{}, &WarmupStarted{Job: 3, Clients: []string{"a"}},
