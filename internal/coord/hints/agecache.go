@@ -61,7 +61,9 @@ func newAgeCache(capacity int, idx *fileIndex, watch func(block.ID, bool)) *ageC
 	if idx == nil {
 		idx = newFileIndex(false)
 	}
-	return &ageCache{capacity: capacity, idx: idx, watch: watch}
+	c := &ageCache{capacity: capacity, idx: idx, watch: watch}
+	c.heap.init(capacity, &c.ents)
+	return c
 }
 
 func (c *ageCache) len() int { return c.n }
@@ -79,16 +81,24 @@ func (c *ageCache) get(id block.ID) int32 {
 	return 0
 }
 
-// oldestHandle returns the oldest entry's handle (0 if empty).
-func (c *ageCache) oldestHandle() int32 {
+// oldestHandle returns the oldest entry's handle (0 if empty), and
+// whether it is the heap's top (else the list's back).
+func (c *ageCache) oldestHandle() (h int32, top bool) {
 	b := c.list.Back()
-	if len(c.heap.a) == 0 {
-		return b
+	if c.heap.len() == 0 {
+		return b, false
 	}
-	if top := &c.heap.a[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
-		return top.h
+	if t := c.heap.top(); b == 0 || c.topOlder(t, b) {
+		return t.h, true
 	}
-	return b
+	return b, false
+}
+
+// topOlder reports whether the heap's top t is older than listed entry b
+// (the seqs are read only on a tie of stamps).
+func (c *ageCache) topOlder(t *hnode, b int32) bool {
+	e := &c.ents[b]
+	return t.stamp < e.stamp || t.stamp == e.stamp && c.ents[t.h].seq < e.seq
 }
 
 // older reports whether age (s1, q1) is older than (s2, q2).
@@ -102,12 +112,12 @@ func (c *ageCache) oldest() Time {
 		return Free
 	}
 	b := c.list.Back()
-	if len(c.heap.a) == 0 {
+	if c.heap.len() == 0 {
 		return c.ents[b].stamp
 	}
 	// The heap's top carries its entry's age: no load of the entry.
-	if top := &c.heap.a[0]; b == 0 || older(top.stamp, top.seq, c.ents[b].stamp, c.ents[b].seq) {
-		return top.stamp
+	if t := c.heap.top(); b == 0 || c.topOlder(t, b) {
+		return t.stamp
 	}
 	return c.ents[b].stamp
 }
@@ -150,7 +160,7 @@ func (c *ageCache) place(h int32) {
 		c.list.PushFront(c.age, h)
 		return
 	}
-	c.heap.push(hnode{e.stamp, e.seq, h})
+	c.heap.push(e.stamp, h)
 }
 
 // unplace takes h out of the age order. A listed entry is known by its
@@ -189,18 +199,28 @@ func (c *ageCache) setAge(h int32, stamp Time) {
 
 // popOldest removes and returns the oldest entry (ok false if empty).
 func (c *ageCache) popOldest() (e entry, ok bool) {
-	h := c.oldestHandle()
+	h, top := c.oldestHandle()
 	if h == 0 {
 		return entry{}, false
 	}
 	e = c.ents[h]
-	c.remove(h)
+	if top {
+		c.heap.popTop(h)
+	} else {
+		c.list.Remove(c.age, h)
+	}
+	c.drop(h)
 	return e, true
 }
 
 // remove takes h out of the cache.
 func (c *ageCache) remove(h int32) {
 	c.unplace(h)
+	c.drop(h)
+}
+
+// drop takes h, already out of the age order, out of the cache.
+func (c *ageCache) drop(h int32) {
 	e := &c.ents[h]
 	id := e.id
 	c.n--
@@ -245,14 +265,14 @@ func (c *ageCache) each(f func(e *entry)) {
 	for h := c.list.Front(); h != 0; h = lru.Next(c.age, h) {
 		f(&c.ents[h])
 	}
-	for _, n := range c.heap.a {
-		f(&c.ents[n.h])
+	for i := range c.heap.len() {
+		f(&c.ents[c.heap.node(i).h])
 	}
 }
 
 // check verifies the invariants (tests).
 func (c *ageCache) check() error {
-	n := c.list.Len() + len(c.heap.a)
+	n := c.list.Len() + c.heap.len()
 	indexed := 0
 	var err error
 	c.idx.eachFile(func(r int32) bool {
@@ -272,19 +292,20 @@ func (c *ageCache) check() error {
 		return err
 	}
 	if n != indexed || n != c.n {
-		return errorf("age cache: list %d + heap %d entries, index %d, count %d", c.list.Len(), len(c.heap.a), indexed, c.n)
+		return errorf("age cache: list %d + heap %d entries, index %d, count %d", c.list.Len(), c.heap.len(), indexed, c.n)
 	}
 	if n > c.capacity {
 		return errorf("age cache: %d entries over capacity %d", n, c.capacity)
 	}
-	for i, hn := range c.heap.a {
-		if e := &c.ents[hn.h]; int(c.heap.pos[hn.h]) != i || hn.stamp != e.stamp || hn.seq != e.seq {
+	for i := range c.heap.len() {
+		hn := c.heap.node(i)
+		if e := &c.ents[hn.h]; int(c.heap.pos[hn.h]) != i || hn.stamp != e.stamp {
 			return errorf("age cache: entry %v at %d says %d", e.id, i, c.heap.pos[hn.h])
 		}
 		if c.age[hn.h] != (lru.Link{}) || c.list.Front() == hn.h { // unplace tells them apart so
 			return errorf("age cache: heap entry %v has list links", c.ents[hn.h].id)
 		}
-		if p := &c.heap.a[(i-1)/heapArity]; i > 0 && older(hn.stamp, hn.seq, p.stamp, p.seq) {
+		if i > 0 && c.heap.older(hn, c.heap.node((i-1)/heapArity)) {
 			return errorf("age cache: heap order broken at %d", i)
 		}
 	}

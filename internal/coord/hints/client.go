@@ -366,11 +366,7 @@ func (c *Client) resetAges() {
 // cache if it is a young master copy by the configured test. The ack
 // carries this client's oldest block back to the sender.
 func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block.ID, v block.Version, stamp Time, fromOldest Time) ForwardAck {
-	c.Observe(from, fromBoot)
-	if i, ok := c.index.get(from); ok {
-		c.peers[i].oldest = fromOldest
-		c.peerChanged(i)
-	}
+	c.observeAge(from, fromBoot, fromOldest)
 	var victim Eviction
 	h, _ := c.lookup(b, v)
 	var e *entry
@@ -400,8 +396,8 @@ func (c *Client) AcceptForward(now Time, from ClientID, fromBoot BootID, b block
 		}
 	default:
 		victim = c.evictForForward()
-		c.cache.insert(b, v, stamp, true, true)
-		c.setHint(b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
+		r := c.cache.at(c.cache.insert(b, v, stamp, true, true)).rec // b's record: no second lookup
+		c.setHintIn(r, b, Hint{Holder: c.cfg.ID, Boot: c.cfg.Boot, Since: now})
 	}
 	return ForwardAck{Oldest: c.Oldest(), Victim: victim}
 }
@@ -434,11 +430,20 @@ func (c *Client) young(stamp Time) bool { return c.ages.young(stamp, c.cfg.Disca
 
 // ForwardAcked completes the age exchange after a forward to target.
 func (c *Client) ForwardAcked(target ClientID, oldest BootAge) {
-	c.Observe(target, oldest.Boot)
-	if i, ok := c.index.get(target); ok {
-		c.peers[i].oldest = oldest.Age
-		c.peerChanged(i)
+	c.observeAge(target, oldest.Boot, oldest.Age)
+}
+
+// observeAge is Observe(p, boot) followed by taking age as p's oldest
+// block (the age exchange), in one look-up of p and one update of the
+// ages.
+func (c *Client) observeAge(p ClientID, boot BootID, age Time) {
+	i, ok := c.index.get(p)
+	if !ok {
+		return
 	}
+	c.observed(&c.peers[i], boot)
+	c.peers[i].oldest = age
+	c.peerChanged(i)
 }
 
 // ForwardFailed reports that a forward of b to target timed out: the peer
@@ -461,6 +466,18 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 	}
 	q := &c.peers[i]
 	was := *q
+	c.observed(q, boot)
+	if q.oldest != was.oldest || q.failed != was.failed {
+		c.peerChanged(i)
+	}
+}
+
+// observed updates peer q for a message of life boot (Observe; the caller
+// brings the ages up to date).
+func (c *Client) observed(q *peer, boot BootID) {
+	if boot == 0 {
+		return
+	}
 	if boot > q.boot {
 		if q.boot != 0 {
 			q.oldest = Free
@@ -469,9 +486,6 @@ func (c *Client) Observe(p ClientID, boot BootID) {
 	}
 	if boot >= q.boot {
 		q.failed = false
-	}
-	if q.oldest != was.oldest || q.failed != was.failed {
-		c.peerChanged(i)
 	}
 }
 

@@ -7,11 +7,12 @@ import (
 
 // TestPeerAgesAgainstScan checks the oldest-block list's two questions
 // against a plain scan over the peer records (what target and young were
-// before), failed peers and the extreme ages included.
+// before), failed peers and the extreme ages included, for peer counts on
+// both sides of the group size (the group minima are kept as ages change).
 func TestPeerAgesAgainstScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	ages := []Time{Free, dead, 0, 1, 2, 3, 5, 8}
-	for _, peers := range []int{1, 2, 3, 7, 41} {
+	for _, peers := range []int{1, 2, 3, 7, peerGroup, peerGroup + 1, 2*peerGroup - 1, 41, 64} {
 		var a peerAges
 		a.resize(peers)
 		oldest := make([]Time, peers)

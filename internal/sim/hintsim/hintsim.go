@@ -375,7 +375,11 @@ func (a *Algorithm) watcher(i int) func(block.ID, bool) {
 	}
 	bit := uint64(1) << uint(i)
 	return func(b block.ID, in bool) {
-		if m := a.holders.ref(b); in {
+		m := a.holders.first0(b) // ref's common case, inlined
+		if m == nil {
+			m = a.holders.ref(b)
+		}
+		if in {
 			*m |= bit
 		} else {
 			*m &^= bit
@@ -509,6 +513,15 @@ func (x *holderIndex) get(b block.ID) uint64 {
 		}
 	}
 	return 0
+}
+
+// first0 returns b's bits if b is a block 0 the index has a word for
+// (ref's common case, small enough to inline), else nil.
+func (x *holderIndex) first0(b block.ID) *uint64 {
+	if b.Index == 0 && b.File < uint64(len(x.first)) {
+		return &x.first[b.File]
+	}
+	return nil
 }
 
 // ref returns b's bits, made if need be.
