@@ -27,13 +27,13 @@ type ahead struct {
 	hh     int32 // the holder's handle of the block
 }
 
-// walkAt is where clientVictims' walk over a client's oldest blocks goes
-// on after the first block: the block before it in the client's list and
-// how many more to walk.
-type walkAt struct {
+// victimAt is a block a client's insert may evict: its number and its row
+// (its node's, kindRows).
+type victimAt struct {
+	id     uint32
 	client int32
-	prev   int32
-	more   int32
+	row    int32
+	prev   int32 // the block before it in the client's list
 }
 
 // toucher is Touch's memory between windows: each client's count of reads
@@ -44,9 +44,8 @@ type toucher struct {
 	lastCnt, curCnt         []int32
 	lastClients, curClients []int32
 	srvWalk, cliWalk        victimWalk
-	walk                    [touchWindow]walkAt
+	vic                     [2 * touchWindow]victimAt
 	pf                      prefetches
-	st                      [touchWindow]ahead // what Touch found of each read
 }
 
 // Touch implements sim.Toucher: it loads, for each read of acc, the state
@@ -70,7 +69,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 		k := len(s.caches)
 		t.curCnt, t.lastCnt = make([]int32, k), make([]int32, k)
 	}
-	st := &t.st // each entry in use written whole: not cleared
+	var st [touchWindow]ahead
 	n := 0
 	for i := range acc {
 		a := &acc[i]
@@ -86,12 +85,17 @@ func (s *Sim) Touch(acc []sim.Access) {
 			n++
 		}
 	}
-	s.clientVictims()
+	nv := s.clientVictims()
 	t.next()
 	ix := s.dir.Slots()
 	for i := range st[:n] { // the blocks' slots
 		if id := st[i].id; int(id) < len(ix) {
 			st[i].row = ix[id].User[uCli]
+		}
+	}
+	for _, v := range t.vic[:nv] { // the victims' slots: written when their rows empty
+		if int(v.id) < len(ix) {
+			t.pf.add(unsafe.Pointer(&ix[v.id]))
 		}
 	}
 	s.touchVictims(s.server, &t.srvWalk)
@@ -111,6 +115,13 @@ func (s *Sim) Touch(acc []sim.Access) {
 			}
 		}
 	}
+	if rs := s.caches[0].rows; rs != nil {
+		for _, v := range t.vic[:nv] { // the victims' rows
+			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
+				t.pf.add(unsafe.Pointer(rs.field(v.row, s.caches[v.client].col.off)))
+			}
+		}
+	}
 	t.pf.flush()
 }
 
@@ -126,14 +137,6 @@ func (f *prefetches) add(p unsafe.Pointer) {
 	if f.n < len(f.a) {
 		f.a[f.n] = uintptr(p)
 		f.n++
-	}
-}
-
-// add2 lists p and q (both dropped when the list is full).
-func (f *prefetches) add2(p, q unsafe.Pointer) {
-	if f.n+1 < len(f.a) {
-		f.a[f.n], f.a[f.n+1] = uintptr(p), uintptr(q)
-		f.n += 2
 	}
 }
 
@@ -159,47 +162,35 @@ func (s *Sim) touchRows(st []ahead) {
 	}
 }
 
-// clientVictims lists for prefetch (tch.pf) the slots and rows of the
-// blocks that the clients reading in the window being touched may evict
-// (the slot is written when the row empties), loading those blocks'
-// nodes: as many from each one's oldest as it reads in this window and
-// the one before (every read a miss), at most 2 × touchWindow in all.
-// Each walk starts from the oldest block, loading again what an earlier
-// window's walk loaded: a client reads about once in 42 accesses at 42
-// clients, so what its last walk loaded is windows old, out of the
-// processor's nearer caches by the time its next insert evicts it (and
-// for one that reads more often, the walk brings its next victims to the
-// nearest cache again just before the window that evicts them).
-func (s *Sim) clientVictims() {
+// clientVictims puts in tch.vic the blocks that the clients reading in the
+// window being touched may evict, as many from each one's oldest as it
+// reads in this window and the one before (every read a miss); it returns
+// how many. Each walk starts from the oldest block, loading again what an
+// earlier window's walk loaded: a client reads about once in 42 accesses
+// at 42 clients, so what its last walk loaded is windows old, out of the
+// processor's nearer caches by the time its next insert evicts it.
+func (s *Sim) clientVictims() int {
 	t := &s.tch
-	nw, left := 0, 2*touchWindow
+	nv := 0
 	for _, c := range t.curClients { // the oldest blocks: loads independent of each other
 		l := s.caches[c]
-		if h := l.list.Back(); h != 0 && left > 0 {
-			s.victim(l, &l.nodes[h])
-			t.walk[nw] = walkAt{client: c, prev: l.links[h].Prev, more: t.lastCnt[c] + t.curCnt[c] - 1}
-			nw++
-			left--
+		if h := l.list.Back(); h != 0 {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row, prev: l.links[h].Prev}
+			nv++
 		}
 	}
-	for _, a := range t.walk[:nw] { // the next oldest, for those that read more than once
-		l, h := s.caches[a.client], a.prev
-		for k := min(a.more, int32(left)); h != 0 && k > 0; k-- {
-			s.victim(l, &l.nodes[h])
-			left--
+	for i, n := 0, nv; i < n; i++ { // the next oldest, for those that read more than once
+		c := t.vic[i].client
+		l, h := s.caches[c], t.vic[i].prev
+		for k := t.lastCnt[c] + t.curCnt[c] - 1; h != 0 && k > 0 && nv < len(t.vic); k-- {
+			n := &l.nodes[h]
+			t.vic[nv] = victimAt{id: n.id, client: c, row: n.row}
+			nv++
 			h = l.links[h].Prev
 		}
 	}
-}
-
-// victim lists for prefetch the slot and the row of n, a block that l may
-// evict; nothing for a client with its own IDTable (kindTable, beyond
-// maxRowsBytes), whose evictions do not touch the rows. Small enough to be
-// inlined in clientVictims' walks.
-func (s *Sim) victim(l *cache, n *lnode) {
-	if ix := s.dir.Slots(); int(n.id) < len(ix) && l.rows != nil {
-		s.tch.pf.add2(unsafe.Pointer(&ix[n.id]), unsafe.Pointer(l.rows.field(n.row, l.col.off)))
-	}
+	return nv
 }
 
 // touchLone is Touch for a lone client, whose cache and the server's
