@@ -305,9 +305,6 @@ func (cl *client) opened(orig, req wire.Msg, r *wire.OpenReply) {
 		return
 	}
 	caller, hasAs := callerOf(orig)
-	if w := cl.p.wb; w != nil {
-		w.d.learn(cl, r.Attr.Ino, path)
-	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if len(cl.handles) >= maxHandles {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/coopfs/coopfs/internal/wire"
-	"github.com/coopfs/coopfs/internal/writeback"
 )
 
 // A write-back proxy is the write-delegation authority of the clients
@@ -65,12 +64,11 @@ type delegFile struct {
 	returning bool                // a DelegateReturn upstream in flight
 }
 
-// holding is a client's hold of a file: the file's path, and which
-// declaration made it (a recall drops only the hold it recalled: the
-// client may declare the file again before it acks).
+// holding is a client's hold of a file: which declaration made it (a
+// recall drops only the hold it recalled: the client may declare the file
+// again before it acks).
 type holding struct {
-	path string
-	seq  uint64
+	seq uint64
 }
 
 func newDelegs(w *writeBack) *delegs {
@@ -95,7 +93,7 @@ func (f *delegFile) held() bool { return f.engine || len(f.holders) > 0 }
 // declare marks ino held (by the engine, or by cl) and declares it
 // upstream. A return of it on its way is waited for: it would undo the
 // declaration.
-func (d *delegs) declare(ctx context.Context, ino uint64, cl *client, path string) (wire.Msg, error) {
+func (d *delegs) declare(ctx context.Context, ino uint64, cl *client) (wire.Msg, error) {
 	d.mu.Lock()
 	f := d.fileLocked(ino)
 	for f.returning {
@@ -107,7 +105,7 @@ func (d *delegs) declare(ctx context.Context, ino uint64, cl *client, path strin
 		f.engine = true
 	} else {
 		d.seq++
-		h = holding{path: path, seq: d.seq}
+		h = holding{seq: d.seq}
 		f.holders[cl] = h
 	}
 	f.sending++
@@ -170,7 +168,7 @@ func (d *delegs) forgetLocked(ino uint64, f *delegFile) {
 	}
 }
 
-// holdersOf returns the clients holding ino, with its path, but the one
+// holdersOf returns the clients holding ino, with their holds, but the one
 // whose request caused the recall (upstream client id cause).
 func (d *delegs) holdersOf(ino uint64, cause uint32) map[*client]holding {
 	d.mu.Lock()
@@ -213,7 +211,7 @@ func (d *delegs) recall(ctx context.Context, ino uint64, cause uint32) {
 			}
 			_, err := down.CallTimeout(ctx, &wire.CallbackBreak{Kind: wire.CallbackWrite, Cause: cause, Items: []wire.BreakItem{{Ino: ino}}}, recallDownTimeout)
 			if err != nil {
-				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", h.path, "err", err)
+				d.w.p.log.Warn("a client did not write back a file the upstream recalled: disconnecting it", "client", cl.name, "path", d.w.p.pathOf(cl, ino), "err", err)
 				d.w.p.drop(cl) // its delegations become orphans upstream
 				return
 			}
@@ -264,7 +262,7 @@ func (d *delegs) handOff(cl *client) {
 func (d *delegs) serve(ctx context.Context, cl *client, m wire.Msg) (rep wire.Msg, done bool, err error) {
 	switch m := m.(type) {
 	case *wire.DelegateWrite:
-		rep, err := relayReply(d.declare(ctx, m.Ino, cl, d.w.p.pathOf(cl, m.Ino)))
+		rep, err := relayReply(d.declare(ctx, m.Ino, cl))
 		if err == nil {
 			d.adopt(ctx, cl, m.Ino)
 		}
@@ -301,37 +299,6 @@ func (d *delegs) settled(cl *client) {
 	for ino, name := range d.orphans {
 		if name == cl.name {
 			delete(d.orphans, ino)
-		}
-	}
-}
-
-// learn notes the path cl just opened file ino by, when cl holds it: the
-// latest open names the file (a hold declared through a restarted proxy
-// knows no path until then).
-func (d *delegs) learn(cl *client, ino uint64, path string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if f := d.files[ino]; f != nil {
-		if h, ok := f.holders[cl]; ok {
-			h.path = path
-			f.holders[cl] = h
-		}
-	}
-}
-
-// renamed moves the holders' paths after a rename.
-func (d *delegs) renamed(oldPath, newPath string, flags uint32) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range d.files {
-		for cl, h := range f.holders {
-			for _, mv := range writeback.Renames(oldPath, newPath, flags) {
-				if p, ok := writeback.Moved(h.path, mv[0], mv[1]); ok {
-					h.path = p
-					f.holders[cl] = h
-					break
-				}
-			}
 		}
 	}
 }
@@ -401,7 +368,7 @@ func (d *delegs) redeclareClients(ctx context.Context) {
 func (d *delegs) engineCall(ctx context.Context, m wire.Msg) (wire.Msg, bool, error) {
 	switch m := m.(type) {
 	case *wire.DelegateWrite:
-		r, err := d.declare(ctx, m.Ino, nil, "")
+		r, err := d.declare(ctx, m.Ino, nil)
 		return r, true, err
 	case *wire.DelegateReturn:
 		if m.Ino == wire.SettledIno {

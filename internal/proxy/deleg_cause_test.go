@@ -13,8 +13,8 @@ func TestRecallSparesExactlyItsCause(t *testing.T) {
 	d := newDelegs(&writeBack{})
 	a, b := &client{name: "a", id: 7}, &client{name: "b", id: 9}
 	f := d.fileLocked(42)
-	f.holders[a] = holding{path: "f", seq: 1}
-	f.holders[b] = holding{path: "f", seq: 2}
+	f.holders[a] = holding{seq: 1}
+	f.holders[b] = holding{seq: 2}
 	for _, c := range []struct {
 		cause uint32
 		want  []*client

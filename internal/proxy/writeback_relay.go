@@ -97,11 +97,7 @@ func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 
 // renamedHandles moves every client's handles after a rename.
 func (p *Proxy) renamedHandles(oldPath, newPath string, flags uint32) {
-	clients := p.clientList()
-	if p.wb != nil {
-		p.wb.d.renamed(oldPath, newPath, flags)
-	}
-	for _, cl := range clients {
+	for _, cl := range p.clientList() {
 		for _, mv := range writeback.Renames(oldPath, newPath, flags) {
 			cl.renamedHandles(mv[0], mv[1])
 		}
