@@ -50,6 +50,10 @@ type ClientConfig struct {
 	// below a bound that follows the number of files known, and a table
 	// the rest.
 	DenseFiles bool
+	// Files, if set, is the store the client keeps its per-file records
+	// in, as a column of its own beside other participants' (the
+	// simulator shares one among all); nil: a store of its own.
+	Files *FileStore
 }
 
 // DefaultMaxHops is the default bound on the clients a request visits.
@@ -107,7 +111,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	idx := newFileIndex(cfg.DenseFiles)
+	idx := newFileIndex(cfg.Files, cfg.DenseFiles)
 	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, idx, cfg.Watch), idx: idx}
 	ids := slices.Clone(cfg.Peers)
 	slices.Sort(ids)
@@ -617,7 +621,7 @@ func (c *Client) deleteHintOf(v *entry) {
 // recOf returns the record of the file of v, an entry just evicted: v.rec
 // while the self hint kept it indexed (the invariant), else found anew.
 func (c *Client) recOf(v *entry) int32 {
-	if r := v.rec; c.idx.made(r) && c.idx.rec(r).used > 0 && c.idx.rec(r).id == v.id.File {
+	if r := v.rec; c.idx.holds(r, v.id.File) {
 		return r
 	}
 	return c.idx.ensure(v.id.File)
