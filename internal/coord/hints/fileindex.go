@@ -209,13 +209,9 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 
 // eachFile calls f for every record in the column until f returns false.
 func (x *fileIndex) eachFile(f func(r int32) bool) {
-	x.st.ids.each(func(_ uint64, b int32) bool {
-		for ; b != 0; b = x.st.rec(b).next {
-			for i, c := range x.st.rec(b).cols {
-				if c == x.col && !f(b<<2|int32(i)) {
-					return false
-				}
-			}
+	x.st.ids.each(func(file uint64, _ int32) bool {
+		if r := x.st.findCol(file, x.col); r != 0 {
+			return f(r)
 		}
 		return true
 	})

@@ -69,6 +69,9 @@ func TestSharedStoreChangesNothing(t *testing.T) {
 			if step%997 == 0 {
 				checkAll(t, a...)
 				checkAll(t, b...)
+				if err := shared.s.check(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if shared.s.len() <= shared.s.ids.n { // buckets in use, files
