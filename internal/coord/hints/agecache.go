@@ -59,7 +59,7 @@ type ageCache struct {
 // newAgeCache returns an empty cache indexed in idx (a new one if nil).
 func newAgeCache(capacity int, idx *fileIndex, watch func(block.ID, bool)) *ageCache {
 	if idx == nil {
-		idx = newFileIndex(nil, false)
+		idx = newFileIndex(false)
 	}
 	c := &ageCache{capacity: capacity, idx: idx, watch: watch}
 	c.heap.init(capacity, &c.ents)
@@ -281,8 +281,8 @@ func (c *ageCache) check() error {
 				return true
 			}
 			indexed++
-			if e := &c.ents[s.ent]; e.id.File != c.idx.fileOf(r) || e.id.Index != idx || e.rec != r {
-				err = errorf("age cache: slot %d of file %d holds %v", idx, c.idx.fileOf(r), e.id)
+			if e := &c.ents[s.ent]; e.id.File != c.idx.rec(r).id || e.id.Index != idx || e.rec != r {
+				err = errorf("age cache: slot %d of file %d holds %v", idx, c.idx.rec(r).id, e.id)
 			}
 			return err == nil
 		})

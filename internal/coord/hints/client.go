@@ -50,10 +50,6 @@ type ClientConfig struct {
 	// below a bound that follows the number of files known, and a table
 	// the rest.
 	DenseFiles bool
-	// Files, if set, is the store the client keeps its per-file records
-	// in, as a column of its own beside other participants' (the
-	// simulator shares one among all); nil: a store of its own.
-	Files *FileStore
 }
 
 // DefaultMaxHops is the default bound on the clients a request visits.
@@ -111,7 +107,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	idx := newFileIndex(cfg.Files, cfg.DenseFiles)
+	idx := newFileIndex(cfg.DenseFiles)
 	c := &Client{cfg: cfg, cache: newAgeCache(cfg.CacheBlocks, idx, cfg.Watch), idx: idx}
 	ids := slices.Clone(cfg.Peers)
 	slices.Sort(ids)
@@ -621,7 +617,7 @@ func (c *Client) deleteHintOf(v *entry) {
 // recOf returns the record of the file of v, an entry just evicted: v.rec
 // while the self hint kept it indexed (the invariant), else found anew.
 func (c *Client) recOf(v *entry) int32 {
-	if r := v.rec; c.idx.holds(r, v.id.File) {
+	if r := v.rec; c.idx.made(r) && c.idx.rec(r).used > 0 && c.idx.rec(r).id == v.id.File {
 		return r
 	}
 	return c.idx.ensure(v.id.File)

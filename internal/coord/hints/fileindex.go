@@ -9,8 +9,6 @@ import (
 // each file it caches blocks of or holds hints for has a record with one
 // slot per block index, holding the block's cache entry and its hint
 // (either may be absent). A client's age cache and its hints share one.
-// The records are the participant's column of a FileStore (shared with
-// the other participants of a simulation, a live client's own).
 //
 // Everything the policy does per file — hand out its hints on open, drop
 // them and its blocks on a revocation, revalidate a writer's copies — walks
@@ -19,22 +17,31 @@ import (
 // client streaming through a file finds it at once) and then its index,
 // and a file's blocks sit side by side in memory. Block 0's slot is in the
 // record itself (the object traces of the field make every object a file
-// of one block); the next nearSlots in a page of the store's (numbered in
+// of one block); the next nearSlots in a page of the index's (numbered in
 // the record) that grows with the highest index used, so a file of a few
 // blocks costs a few slots; the others in an lru.Sparse (numbered too).
 // Records are recycled with their pages: after warm-up nothing is
-// allocated. Nothing holds a pointer but the store's page tables.
+// allocated. Nothing holds a pointer but the index's page tables.
 //
-// INVARIANT: a record is in the column iff used > 0; used counts its slots
-// that hold an entry or a hint.
+// INVARIANT: a record is indexed iff used > 0; used counts its slots that
+// hold an entry or a hint.
 type fileIndex struct {
-	st      *fileStore
-	col     uint8 // the participant's column
-	hints   int   // slots holding a hint
-	files   int   // records in the column
-	last    uint64
-	lastRec int32 // the record of last (if lastOK; 0: none)
-	lastOK  bool
+	fileSlab[fileRec]
+	nears [][]slot            // the records' near pages, by number (0: none)
+	mores []*lru.Sparse[slot] // the records' far slots, by number (0: none)
+	hints int                 // slots holding a hint
+}
+
+// fileRec is one file's record: 48 bytes without pointers (its other
+// slots are numbered pages of the index), so that a record is seldom
+// split across two cache lines and the garbage collector does not scan
+// the millions a simulated client of an object trace holds.
+type fileRec struct {
+	id   uint64
+	s0   slot  // index 0
+	near int32 // indexes 1..nearSlots: nears[near] (0 until one is used)
+	more int32 // the others: mores[more] (0 until one is used)
+	used int32
 }
 
 // nearSlots is how many slots past index 0 a record keeps in its own
@@ -61,43 +68,12 @@ func (s *slot) hint() (Hint, bool) {
 	return Hint{Holder: ClientID(s.hp1 - 1), Boot: s.boot, Since: s.since}, true
 }
 
-// newFileIndex returns an empty index, a column of st (a store of its own
-// if st is nil or full; dense says file ids are small dense numbers).
-func newFileIndex(st *FileStore, dense bool) *fileIndex {
-	if st != nil {
-		if col := st.s.join(); col != 0 {
-			return &fileIndex{st: &st.s, col: col}
-		}
-	}
-	own := NewFileStore(dense)
-	return &fileIndex{st: &own.s, col: own.s.join()}
-}
-
-// find returns file's record, 0 if it has none.
-func (x *fileIndex) find(file uint64) int32 {
-	if x.lastOK && x.last == file {
-		return x.lastRec
-	}
-	r := x.st.findCol(file, x.col)
-	x.last, x.lastRec, x.lastOK = file, r, true
-	return r
-}
-
-// rec returns record r, which is in use.
-func (x *fileIndex) rec(r int32) *fileRec { return x.st.record(r) }
-
-// fileOf returns the file of record r, which is in use.
-func (x *fileIndex) fileOf(r int32) uint64 { return x.st.bucket(r).id }
-
-// holds reports whether r is file's record in this column (a handle kept
-// since may have been released, and taken by another file or column).
-func (x *fileIndex) holds(r int32, file uint64) bool {
-	b := r >> 2
-	if !x.st.made(b) {
-		return false
-	}
-	k := x.st.rec(b)
-	return k.cols[r&3] == x.col && k.id == file && k.recs[r&3].used > 0
+// newFileIndex returns an empty index; dense says file ids are small dense
+// numbers (fileMap).
+func newFileIndex(dense bool) *fileIndex {
+	x := &fileIndex{nears: make([][]slot, 1), mores: make([]*lru.Sparse[slot], 1)}
+	x.ids.dense = dense
+	return x
 }
 
 // ensure returns file's record, made if need be.
@@ -105,9 +81,8 @@ func (x *fileIndex) ensure(file uint64) int32 {
 	if r := x.find(file); r != 0 {
 		return r
 	}
-	r := x.st.addCol(file, x.col)
-	x.files++
-	x.last, x.lastRec, x.lastOK = file, r, true
+	r := x.add(file)
+	x.rec(r).id = file
 	return r
 }
 
@@ -122,19 +97,16 @@ func (x *fileIndex) at(r int32, idx uint64) *slot {
 // atFar is at for an index past 0.
 func (x *fileIndex) atFar(r int32, idx uint64) *slot {
 	f := x.rec(r)
-	if f.pages == 0 {
-		return nil
-	}
 	if idx <= nearSlots {
-		if p := x.st.nears[f.pages]; idx <= uint64(len(p)) {
+		if p := x.nears[f.near]; idx <= uint64(len(p)) { // nears[0] is empty
 			return &p[idx-1]
 		}
 		return nil
 	}
-	if m := x.st.mores[f.pages]; m != nil {
-		return m.At(idx - nearSlots - 1)
+	if f.more == 0 {
+		return nil
 	}
-	return nil
+	return x.mores[f.more].At(idx - nearSlots - 1)
 }
 
 // make returns the slot of index idx in record r, made if need be (valid
@@ -144,16 +116,20 @@ func (x *fileIndex) make(r int32, idx uint64) *slot {
 	if idx == 0 {
 		return &f.s0
 	}
-	n := x.st.pagesOf(f)
 	if idx <= nearSlots {
-		p := lru.Extend(x.st.nears[n], int(idx), nearSlots)
-		x.st.nears[n] = p
+		if f.near == 0 {
+			f.near = int32(len(x.nears))
+			x.nears = append(x.nears, nil)
+		}
+		p := lru.Extend(x.nears[f.near], int(idx), nearSlots)
+		x.nears[f.near] = p
 		return &p[idx-1]
 	}
-	if x.st.mores[n] == nil {
-		x.st.mores[n] = new(lru.Sparse[slot])
+	if f.more == 0 {
+		f.more = int32(len(x.mores))
+		x.mores = append(x.mores, new(lru.Sparse[slot]))
 	}
-	return x.st.mores[n].Make(idx - nearSlots - 1)
+	return x.mores[f.more].Make(idx - nearSlots - 1)
 }
 
 // lookup returns the slot of block b, nil if none.
@@ -178,11 +154,15 @@ func (x *fileIndex) emptied(r int32) {
 	if f.used--; f.used > 0 {
 		return
 	}
-	if x.last == x.fileOf(r) {
-		x.lastRec = 0 // the file has none now
+	x.release(f.id, r)
+	// Keep the pages' memory for the record's next file, cleared.
+	f.s0 = slot{}
+	p := x.nears[f.near]
+	clear(p)
+	x.nears[f.near] = p[:0]
+	if f.more != 0 {
+		x.mores[f.more].Reset()
 	}
-	x.files--
-	x.st.releaseCol(r)
 }
 
 // each calls f for every slot of record r that is in use (in index order
@@ -193,26 +173,19 @@ func (x *fileIndex) each(r int32, f func(idx uint64, s *slot) bool) {
 	if s := &rec.s0; !s.empty() && !f(0, s) {
 		return
 	}
-	if rec.pages == 0 {
-		return
-	}
-	near := x.st.nears[rec.pages]
+	near := x.nears[rec.near]
 	for i := range near {
 		if s := &near[i]; !s.empty() && !f(uint64(i)+1, s) {
 			return
 		}
 	}
-	if m := x.st.mores[rec.pages]; m != nil {
-		m.Each(func(i uint64, s *slot) bool { return s.empty() || f(i+nearSlots+1, s) })
+	if rec.more == 0 {
+		return
 	}
+	x.mores[rec.more].Each(func(i uint64, s *slot) bool { return s.empty() || f(i+nearSlots+1, s) })
 }
 
-// eachFile calls f for every record in the column until f returns false.
+// files calls f for every record in use until f returns false.
 func (x *fileIndex) eachFile(f func(r int32) bool) {
-	x.st.ids.each(func(file uint64, _ int32) bool {
-		if r := x.st.findCol(file, x.col); r != 0 {
-			return f(r)
-		}
-		return true
-	})
+	x.ids.each(func(_ uint64, r int32) bool { return f(r) })
 }

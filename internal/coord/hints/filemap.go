@@ -142,28 +142,21 @@ func (s *fileSlab[T]) find(file uint64) int32 {
 
 // add gives file, which has none, a record and returns its number.
 func (s *fileSlab[T]) add(file uint64) int32 {
-	r := s.take()
+	var r int32
+	if n := len(s.free); n > 0 {
+		r, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		if s.n == 0 {
+			s.n = 1
+		}
+		r = s.n
+		if int(r>>slabPageBits) == len(s.pages) {
+			s.pages = append(s.pages, make([]T, slabPage))
+		}
+		s.n++
+	}
 	s.ids.put(file, r)
 	s.last, s.lastRec, s.lastOK = file, r, true
-	return r
-}
-
-// take returns a record no file maps to (a free one, or a new one),
-// which the caller maps or gives back to free.
-func (s *fileSlab[T]) take() int32 {
-	if n := len(s.free); n > 0 {
-		r := s.free[n-1]
-		s.free = s.free[:n-1]
-		return r
-	}
-	if s.n == 0 {
-		s.n = 1
-	}
-	r := s.n
-	if int(r>>slabPageBits) == len(s.pages) {
-		s.pages = append(s.pages, make([]T, slabPage))
-	}
-	s.n++
 	return r
 }
 

@@ -97,7 +97,7 @@ func (x *fileIndex) hintFiles() []uint64 {
 		has := false
 		x.each(r, func(_ uint64, s *slot) bool { has = s.hp1 != 0; return !has })
 		if has {
-			out = append(out, x.fileOf(r))
+			out = append(out, x.rec(r).id)
 		}
 		return true
 	})
@@ -108,7 +108,7 @@ func (x *fileIndex) hintFiles() []uint64 {
 // the index.
 func (x *fileIndex) eachHint(f func(b block.ID, h Hint) bool) {
 	x.eachFile(func(r int32) bool {
-		file, more := x.fileOf(r), true
+		file, more := x.rec(r).id, true
 		x.each(r, func(idx uint64, s *slot) bool {
 			if h, ok := s.hint(); ok {
 				more = f(block.ID{File: file, Index: idx}, h)
@@ -134,15 +134,15 @@ func (x *fileIndex) check() error {
 			return true
 		})
 		if rec := x.rec(r); used != rec.used || used == 0 {
-			err = errorf("file index: file %d has %d slots in use, counted %d", x.fileOf(r), used, rec.used)
+			err = errorf("file index: file %d has %d slots in use, counted %d", rec.id, used, rec.used)
 		}
 		return err == nil
 	})
 	if err == nil && hints != x.hints {
 		err = errorf("file index: %d hints, counted %d", hints, x.hints)
 	}
-	if err == nil && files != x.files {
-		err = errorf("file index: %d files, counted %d", files, x.files)
+	if err == nil && files+len(x.free) != max(int(x.n)-1, 0) {
+		err = errorf("file index: %d files + %d free records, %d records", files, len(x.free), max(int(x.n)-1, 0))
 	}
 	return err
 }

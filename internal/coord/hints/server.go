@@ -64,9 +64,6 @@ type ServerConfig struct {
 	Watch func(b block.ID, in bool)
 	// DenseFiles says file ids are small dense numbers (ClientConfig).
 	DenseFiles bool
-	// Files, if set, is the store the server memory keeps its per-file
-	// records in (ClientConfig.Files).
-	Files *FileStore
 }
 
 func (c *ServerConfig) validate() error {
@@ -157,13 +154,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	switch {
 	case cfg.Memory == MemoryCoop && cfg.MemoryBlocks > 0:
 		c, err := NewClient(ClientConfig{ID: cfg.CoopID, Boot: 1, CacheBlocks: cfg.MemoryBlocks,
-			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true, DenseFiles: cfg.DenseFiles, Files: cfg.Files})
+			Peers: cfg.Clients, Discard: DiscardNever, ServeOnly: true, DenseFiles: cfg.DenseFiles})
 		if err != nil {
 			return nil, err
 		}
 		s.coop = c
 	case cfg.Memory != MemoryCoop:
-		s.mem = newAgeCache(cfg.MemoryBlocks, newFileIndex(cfg.Files, cfg.DenseFiles), cfg.Watch)
+		s.mem = newAgeCache(cfg.MemoryBlocks, newFileIndex(cfg.DenseFiles), cfg.Watch)
 	}
 	return s, nil
 }

@@ -134,20 +134,16 @@ func New(p sim.Params) (*Algorithm, error) {
 	a.holders.on = p.Clients > 1 && p.Clients <= 64 // one client: the oracle asks it directly
 	a.alone = p.Clients == 1
 	a.ids.NumberFiles()
-	// One store for every participant's per-file records: the reader, the
-	// last opener, the holder and the forward target of an access find
-	// the file in one bucket.
-	files := hints.NewFileStore(true)
 	for i := range ids {
 		c, err := hints.NewClient(hints.ClientConfig{ID: ids[i], Boot: 1, CacheBlocks: p.ClientCacheBlocks,
-			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i), DenseFiles: true, Files: files})
+			Peers: peers, Discard: test, MaxHops: hops, Watch: a.watcher(i), DenseFiles: true})
 		if err != nil {
 			return nil, err
 		}
 		a.clients = append(a.clients, c)
 	}
 	a.srv, err = hints.NewServer(hints.ServerConfig{MemoryBlocks: p.ServerCacheBlocks, Memory: mem,
-		CoopID: a.coopID, Clients: ids, DenseFiles: true, Files: files})
+		CoopID: a.coopID, Clients: ids, DenseFiles: true})
 	if err != nil {
 		return nil, err
 	}
