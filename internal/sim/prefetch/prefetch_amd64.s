@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func prefetch(addrs []uintptr)
-TEXT ·prefetch(SB), NOSPLIT, $0-24
+// func Lines(addrs []uintptr)
+TEXT ·Lines(SB), NOSPLIT, $0-24
 	MOVQ addrs_base+0(FP), SI
 	MOVQ addrs_len+8(FP), CX
 	TESTQ CX, CX
