@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/coopfs/coopfs/internal/sim"
+	"github.com/coopfs/coopfs/internal/sim/prefetch"
 )
 
 var (
@@ -34,7 +35,7 @@ func (c *caches) prefetch(ahead []sim.Access) {
 	if len(ahead) == 0 || len(c.bl) == 0 {
 		return
 	}
-	prefetchBlocks(&c.bl[0], &ahead[0].ID, unsafe.Sizeof(ahead[0]), len(ahead))
+	prefetch.Words(unsafe.Pointer(&c.bl[0]), &ahead[0].ID, unsafe.Sizeof(ahead[0]), len(ahead))
 }
 
 // TouchWindow implements sim.Toucher.

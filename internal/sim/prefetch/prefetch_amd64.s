@@ -14,3 +14,20 @@ loop:
 	JNZ loop
 done:
 	RET
+
+// func Words(base unsafe.Pointer, ids *uint32, stride uintptr, n int)
+TEXT ·Words(SB), NOSPLIT, $0-32
+	MOVQ base+0(FP), DI
+	MOVQ ids+8(FP), SI
+	MOVQ stride+16(FP), DX
+	MOVQ n+24(FP), CX
+	TESTQ CX, CX
+	JLE wdone
+wloop:
+	MOVLQZX (SI), AX
+	PREFETCHT0 (DI)(AX*8)
+	ADDQ DX, SI
+	DECQ CX
+	JNZ wloop
+wdone:
+	RET
