@@ -5,7 +5,6 @@ import (
 
 	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/sim"
-	"github.com/coopfs/coopfs/internal/sim/prefetch"
 )
 
 var _ sim.Toucher = (*Sim)(nil)
@@ -46,7 +45,7 @@ type toucher struct {
 	lastClients, curClients []int32
 	srvWalk, cliWalk        victimWalk
 	vic                     [2 * touchWindow]victimAt
-	pf                      prefetch.List
+	pf                      prefetches
 }
 
 // Touch implements sim.Toucher: it loads, for each read of acc, the state
@@ -96,7 +95,7 @@ func (s *Sim) Touch(acc []sim.Access) {
 	}
 	for _, v := range t.vic[:nv] { // the victims' slots: written when their rows empty
 		if int(v.id) < len(ix) {
-			t.pf.Add(unsafe.Pointer(&ix[v.id]))
+			t.pf.add(unsafe.Pointer(&ix[v.id]))
 		}
 	}
 	s.touchVictims(s.server, &t.srvWalk)
@@ -108,22 +107,43 @@ func (s *Sim) Touch(acc []sim.Access) {
 			a.hh = rs.get(a.row, s.caches[a.holder].col)
 		}
 		if a.h > 0 && int(a.h) < len(l.links) {
-			t.pf.Add(unsafe.Pointer(&l.links[a.h]))
+			t.pf.add(unsafe.Pointer(&l.links[a.h]))
 		}
 		if a.hh != 0 { // the holder's node
 			if hc := s.caches[a.holder]; int(a.hh) < len(hc.nodes) {
-				t.pf.Add(unsafe.Pointer(&hc.nodes[a.hh]))
+				t.pf.add(unsafe.Pointer(&hc.nodes[a.hh]))
 			}
 		}
 	}
 	if rs := s.caches[0].rows; rs != nil {
 		for _, v := range t.vic[:nv] { // the victims' rows
 			if v.row != 0 && int(v.row) < len(rs.h)/rs.stride {
-				t.pf.Add(unsafe.Pointer(rs.field(v.row, s.caches[v.client].col.off)))
+				t.pf.add(unsafe.Pointer(rs.field(v.row, s.caches[v.client].col.off)))
 			}
 		}
 	}
-	t.pf.Flush()
+	t.pf.flush()
+}
+
+// prefetches is a list of addresses for prefetch: Touch's last stages,
+// whose values it does not use.
+type prefetches struct {
+	a [8 * touchWindow]uintptr
+	n int
+}
+
+// add lists p (dropped when the list is full: a hint).
+func (f *prefetches) add(p unsafe.Pointer) {
+	if f.n < len(f.a) {
+		f.a[f.n] = uintptr(p)
+		f.n++
+	}
+}
+
+// flush prefetches the listed addresses and empties the list.
+func (f *prefetches) flush() {
+	prefetch(f.a[:f.n])
+	f.n = 0
 }
 
 // touchRows loads the rows of st's blocks (the requesters' handles) and
@@ -180,12 +200,12 @@ func (s *Sim) touchLone(acc []sim.Access) {
 	ix := s.dir.Slots()
 	for i := range acc {
 		if a := &acc[i]; int(a.ID) < len(ix) {
-			s.tch.pf.Add(unsafe.Pointer(&ix[a.ID])) // and the directory's entry, beside it
+			s.tch.pf.add(unsafe.Pointer(&ix[a.ID])) // and the directory's entry, beside it
 		}
 	}
 	s.touchVictims(s.server, &s.tch.srvWalk)
 	s.touchVictims(s.caches[0], &s.tch.cliWalk)
-	s.tch.pf.Flush()
+	s.tch.pf.flush()
 }
 
 // next ends a window: its counts become the last window's.
@@ -231,7 +251,7 @@ func (s *Sim) touchVictims(l *cache, w *victimWalk) {
 	ix := s.dir.Slots()
 	for ; h != 0 && pos < end; pos++ {
 		if id := l.nodes[h].id; int(id) < len(ix) {
-			s.tch.pf.Add(unsafe.Pointer(&ix[id]))
+			s.tch.pf.add(unsafe.Pointer(&ix[id]))
 		}
 		h = l.links[h].Prev
 	}
