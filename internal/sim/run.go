@@ -324,7 +324,8 @@ type loop struct {
 
 // simulate feeds the accesses of batch to the algorithm, in order.
 func (l *loop) simulate(batch []Access) error {
-	for _, a := range batch {
+	for i := range batch {
+		a := &batch[i]
 		if uint(a.Client) >= uint(l.p.Clients) {
 			return fmt.Errorf("%s: access %d names client %d, but there are %d clients (set --clients)", l.name, l.n+1, a.Client, l.p.Clients)
 		}
@@ -332,8 +333,8 @@ func (l *loop) simulate(batch []Access) error {
 			l.rec.Reset()
 			l.warm = l.n
 		}
-		l.rec.Begin(a)
-		l.rec.Record(a, l.alg.Access(a, l.rec.Counters()))
+		l.rec.Begin(a.Time)
+		l.rec.Record(a.Op, l.alg.Access(*a, l.rec.Counters()))
 		l.n++
 		if l.o.Progress != nil && l.o.ProgressEvery > 0 && l.n%l.o.ProgressEvery == 0 {
 			l.o.Progress(l.n)

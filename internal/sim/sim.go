@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -377,6 +378,7 @@ type Counters struct {
 	netBytes    int64
 	clientBytes []int64
 	winStart    time.Duration
+	winLast     time.Duration // the current window's last instant (startWindow)
 	winNet      int64
 	winClient   []int64 // bytes per client in the current window
 	maxWinNet   int64
@@ -385,13 +387,15 @@ type Counters struct {
 
 // NewCounters returns counters for a run with p's clients and loads.
 func NewCounters(p Params) *Counters {
-	return &Counters{
+	c := &Counters{
 		window:      p.LoadWindow,
 		msgBytes:    p.MessageBytes,
 		blockBytes:  p.BlockSize,
 		clientBytes: make([]int64, p.Clients),
 		winClient:   make([]int64, p.Clients),
 	}
+	c.startWindow(0)
+	return c
 }
 
 // Manager records n messages sent or received by the manager for cause.
@@ -405,20 +409,18 @@ func (c *Counters) Lookup(n int) { c.LookupMsgs += int64(n) }
 
 // Msg records one message from node from to node to on the network, carrying
 // a block or not, for the network and client loads. It does not count toward
-// the manager or lookup counts (call those too).
+// the manager or lookup counts (call those too). It adds to the current load
+// window only; the totals take each window's bytes when it closes.
 func (c *Counters) Msg(from, to int, carriesBlock bool) {
 	n := c.msgBytes
 	if carriesBlock {
 		n += c.blockBytes
 	}
-	c.netBytes += n
 	c.winNet += n
-	if uint(from) < uint(len(c.clientBytes)) {
-		c.clientBytes[from] += n
+	if uint(from) < uint(len(c.winClient)) {
 		c.winClient[from] += n
 	}
-	if uint(to) < uint(len(c.clientBytes)) {
-		c.clientBytes[to] += n
+	if uint(to) < uint(len(c.winClient)) {
 		c.winClient[to] += n
 	}
 }
@@ -426,22 +428,47 @@ func (c *Counters) Msg(from, to int, carriesBlock bool) {
 // Now is the virtual time of the access being simulated.
 func (c *Counters) Now() time.Duration { return c.now }
 
-// advance moves virtual time to t, closing load windows on the way.
+// advance moves virtual time to t, closing load windows on the way. It must
+// stay within Go's inlining budget (go build -gcflags=-m=2 ./internal/sim
+// | grep advance): the run loop calls it on every access, so the window's
+// bookkeeping is in roll, which runs once a window.
 func (c *Counters) advance(t time.Duration) {
-	if t < c.now {
-		t = c.now // traces may carry unordered times; time never goes back
+	if t > c.now { // traces may carry unordered times; time never goes back
+		c.now = t
 	}
-	c.now = t
-	if c.window > 0 && t-c.winStart >= c.window {
-		c.closeWindow()
-		c.winStart = t - (t-c.winStart)%c.window
+	if c.now > c.winLast {
+		c.roll()
 	}
 }
 
+// roll closes the current load window and starts the one holding now.
+// It is kept out of advance, which would otherwise grow past the budget.
+//
+//go:noinline
+func (c *Counters) roll() {
+	c.closeWindow()
+	c.startWindow(c.now - (c.now-c.winStart)%c.window)
+}
+
+// startWindow starts a load window at s: winLast is its last instant
+// (t > winLast is t-s >= window without overflow), the end of time if
+// there are no windows.
+func (c *Counters) startWindow(s time.Duration) {
+	c.winStart = s
+	c.winLast = math.MaxInt64
+	if c.window > 0 && s <= math.MaxInt64-c.window {
+		c.winLast = s + c.window - 1
+	}
+}
+
+// closeWindow takes the current window's maxima, adds its bytes to the
+// totals and empties it.
 func (c *Counters) closeWindow() {
 	c.maxWinNet = max(c.maxWinNet, c.winNet)
+	c.netBytes += c.winNet
 	for k, v := range c.winClient {
 		c.maxWinCli = max(c.maxWinCli, v)
+		c.clientBytes[k] += v
 		c.winClient[k] = 0
 	}
 	c.winNet = 0
@@ -575,16 +602,17 @@ func (r *Recorder) Counters() *Counters { return r.c }
 func (r *Recorder) Reset() {
 	now := r.c.now
 	*r = Recorder{p: r.p, c: NewCounters(r.p), start: now}
-	r.c.now, r.c.winStart = now, now
+	r.c.now = now
+	r.c.startWindow(now)
 }
 
-// Begin sets the virtual time for the access about to be simulated.
-func (r *Recorder) Begin(a Access) { r.c.advance(a.Time) }
+// Begin sets the virtual time t of the access about to be simulated.
+func (r *Recorder) Begin(t time.Duration) { r.c.advance(t) }
 
-// Record accounts one access's outcome.
-func (r *Recorder) Record(a Access, o Outcome) {
+// Record accounts the outcome of one access doing op.
+func (r *Recorder) Record(op Op, o Outcome) {
 	r.accesses++
-	if a.Op != OpRead {
+	if op != OpRead {
 		return
 	}
 	r.reads++

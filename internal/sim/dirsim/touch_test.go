@@ -56,8 +56,8 @@ func TestTouchChangesNothing(t *testing.T) {
 						s.Touch(ahead)
 						touched++
 					}
-					rec.Begin(a)
-					rec.Record(a, s.Access(a, rec.Counters()))
+					rec.Begin(a.Time)
+					rec.Record(a.Op, s.Access(a, rec.Counters()))
 				}
 				return s.summary(t, rec.Metrics("directory", "t", "t", 0)), touched
 			}

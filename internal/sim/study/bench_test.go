@@ -125,8 +125,8 @@ func cpuTime() time.Duration {
 // callgrind can count it alone: --toggle-collect='*study.replay').
 func replay(alg sim.Algorithm, rec *sim.Recorder, work []sim.Access) {
 	for _, a := range work {
-		rec.Begin(a)
-		rec.Record(a, alg.Access(a, rec.Counters()))
+		rec.Begin(a.Time)
+		rec.Record(a.Op, alg.Access(a, rec.Counters()))
 	}
 }
 
