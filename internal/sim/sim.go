@@ -583,7 +583,8 @@ type Recorder struct {
 	start    time.Duration
 	accesses int64
 	reads    int64
-	hits     Hits
+	layers   [8]int64 // reads by Layer (only LayerLocal..LayerDisk count)
+	discard  int64    // LayerServer reads from the discard cache
 	hops     int64
 	extraMs  float64
 }
@@ -616,48 +617,45 @@ func (r *Recorder) Record(op Op, o Outcome) {
 		return
 	}
 	r.reads++
-	switch o.Layer {
-	case LayerLocal:
-		r.hits.Local++
-	case LayerRemote:
-		r.hits.Remote++
-	case LayerServer:
-		r.hits.Server++
-		if o.Discard {
-			r.hits.Discard++
-		}
-	case LayerDisk:
-		r.hits.Disk++
+	r.layers[o.Layer&7]++ // an indexed add, not a branch on where the read hit
+	if o.Discard && o.Layer == LayerServer {
+		r.discard++
 	}
 	r.hops += int64(o.Hops)
 	r.extraMs += o.ExtraMs
 }
 
+// hits returns the reads counted so far by the layer that served them.
+func (r *Recorder) hits() Hits {
+	return Hits{Local: r.layers[LayerLocal], Remote: r.layers[LayerRemote],
+		Server: r.layers[LayerServer], Disk: r.layers[LayerDisk], Discard: r.discard}
+}
+
 // Metrics computes the results so far.
 func (r *Recorder) Metrics(algorithm, config, workload string, warmUp int64) Metrics {
-	c, p := r.c, r.p
+	c, p, hits := r.c, r.p, r.hits()
 	c.closeWindow()
 	m := Metrics{Algorithm: algorithm, Config: config, Workload: workload,
-		Accesses: r.accesses, Reads: r.reads, WarmUp: warmUp, Hits: r.hits}
+		Accesses: r.accesses, Reads: r.reads, WarmUp: warmUp, Hits: hits}
 	rd := float64(r.reads)
 	if r.reads > 0 {
 		m.Breakdown = Breakdown{
-			Local:   float64(r.hits.Local) * p.LocalMs / rd,
-			Remote:  float64(r.hits.Remote) * p.RemoteMs / rd,
-			Server:  float64(r.hits.Server) * p.ServerMs / rd,
-			Disk:    float64(r.hits.Disk) * p.DiskMs / rd,
+			Local:   float64(hits.Local) * p.LocalMs / rd,
+			Remote:  float64(hits.Remote) * p.RemoteMs / rd,
+			Server:  float64(hits.Server) * p.ServerMs / rd,
+			Disk:    float64(hits.Disk) * p.DiskMs / rd,
 			Message: float64(r.hops) * p.MessageMs / rd,
 			Extra:   r.extraMs / rd,
 		}
 		b := m.Breakdown
 		m.AvgAccessMs = b.Local + b.Remote + b.Server + b.Disk + b.Message + b.Extra
-		m.HitDistr = HitDistr{ratio(r.hits.Local, r.reads), ratio(r.hits.Remote, r.reads),
-			ratio(r.hits.Server, r.reads), ratio(r.hits.Disk, r.reads)}
+		m.HitDistr = HitDistr{ratio(hits.Local, r.reads), ratio(hits.Remote, r.reads),
+			ratio(hits.Server, r.reads), ratio(hits.Disk, r.reads)}
 	}
 	m.LocalHitRatio = m.HitDistr.Local
 	m.ServerHitRatio = m.HitDistr.Server
-	m.DiskAccesses = r.hits.Disk
-	misses := r.reads - r.hits.Local
+	m.DiskAccesses = hits.Disk
+	misses := r.reads - hits.Local
 	mgr := c.ManagerMsgs[0] + c.ManagerMsgs[1] + c.ManagerMsgs[2]
 	m.ManagerMsgsPerAccess = ratio(mgr, r.accesses)
 	m.ManagerByCause = ByCauseRate{ratio(c.ManagerMsgs[CauseConsistency], r.accesses),
@@ -671,7 +669,7 @@ func (r *Recorder) Metrics(algorithm, config, workload string, warmUp int64) Met
 	m.AbsoluteCorrectness = ratio(c.HintAbsCorrect, c.HintCorrect)
 	m.FalseNegatives = ratio(c.HintFalseNeg, misses)
 	m.UnnecessaryForwards = ratio(c.UnnecessaryFwds, c.Forwards)
-	m.DiscardHitRatio = ratio(r.hits.Discard, r.reads)
+	m.DiscardHitRatio = ratio(hits.Discard, r.reads)
 	m.ForwardMissRate = ratio(c.ForwardMisses, c.ForwardedReqs)
 	m.InvalidationsPerAcc = ratio(c.Invalidations, r.accesses)
 	dur := (c.now - r.start).Seconds()
