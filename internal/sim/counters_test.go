@@ -52,9 +52,9 @@ func (m *loadModel) msg(from, to int, block bool) {
 
 // TestLoadWindowsMatchModel checks that Counters, which add a message to
 // its load window only and fold each window into the totals when it
-// closes, keep the model's windows and give its totals and maxima of the per-message model: unordered
-// times, jumps over many windows, windows near the end of time, nodes
-// that are not clients.
+// closes, keep the same windows as the per-message model and end with its
+// totals and maxima: unordered times, jumps over many windows, windows
+// near the end of time, nodes that are not clients.
 func TestLoadWindowsMatchModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	windows := []time.Duration{time.Second, time.Minute, 7, math.MaxInt64 / 2, math.MaxInt64 - 3, math.MaxInt64}
