@@ -1,11 +1,13 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,7 +68,11 @@ func (b *bencher) suite(dir string) error {
 	return nil
 }
 
-// makeTrace writes t in dir unless a file of that name is there.
+// makeTrace writes t in dir unless a file of that name is there. A child
+// process (coopfs sim gen or sim convert) makes it, not this one: a child's
+// peak RSS as the kernel reports it (ru_maxrss) starts from its parent's
+// peak at the exec, so a bench process that held a generated trace would
+// lend every later row its size.
 func (b *bencher) makeTrace(dir string, t suiteTrace) error {
 	path := filepath.Join(dir, t.name)
 	if _, err := os.Stat(path); err == nil {
@@ -74,32 +80,29 @@ func (b *bencher) makeTrace(dir string, t suiteTrace) error {
 	}
 	fmt.Fprintf(b.stderr, "making %s\n", path)
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("--suite: %w", err)
-	}
 	defer os.Remove(tmp)
-	bw := bufio.NewWriterSize(f, 1<<20)
+	var args []string
 	if t.from == "" {
-		w, gerr := sim.Generate(sim.GenConfig{Pattern: sim.GenZipf, Clients: t.clients, Accesses: *b.f.accesses, Files: *b.f.files, Seed: 1})
-		if gerr != nil {
-			f.Close()
-			return gerr
-		}
-		err = sim.WriteTrace(bw, w)
+		args = []string{"sim", "gen", "zipf", "--clients", fmt.Sprint(t.clients), "--accesses", fmt.Sprint(*b.f.accesses),
+			"--files", fmt.Sprint(*b.f.files), "--seed", "1"}
 	} else {
 		src := suiteTraceNamed(t.from)
-		w := &sim.File{Path: filepath.Join(dir, src.name), Format: src.format, Options: sim.ReadOptions{Format: src.format, Sizes: sim.SizesKeep}}
-		err = sim.Convert(bw, w, t.format, 8<<10)
+		args = []string{"sim", "convert", "--trace", filepath.Join(dir, src.name), "--format", string(src.format),
+			"--to", string(t.format), "--out", tmp}
 	}
-	if err == nil {
-		err = bw.Flush()
+	c := exec.CommandContext(b.ctx, b.self, args...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	if t.from == "" {
+		f, err := os.Create(tmp)
+		if err != nil {
+			return fmt.Errorf("--suite: %w", err)
+		}
+		defer f.Close()
+		c.Stdout = f
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("making %s: %w", t.name, err)
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("making %s: %w: %s", t.name, err, strings.TrimSpace(errb.String()))
 	}
 	return os.Rename(tmp, path)
 }
