@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -186,9 +187,17 @@ type benchTrace struct {
 	clients        int
 }
 
-// trace runs every algorithm on t, and libCacheSim's counterparts.
+// trace runs every algorithm on t, and libCacheSim's counterparts. With
+// libCacheSim, each run of an algorithm is paired with a run of
+// libCacheSim's counterpart right before or after it (the order alternating
+// rep by rep), and the row's × libCacheSim is the median of the pairs'
+// ratios: on a shared machine whose speed drifts, a ratio of two runs
+// minutes apart measures the drift as much as the simulators. libCacheSim's
+// row for the trace is the median of all its paired runs.
 func (b *bencher) trace(t benchTrace) error {
-	lcsRate := map[string]benchRow{} // libCacheSim's run of each algorithm on t
+	lcsRuns := map[string][]benchRow{} // libCacheSim's runs of each algorithm on t
+	var lcsOrder []string
+	lcsFailed := map[string]bool{}
 	for _, a := range strings.Split(*b.f.algos, ",") {
 		a = strings.TrimSpace(a)
 		if _, err := study.Lookup(a); err != nil {
@@ -202,38 +211,91 @@ func (b *bencher) trace(t benchTrace) error {
 		if t.clients == 1 {
 			cmd = append(cmd, "--client-cache-blocks", fmt.Sprint(*b.f.cacheBlocks), "--server-cache-blocks", "0")
 		}
-		r, err := benchRun(b.ctx, *b.f.reps, b.self, cmd, parseCoopfsBench)
-		if err != nil {
-			return fmt.Errorf("%s on %s, %d clients: %w", a, filepath.Base(t.path), t.clients, err)
+		la := lcsAlgo[a]
+		if la == "" {
+			la = "lru" // every other algorithm is held to libCacheSim's LRU
 		}
+		pair := *b.f.lcs != "" && lcsReads(t.format) && !lcsFailed[la]
+		var runs, lruns []benchRow
+		for i := range *b.f.reps {
+			lcsFirst := pair && i%2 == 1
+			if lcsFirst {
+				pair = b.pairedLibCacheSim(t, la, &lruns, lcsFailed)
+			}
+			r, err := benchRun(b.ctx, 1, b.self, cmd, parseCoopfsBench)
+			if err != nil {
+				return fmt.Errorf("%s on %s, %d clients: %w", a, filepath.Base(t.path), t.clients, err)
+			}
+			runs = append(runs, r)
+			if pair && !lcsFirst {
+				pair = b.pairedLibCacheSim(t, la, &lruns, lcsFailed)
+			}
+		}
+		r := medianRun(runs)
 		r.Tool, r.Algorithm, r.Clients = "coopfs", a, t.clients
 		r.Trace, r.Format = filepath.Base(t.path), string(t.format)
 		if r.TargetMps = speedTarget(a); r.TargetMps > 0 {
 			r.MetWall, r.MetCPU = r.PerSec >= r.TargetMps*1e6, r.PerCPUSec >= r.TargetMps*1e6
 		}
-		mine := len(b.rows)
+		if len(lruns) == len(runs) {
+			r.VsLibCacheSim, r.VsLibCacheSimCPU = pairedRatios(runs, lruns)
+		}
 		b.add(r)
-		if *b.f.lcs == "" || !lcsReads(t.format) {
-			continue
-		}
-		la := lcsAlgo[a]
-		if la == "" {
-			la = "lru" // every other algorithm is held to libCacheSim's LRU
-		}
-		lr, ok := lcsRate[la]
-		if !ok {
-			if lr, err = b.libCacheSim(t, la); err != nil {
-				fmt.Fprintf(b.stderr, "libCacheSim %s on %s: %v (skipped)\n", la, filepath.Base(t.path), err)
-			} else {
-				b.add(lr)
+		if len(lruns) > 0 {
+			if _, ok := lcsRuns[la]; !ok {
+				lcsOrder = append(lcsOrder, la)
 			}
-			lcsRate[la] = lr
-		}
-		if lr.PerSec > 0 && lr.PerCPUSec > 0 {
-			b.rows[mine].VsLibCacheSim, b.rows[mine].VsLibCacheSimCPU = r.PerSec/lr.PerSec, r.PerCPUSec/lr.PerCPUSec
+			lcsRuns[la] = append(lcsRuns[la], lruns...)
 		}
 	}
+	for _, la := range lcsOrder {
+		b.add(medianRun(lcsRuns[la]))
+	}
 	return nil
+}
+
+// pairedLibCacheSim runs libCacheSim's la on t once and appends the run to
+// runs. It reports whether the pairing goes on: on an error it says so once
+// and marks la failed for the trace.
+func (b *bencher) pairedLibCacheSim(t benchTrace, la string, runs *[]benchRow, failed map[string]bool) bool {
+	lr, err := b.libCacheSim(t, la)
+	if err != nil {
+		fmt.Fprintf(b.stderr, "libCacheSim %s on %s: %v (skipped)\n", la, filepath.Base(t.path), err)
+		failed[la] = true
+		*runs = nil
+		return false
+	}
+	*runs = append(*runs, lr)
+	return true
+}
+
+// pairedRatios returns the medians of runs[i]'s rates over lruns[i]'s, wall
+// and per CPU-second (0 where a rate is missing).
+func pairedRatios(runs, lruns []benchRow) (wall, cpu float64) {
+	var ws, cs []float64
+	for i := range runs {
+		if lruns[i].PerSec > 0 {
+			ws = append(ws, runs[i].PerSec/lruns[i].PerSec)
+		}
+		if lruns[i].PerCPUSec > 0 && runs[i].PerCPUSec > 0 {
+			cs = append(cs, runs[i].PerCPUSec/lruns[i].PerCPUSec)
+		}
+	}
+	return median(ws), median(cs)
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // add records r and prints its line on stderr.
@@ -247,7 +309,7 @@ func (b *bencher) add(r benchRow) {
 		r.Tool, r.Algorithm, r.Trace, r.Clients, r.PerSec/1e6, r.PerCPUSec/1e6, r.PeakRSSMB, r.MissRatio, r.Load1)
 }
 
-// libCacheSim runs libCacheSim's cachesim on t with algorithm la: one cache
+// libCacheSim runs libCacheSim's cachesim on t with algorithm la once: one cache
 // of as many objects as the coopfs clients hold together (bytes of 8 KiB
 // blocks when sizes count).
 func (b *bencher) libCacheSim(t benchTrace, la string) (benchRow, error) {
@@ -255,7 +317,7 @@ func (b *bencher) libCacheSim(t benchTrace, la string) (benchRow, error) {
 	if t.clients > 1 {
 		blocks = t.clients * sim.DefaultParams().ClientCacheBlocks
 	}
-	r, err := benchLibCacheSim(b.ctx, *b.f.reps, *b.f.lcs, t.path, string(t.format), t.csvSpec, t.sizes, la, blocks)
+	r, err := benchLibCacheSim(b.ctx, 1, *b.f.lcs, t.path, string(t.format), t.csvSpec, t.sizes, la, blocks)
 	r.Algorithm, r.Clients, r.Trace, r.Format = la, t.clients, filepath.Base(t.path), string(t.format)
 	return r, err
 }
@@ -333,8 +395,15 @@ func benchRun(ctx context.Context, reps int, bin string, args []string, parse fu
 		}
 		runs = append(runs, r)
 	}
+	return medianRun(runs), nil
+}
+
+// medianRun returns the median of runs by wall time (the slower of the
+// middle two for an even count), keeping its other fields.
+func medianRun(runs []benchRow) benchRow {
+	runs = slices.Clone(runs)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].WallS < runs[j].WallS })
-	return runs[len(runs)/2], nil
+	return runs[len(runs)/2]
 }
 
 func parseCoopfsBench(out []byte) (int64, float64, error) {

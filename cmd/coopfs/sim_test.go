@@ -254,3 +254,82 @@ echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS" |
 		t.Errorf("cachesim's output directory %s is left behind (%v)", filepath.Dir(out), err)
 	}
 }
+
+// TestSimBenchPairsLibCacheSim checks that the bench runs libCacheSim
+// beside each run of each algorithm (its run before or after the
+// algorithm's, alternating), gives libCacheSim one row per algorithm of its
+// on the trace, and holds each coopfs row to its paired runs. Scripts stand
+// in for coopfs and cachesim and log their calls.
+func TestSimBenchPairsLibCacheSim(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	fakeCoopfs := filepath.Join(dir, "coopfs")
+	fakeLCS := filepath.Join(dir, "cachesim")
+	coopfsBody := `#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --algo ] && a="$2"; shift; done
+echo "coopfs $a" >> ` + log + `
+echo '[{"accesses": 5000, "local_hit_ratio": 0.75}]'
+`
+	lcsBody := `#!/bin/sh
+echo "lcs $3" >> ` + log + `
+echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS"
+`
+	for f, body := range map[string]string{fakeCoopfs: coopfsBody, fakeLCS: lcsBody} {
+		if err := os.WriteFile(f, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trace := filepath.Join(dir, "t.oracleGeneral")
+	if err := os.WriteFile(trace, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err := runSim(context.Background(), []string{"bench", "--coopfs", fakeCoopfs, "--libcachesim", fakeLCS, "--trace", trace,
+		"--format", "oracleGeneral", "--sizes", "ignore", "--algo", "baseline,nchance,optimal", "--reps", "3", "--json"}, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "coopfs baseline,lcs lru,lcs lru,coopfs baseline,coopfs baseline,lcs lru," +
+		"coopfs nchance,lcs lru,lcs lru,coopfs nchance,coopfs nchance,lcs lru," +
+		"coopfs optimal,lcs belady,lcs belady,coopfs optimal,coopfs optimal,lcs belady"
+	if got := strings.Join(strings.Fields(strings.ReplaceAll(string(data), " ", "_")), ","); got != strings.ReplaceAll(want, " ", "_") {
+		t.Errorf("calls:\n%s\nwant (in this order):\n%s", got, want)
+	}
+	var rows []benchRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Tool+" "+r.Algorithm)
+		if r.Tool == "coopfs" && (r.VsLibCacheSim <= 0 || r.VsLibCacheSimCPU < 0) {
+			t.Errorf("row %+v: no × libCacheSim", r)
+		}
+	}
+	if s := strings.Join(got, ","); s != "coopfs baseline,coopfs nchance,coopfs optimal,libCacheSim lru,libCacheSim belady" {
+		t.Errorf("rows %s", s)
+	}
+}
+
+// TestPairedRatios checks that × libCacheSim is the median of the pairs'
+// ratios, not a ratio of medians: a machine that slows down between
+// pairs slows both runs of a pair alike.
+func TestPairedRatios(t *testing.T) {
+	row := func(perSec, perCPU float64) benchRow { return benchRow{PerSec: perSec, PerCPUSec: perCPU} }
+	runs := []benchRow{row(4, 4), row(2, 2), row(1, 1)}
+	lruns := []benchRow{row(8, 2), row(4, 1), row(2, 0)}
+	wall, cpu := pairedRatios(runs, lruns)
+	if wall != 0.5 || cpu != 2 { // cpu: the pair without a libCacheSim CPU rate is left out
+		t.Errorf("pairedRatios = %v, %v; want 0.5, 2", wall, cpu)
+	}
+	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Errorf("median = %v, want 2.5", m)
+	}
+	if m := median(nil); m != 0 {
+		t.Errorf("median(nil) = %v, want 0", m)
+	}
+}
