@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -143,6 +144,8 @@ func (c *Config) validate() error {
 	}
 	st, err := os.Stat(c.Export)
 	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("export directory %s does not exist: create it, or export an existing directory (%w)", c.Export, err)
 	case err != nil:
 		return fmt.Errorf("export directory: %w", err)
 	case !st.IsDir():

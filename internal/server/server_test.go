@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,12 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A missing export says so, and what to do, and stays an fs.ErrNotExist.
+	missing := filepath.Join(dir, "nope")
+	if _, err := New(Config{Export: missing}); !errors.Is(err, fs.ErrNotExist) ||
+		!strings.Contains(err.Error(), missing+" does not exist: create it") {
+		t.Errorf("missing export: %v", err)
 	}
 	s, err := New(Config{Export: dir, Policy: "directory"})
 	if err != nil {
