@@ -222,7 +222,7 @@ func (b *bencher) trace(t benchTrace) error {
 			if lcsFirst {
 				pair = b.pairedLibCacheSim(t, la, &lruns, lcsFailed)
 			}
-			r, err := benchRun(b.ctx, 1, b.self, cmd, parseCoopfsBench)
+			r, err := benchRun(b.ctx, b.self, cmd, parseCoopfsBench)
 			if err != nil {
 				return fmt.Errorf("%s on %s, %d clients: %w", a, filepath.Base(t.path), t.clients, err)
 			}
@@ -317,7 +317,7 @@ func (b *bencher) libCacheSim(t benchTrace, la string) (benchRow, error) {
 	if t.clients > 1 {
 		blocks = t.clients * sim.DefaultParams().ClientCacheBlocks
 	}
-	r, err := benchLibCacheSim(b.ctx, 1, *b.f.lcs, t.path, string(t.format), t.csvSpec, t.sizes, la, blocks)
+	r, err := benchLibCacheSim(b.ctx, *b.f.lcs, t.path, string(t.format), t.csvSpec, t.sizes, la, blocks)
 	r.Algorithm, r.Clients, r.Trace, r.Format = la, t.clients, filepath.Base(t.path), string(t.format)
 	return r, err
 }
@@ -361,41 +361,37 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// benchRun runs a command reps times and returns the median run (by wall
-// time) with its peak RSS and CPU time; parse reads the accesses and the
-// miss ratio from the output.
-func benchRun(ctx context.Context, reps int, bin string, args []string, parse func(out []byte) (int64, float64, error)) (benchRow, error) {
-	var runs []benchRow
-	for range reps {
-		var out, errb bytes.Buffer
-		load := loadAvg()
-		c := exec.CommandContext(ctx, bin, args...)
-		c.Stdout, c.Stderr = &out, &errb
-		start := time.Now()
-		if err := c.Run(); err != nil {
-			msg := strings.TrimSpace(errb.String())
-			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-				msg = msg[i+1:]
-			}
-			return benchRow{}, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
+// benchRun runs a command once and returns the run with its peak RSS and
+// CPU time; parse reads the accesses and the miss ratio from the output.
+// (Repetitions are the caller's: trace pairs each with a libCacheSim run.)
+func benchRun(ctx context.Context, bin string, args []string, parse func(out []byte) (int64, float64, error)) (benchRow, error) {
+	var out, errb bytes.Buffer
+	load := loadAvg()
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Stdout, c.Stderr = &out, &errb
+	start := time.Now()
+	if err := c.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
 		}
-		wall := time.Since(start).Seconds()
-		n, miss, err := parse(append(out.Bytes(), errb.Bytes()...))
-		if err != nil {
-			return benchRow{}, fmt.Errorf("%s: %w", filepath.Base(bin), err)
-		}
-		r := benchRow{Accesses: n, WallS: wall, MissRatio: miss, Load1: load}
-		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.PeakRSSMB = float64(ru.Maxrss) / 1024
-			r.CPUS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-		}
-		r.PerSec = float64(n) / wall
-		if r.CPUS > 0 {
-			r.PerCPUSec = float64(n) / r.CPUS
-		}
-		runs = append(runs, r)
+		return benchRow{}, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
 	}
-	return medianRun(runs), nil
+	wall := time.Since(start).Seconds()
+	n, miss, err := parse(append(out.Bytes(), errb.Bytes()...))
+	if err != nil {
+		return benchRow{}, fmt.Errorf("%s: %w", filepath.Base(bin), err)
+	}
+	r := benchRow{Accesses: n, WallS: wall, MissRatio: miss, Load1: load}
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.PeakRSSMB = float64(ru.Maxrss) / 1024
+		r.CPUS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	r.PerSec = float64(n) / wall
+	if r.CPUS > 0 {
+		r.PerCPUSec = float64(n) / r.CPUS
+	}
+	return r, nil
 }
 
 // medianRun returns the median of runs by wall time (the slower of the
@@ -424,9 +420,9 @@ func lcsReads(f sim.Format) bool {
 	return false
 }
 
-// benchLibCacheSim runs libCacheSim's cachesim on the same trace: one
+// benchLibCacheSim runs libCacheSim's cachesim once on the same trace: one
 // cache of blocks objects (bytes of 8 KiB blocks when sizes count).
-func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec, sizes, algo string, blocks int) (benchRow, error) {
+func benchLibCacheSim(ctx context.Context, bin, trace, format, csvSpec, sizes, algo string, blocks int) (benchRow, error) {
 	f, err := sim.ParseFormat(format)
 	if err != nil {
 		return benchRow{}, err
@@ -465,7 +461,7 @@ func benchLibCacheSim(ctx context.Context, reps int, bin, trace, format, csvSpec
 	}
 	defer os.RemoveAll(odir)
 	args = append(args, "--output", filepath.Join(odir, filepath.Base(trace)+".cachesim"))
-	r, err := benchRun(ctx, reps, bin, args, func(out []byte) (int64, float64, error) {
+	r, err := benchRun(ctx, bin, args, func(out []byte) (int64, float64, error) {
 		i := bytes.LastIndex(out, []byte(" req, miss ratio "))
 		if i < 0 {
 			return 0, 0, errors.New("no miss ratio in cachesim's output")

@@ -226,7 +226,7 @@ echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS" |
 	if err := os.WriteFile(trace, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := benchLibCacheSim(context.Background(), 1, script, trace, "oracleGeneral", "", "ignore", "lru", 100)
+	r, err := benchLibCacheSim(context.Background(), script, trace, "oracleGeneral", "", "ignore", "lru", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
