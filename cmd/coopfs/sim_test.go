@@ -296,7 +296,7 @@ echo "t LRU cache size 100, 5000 req, miss ratio 0.2500, throughput 1.00 MQPS"
 	want := "coopfs baseline,lcs lru,lcs lru,coopfs baseline,coopfs baseline,lcs lru," +
 		"coopfs nchance,lcs lru,lcs lru,coopfs nchance,coopfs nchance,lcs lru," +
 		"coopfs optimal,lcs belady,lcs belady,coopfs optimal,coopfs optimal,lcs belady"
-	if got := strings.Join(strings.Fields(strings.ReplaceAll(string(data), " ", "_")), ","); got != strings.ReplaceAll(want, " ", "_") {
+	if got := strings.Join(strings.Split(strings.TrimSpace(string(data)), "\n"), ","); got != want {
 		t.Errorf("calls:\n%s\nwant (in this order):\n%s", got, want)
 	}
 	var rows []benchRow
