@@ -17,8 +17,18 @@ const (
 	OptNotify     = "notify"           // "on" (default) or "off": discard notifications
 	OptQueueLen   = "queue_len"        // discard queue length (default 400)
 	OptEntries    = "entries"          // directory entries (default 1048576)
-	OptServerLink = "server_link_mbps" // server link bandwidth in Mbit/s (default 100; 0: no contention)
-	OptClientLink = "client_link_mbps" // each client's link bandwidth in Mbit/s (default 100; 0: none)
+	OptServerLink = "server_link_mbps" // server link bandwidth in Mbit/s under contention=on (default 100; 0: no queueing there)
+	OptClientLink = "client_link_mbps" // each client's link bandwidth in Mbit/s under contention=on (default 100; 0: none)
+	// OptContention: "off" (default) or "on": reads queue for the server's
+	// link, the holder's link and the server's disk. Queueing means
+	// something only when the workload's times are real arrival times —
+	// a closed loop (ClockOrder, the nfscc study) or a timed trace; a
+	// generated open-loop trace issues its accesses at nominal times (one a
+	// millisecond over all clients), so a single disk of 15.85 ms queues
+	// without bound and the average grows with the trace. Off, a read costs
+	// its layer's latency and its hops, the classic algorithms' cost model,
+	// so that `sim run` compares like with like.
+	OptContention = "contention"
 	OptForward    = "forward_choice"   // "round-robin" (default, the seed's) or "balanced" (coopfs serve --forward-choice)
 	// OptKeepOwn: "off" (default) or "on": a writer's copies of the version
 	// its write replaced stay valid (the live agent's WriteBase, NFS's weak
@@ -54,6 +64,7 @@ type Sim struct {
 
 	msg, local, remote, srvMs, diskMs time.Duration
 	xferSrv, xferCli                  time.Duration
+	diskQueue                         bool          // OptContention: reads queue for the disk
 	srvLink, disk                     time.Duration // when the server's link and disk are free
 	cliLink                           []time.Duration
 	done                              []time.Duration // when each client's latest read completed
@@ -110,6 +121,14 @@ func New(p sim.Params) (*Sim, error) {
 	cliMbps, err := floatOption(p, OptClientLink, 100)
 	if err != nil {
 		return nil, err
+	}
+	switch ct := p.Option(OptContention, "off"); ct {
+	case "on":
+		s.diskQueue = true
+	case "off":
+		srvMbps, cliMbps = 0, 0
+	default:
+		return nil, fmt.Errorf("%w: %s = %q, want on or off", sim.ErrConfig, OptContention, ct)
 	}
 	// the simulator always names the holder in a retry: no forward memory
 	dc := directory.Config{Entries: entries, Dense: true, ForwardMemory: directory.NoForwardMemory}
@@ -385,8 +404,11 @@ func (s *Sim) cooperative(t time.Duration, cl int, id ref, v block.Version, c *s
 		if r.Answer == directory.Wait {
 			start = max(start, n.ready)
 		}
-		begin := max(start, s.cliLink[h])
-		s.cliLink[h] = begin + s.xferCli
+		begin := start
+		if s.xferCli > 0 { // a link without queueing keeps no clock: reads arrive out of order
+			begin = max(start, s.cliLink[h])
+			s.cliLink[h] = begin + s.xferCli
+		}
 		c.Lookup(3)
 		c.Msg(h, cl, true)
 		s.servedRemote[cl]++
@@ -425,16 +447,19 @@ func (s *Sim) serve(t time.Duration, id ref, v block.Version, cl int, c *sim.Cou
 		s.server.touch(h)
 	} else {
 		layer = sim.LayerDisk
-		begin := max(arrive, s.disk)
-		wait += begin - arrive
-		diskTime := max(0, s.diskMs-s.srvMs)
-		s.disk = begin + diskTime
-		at = s.disk
+		if s.diskQueue {
+			begin := max(arrive, s.disk)
+			wait += begin - arrive
+			s.disk = begin + max(0, s.diskMs-s.srvMs)
+			at = s.disk
+		}
 		s.serverInsert(id, v, h != 0)
 	}
-	begin := max(at, s.srvLink)
-	wait += begin - at
-	s.srvLink = begin + s.xferSrv
+	if s.xferSrv > 0 {
+		begin := max(at, s.srvLink)
+		wait += begin - at
+		s.srvLink = begin + s.xferSrv
+	}
 	c.Msg(sim.NodeServer, cl, true)
 	return layer, wait
 }

@@ -170,7 +170,7 @@ func TestKeepOwnWrites(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, kv := range [][2]string{{OptPolicy, "x"}, {OptNotify, "maybe"}, {OptKeepOwn, "yes"}, {OptQueueLen, "0"}, {OptEntries, "-3"}, {OptServerLink, "fast"}} {
+	for _, kv := range [][2]string{{OptPolicy, "x"}, {OptNotify, "maybe"}, {OptKeepOwn, "yes"}, {OptQueueLen, "0"}, {OptEntries, "-3"}, {OptServerLink, "fast"}, {OptContention, "maybe"}} {
 		if _, err := New(tinyParams().WithOption(kv[0], kv[1])); err == nil {
 			t.Errorf("%s=%s accepted", kv[0], kv[1])
 		}

@@ -2,13 +2,18 @@
 // simulator. It drives the state machines of internal/coord/directory — the
 // server's Directory and one Holder per client — exactly as the live server
 // and clients do, and adds only what a simulation needs: LRU client caches,
-// the server's memory and disk, and a cost model with queueing at the
-// server's link, the clients' links and the disk, so that the seed's
-// bandwidth-contention results (figure 6) show.
+// the server's memory and disk, and a cost model: each read costs its
+// layer's latency and its message hops, as in the classic algorithms; with
+// contention=on it also queues at the server's link, the clients' links and
+// the disk, so that the seed's bandwidth-contention results (figure 6) show
+// in a closed loop (ClockOrder, the nfscc study). Queueing is off by
+// default because an open-loop trace's times are nominal: replayed as
+// arrivals, a generated trace asks the one disk faster than it serves and
+// the queue grows without bound.
 //
 // Params.Options: policy=directory|none (none is NFS on the same cost
 // model: every miss to the server), notify=on|off, queue_len, entries,
-// server_link_mbps, client_link_mbps.
+// contention=off|on, server_link_mbps, client_link_mbps.
 //
 // The Directory's failure events (ClientFailed, pings) and its Distrust
 // event (a holder whose blocks failed the requesters' digest check, which

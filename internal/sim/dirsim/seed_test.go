@@ -22,7 +22,7 @@ func seedRun(t *testing.T, div int, pattern string, opts map[string]string) [2]s
 	p.Clients, p.BlockSize, p.WarmUp = clients, 4096, 0
 	p.ClientCacheBlocks, p.ServerCacheBlocks = blocks*4/10, 2*blocks
 	p.LocalMs, p.RemoteMs, p.ServerMs, p.DiskMs, p.MessageMs = 0.02, 0.6, 0.6, 10, 0.1
-	p = p.WithOption(OptQueueLen, strconv.Itoa(400/div))
+	p = p.WithOption(OptQueueLen, strconv.Itoa(400/div)).WithOption(OptContention, "on")
 	for k, v := range opts {
 		p = p.WithOption(k, v)
 	}
@@ -85,7 +85,7 @@ func TestSeedAccessTime(t *testing.T) {
 
 // Two reads from the server at once: the second queues for the link.
 func TestServerLinkQueue(t *testing.T) {
-	p := tinyParams().WithOption(OptServerLink, "100").WithOption(OptPolicy, "none")
+	p := tinyParams().WithOption(OptContention, "on").WithOption(OptServerLink, "100").WithOption(OptPolicy, "none")
 	s := newSim(t, p)
 	s.PreloadServer(1, 4)
 	c := sim.NewCounters(p)
@@ -103,7 +103,7 @@ func TestServerLinkQueue(t *testing.T) {
 // BenchmarkAccess measures simulated accesses per second (random pattern,
 // seed 000 setup, closed loop).
 func BenchmarkAccess(b *testing.B) {
-	p := sim.DefaultParams()
+	p := sim.DefaultParams().WithOption(OptContention, "on")
 	p.Clients, p.BlockSize, p.WarmUp = 12, 4096, 0
 	p.ClientCacheBlocks, p.ServerCacheBlocks = 10240, 25600
 	g, err := sim.Generate(sim.GenConfig{Pattern: sim.GenRandom, Clients: 12, Accesses: b.N, Blocks: 25600, Seed: 1})

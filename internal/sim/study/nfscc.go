@@ -96,6 +96,7 @@ func NFSCCParams(c NFSCCConfig) sim.Params {
 	p.ClientCacheBlocks = max(1, int(c.CacheFraction*float64(c.Blocks)))
 	p.ServerCacheBlocks = max(c.Blocks, 640<<20/4096)
 	p.LocalMs, p.RemoteMs, p.ServerMs, p.DiskMs, p.MessageMs = 0.02, 0.6, 0.6, 10, 0.1
+	p = p.WithOption(dirsim.OptContention, "on")
 	p = p.WithOption(dirsim.OptServerLink, strconv.FormatFloat(c.ServerLinkMbps, 'g', -1, 64))
 	p = p.WithOption(dirsim.OptClientLink, strconv.FormatFloat(c.ClientLinkMbps, 'g', -1, 64))
 	return p.WithOption(dirsim.OptQueueLen, strconv.Itoa(c.QueueLen))

@@ -58,7 +58,7 @@ func Algorithms() []Algo {
 		{Name: "directory-balanced", Summary: "NFS-cc with balanced forwarding: least recently loaded holder, server last (coopfs serve --forward-choice balanced)",
 			New:     func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) },
 			Options: map[string]string{dirsim.OptForward: "balanced"}},
-		{Name: "nfs", Summary: "NFS: every miss to the server, on the directory's cost model with link queueing (seed 000's baseline)",
+		{Name: "nfs", Summary: "NFS: every miss to the server, on the directory's cost model (seed 000's baseline; contention=on queues at the links and the disk)",
 			New:     func(p sim.Params) (sim.Algorithm, error) { return dirsim.New(p) },
 			Options: map[string]string{dirsim.OptPolicy: "none"}},
 		// wholefile (C2Cfs, seed 001).
