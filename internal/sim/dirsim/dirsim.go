@@ -29,7 +29,7 @@ const (
 	// its layer's latency and its hops, the classic algorithms' cost model,
 	// so that `sim run` compares like with like.
 	OptContention = "contention"
-	OptForward    = "forward_choice"   // "round-robin" (default, the seed's) or "balanced" (coopfs serve --forward-choice)
+	OptForward    = "forward_choice" // "round-robin" (default, the seed's) or "balanced" (coopfs serve --forward-choice)
 	// OptKeepOwn: "off" (default) or "on": a writer's copies of the version
 	// its write replaced stay valid (the live agent's WriteBase, NFS's weak
 	// cache consistency); off, only the block written does.
