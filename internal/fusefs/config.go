@@ -142,7 +142,10 @@ func MountOptions(cfg Config) *fs.Options {
 			// The kernel leaves the mode of a create unmasked and the
 			// server applies the caller's umask only where the parent
 			// has no default ACL, as a local file system does.
-			ExtraCapabilities: fuse.CAP_DONT_MASK,
+			ExtraCapabilities: fuse.CAP_DONT_MASK |
+				// mmap of a direct-I/O (O_APPEND) handle, whose writes
+				// also drop the pages they cover (node.go's openFlags).
+				fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			MaxWrite:          cfg.MaxWrite,
 			MaxReadAhead:      readAhead,
 			FsName:            cfg.FsName,
