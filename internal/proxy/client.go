@@ -367,4 +367,3 @@ func (cl *client) mayRead(h, ino uint64) bool {
 	hd, ok := cl.handles[h]
 	return ok && hd.ino == ino && hd.readable
 }
-
