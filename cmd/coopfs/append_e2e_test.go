@@ -270,3 +270,59 @@ func checkAppendHandle(t *testing.T, path string, want []byte) {
 		t.Errorf("the shared mmap of an O_APPEND handle of %s differs from the export", path)
 	}
 }
+
+// TestE2EAppendAfterAnotherMount: mount A holds a file in its page cache
+// (the last page partly); mount B appends; A appends too, through a
+// handle whose kernel still sees the old size. A's append lands after B's
+// on the server, and A's next open reads what the server holds — not its
+// cached last page, nor the append at the offset its kernel named — under
+// write-through and write-back.
+func TestE2EAppendAfterAnotherMount(t *testing.T) {
+	needFUSE(t)
+	for _, wb := range []bool{false, true} {
+		name := "write-through"
+		if wb {
+			name = "write-back"
+		}
+		t.Run(name, func(t *testing.T) {
+			srv := startServer(t, newExport(t))
+			var a, b *e2eMount
+			if wb {
+				a = wbMount(t, srv, filepath.Join(t.TempDir(), "a"), "--name", "A")
+				b = wbMount(t, srv, filepath.Join(t.TempDir(), "b"), "--name", "B")
+			} else {
+				a = startMount(t, srv.addr, "--name", "A")
+				b = startMount(t, srv.addr, "--name", "B")
+			}
+			first := patterned(8000, 1)
+			mustWrite(t, a.path("log"), first)
+			wantFile(t, "A's own file", a.path("log"), first)
+			if _, err := os.Stat(a.path("log")); err != nil {
+				t.Fatal(err)
+			}
+			want := append(append([]byte(nil), first...), patterned(5000, 2)...)
+			appendTo(t, b.path("log"), want[len(first):])
+			mine := []byte("A's line\n")
+			appendTo(t, a.path("log"), mine)
+			want = append(want, mine...)
+			wantExport(t, srv, "log", want)
+			wantFile(t, "A after its append", a.path("log"), want)
+			wantFile(t, "B after A's append", b.path("log"), want)
+		})
+	}
+}
+
+// appendTo appends p to path with one write(2) on an O_APPEND handle.
+func appendTo(t *testing.T, path string, p []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(p); err != nil {
+		t.Fatalf("append to %s: %v", path, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close %s after an append: %v", path, err)
+	}
+}
