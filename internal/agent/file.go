@@ -460,7 +460,16 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, errReadOnly
 	case cache.WriteBack:
 		f.wrote.Store(true)
-		return f.a.wb.write(ctx, f, p, off)
+		if f.flags&syscall.O_APPEND == 0 {
+			return f.a.wb.write(ctx, f, p, off)
+		}
+		// An append lands at the end of the file as the server sees it,
+		// which only the server knows: it goes there at once (after the
+		// file's dirty data here, which it must follow), never journalled
+		// at the end this mount saw.
+		if err := f.a.wb.flushIno(ctx, f.ino()); err != nil {
+			return 0, err
+		}
 	}
 	f.wrote.Store(true)
 	if held, err := f.holdWrite(ctx, p, off); held {
@@ -494,9 +503,29 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	default:
 		return 0, fmt.Errorf("write: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
-	f.a.wrote(attr.Ino, base, prev, &attr, uint64(off), p)
+	landed, ok := f.landed(off, len(p), prev, &attr)
+	if !ok {
+		base = 0 // where it landed is not known: the file's blocks are dropped
+	}
+	f.a.wrote(attr.Ino, base, prev, &attr, landed, p)
 	f.setAttr(attr)
 	return len(p), nil
+}
+
+// landed returns where a write of n bytes that the kernel sent at off
+// landed on the server. An append lands at the server's end of file,
+// whatever off says (the kernel's idea of the size, stale when another
+// client appended): right below the size after it, when the server saw no
+// other change in between (prev, WriteReply.Prev, is not 0); ok is false
+// when that is not known.
+func (f *file) landed(off int64, n int, prev uint64, after *wire.Attr) (uint64, bool) {
+	if f.flags&syscall.O_APPEND == 0 {
+		return uint64(off), true
+	}
+	if prev == 0 || after.Size < uint64(n) {
+		return 0, false
+	}
+	return after.Size - uint64(n), true
 }
 
 // Flush implements vfs.File (close). A file this mount created sends what

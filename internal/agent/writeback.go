@@ -185,6 +185,14 @@ func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (in
 	return len(p), nil
 }
 
+// flushIno writes file ino back if it is dirty here.
+func (w *writeBack) flushIno(ctx context.Context, ino uint64) error {
+	if w == nil {
+		return nil
+	}
+	return w.e.FlushIno(ctx, ino)
+}
+
 // sync makes the dirty frames written so far durable: fsync and close of
 // a file under write-back.
 func (w *writeBack) sync() error { return w.e.Sync() }

@@ -142,7 +142,7 @@ func MountOptions(cfg Config) *fs.Options {
 			// The kernel leaves the mode of a create unmasked and the
 			// server applies the caller's umask only where the parent
 			// has no default ACL, as a local file system does.
-			ExtraCapabilities: fuse.CAP_DONT_MASK,
+			ExtraCapabilities: extraCapabilities,
 			MaxWrite:          cfg.MaxWrite,
 			MaxReadAhead:      readAhead,
 			FsName:            cfg.FsName,
@@ -159,6 +159,12 @@ func MountOptions(cfg Config) *fs.Options {
 		NullPermissions: true,
 	}
 }
+
+// extraCapabilities are the FUSE capabilities a mount asks for beyond
+// go-fuse's own. CAP_DONT_MASK: see MountOptions. CAP_DIRECT_IO_ALLOW_MMAP:
+// a direct-I/O handle (O_APPEND, node.go's openFlags) can be mmapped
+// shared too, and its writes drop the cached pages they cover.
+const extraCapabilities = fuse.CAP_DONT_MASK | fuse.CAP_DIRECT_IO_ALLOW_MMAP
 
 // mountFlags are the -o options of a mount.
 func mountFlags(cfg Config) []string {

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -366,5 +367,39 @@ func TestDeadMount(t *testing.T) {
 	}
 	if mounted, _ := IsMountPoint(m.Dir()); mounted {
 		t.Errorf("dead mount %s not removed", m.Dir())
+	}
+}
+
+// TestAppendIsOneWrite: a write(2) through an O_APPEND handle reaches the
+// backend as one write, whatever page boundaries it crosses (the kernel
+// would split it at each page through the page cache, and a server
+// appending each piece on its own lets another client's append between
+// them), up to MaxWrite.
+func TestAppendIsOneWrite(t *testing.T) {
+	mem, m := mountMem(t, Config{})
+	p := filepath.Join(m.Dir(), "log")
+	head := bytes.Repeat([]byte("h"), 4000)
+	if err := os.WriteFile(p, head, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := head
+	for _, n := range []int{200, 9000, 1 << 20} {
+		line := bytes.Repeat([]byte{byte('a' + n%26)}, n)
+		before := mem.writes.Load()
+		if _, err := f.Write(line); err != nil {
+			t.Fatal(err)
+		}
+		if got := mem.writes.Load() - before; got != 1 {
+			t.Errorf("an append of %d bytes at %d reached the backend as %d writes, want 1", n, len(want), got)
+		}
+		want = append(want, line...)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the file holds %d bytes (%v), want the %d written", len(got), err, len(want))
 	}
 }

@@ -28,8 +28,8 @@ type memFS struct {
 	failLookup map[string]error
 	// reads counts File.ReadAt calls.
 	reads atomic.Int64
-	// readDirs, lookups and creates count those calls.
-	readDirs, lookups, creates atomic.Int64
+	// readDirs, lookups, creates and writes count those calls.
+	readDirs, lookups, creates, writes atomic.Int64
 }
 
 const memChunk = 64 << 10
@@ -501,6 +501,7 @@ func (f *memFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 }
 
 func (f *memFile) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	f.m.writes.Add(1)
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
 	for done := 0; done < len(p); {

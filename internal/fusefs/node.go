@@ -274,11 +274,26 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	return n.newChild(ctx, attr, out), 0
 }
 
-func openFlags(f vfs.File) uint32 {
+// openFlags are the FOPEN flags of a new handle of f opened with flags.
+//
+// An O_APPEND handle is direct I/O: through the page cache the kernel
+// splits one write(2) at every page it did not hold whole (a 200-byte
+// append at 4000 arrives as [4000,4096) and [4096,4200)), and the server
+// would apply each piece as its own append, so that another client's
+// append lands between them. Direct, the kernel sends the whole write(2) in
+// one request of up to MaxWrite bytes, which the server appends at once.
+// Other handles keep the page cache (and KEEP_CACHE when the backend says
+// the file did not change); mmap of an O_APPEND handle still works
+// (CAP_DIRECT_IO_ALLOW_MMAP).
+func openFlags(f vfs.File, flags uint32) uint32 {
+	var fl uint32
 	if f.KeepCache() {
-		return fuse.FOPEN_KEEP_CACHE
+		fl |= fuse.FOPEN_KEEP_CACHE
 	}
-	return 0
+	if flags&syscall.O_APPEND != 0 {
+		fl |= fuse.FOPEN_DIRECT_IO
+	}
+	return fl
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -302,7 +317,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 			cn.held.Store(h)
 		}
 	}
-	return child, h, openFlags(f), 0
+	return child, h, openFlags(f, flags), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -336,7 +351,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		// backend's. Best effort: the inode may not be known to the kernel.
 		n.NotifyContent(-1, 0)
 	}
-	return writerHandle(&handle{f: f}, &n.Inode, flags, false), openFlags(f), 0
+	return writerHandle(&handle{f: f}, &n.Inode, flags, false), openFlags(f, flags), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

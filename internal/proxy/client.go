@@ -267,13 +267,13 @@ func (cl *client) observe(ctx context.Context, orig, req, rep wire.Msg, mark uin
 		c.noteAttr(&r.Attr)
 		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
-			cl.keepWritten(req, &r.Attr)
+			cl.keepWritten(req, &r.Attr, 0)
 		}
 	case *wire.WriteReply:
 		c.noteAttr(&r.Attr)
 		wb.settle(ctx, cl, orig, req, 0, &r.Attr, mark)
 		if cl.p.cfg.WritePolicy == cache.WriteThrough {
-			cl.keepWritten(req, &r.Attr)
+			cl.keepWritten(req, &r.Attr, r.Prev)
 		}
 	case *wire.ReadDirPlusReply:
 		for i := range r.Entries {
@@ -366,12 +366,4 @@ func (cl *client) mayRead(h, ino uint64) bool {
 	defer cl.mu.Unlock()
 	hd, ok := cl.handles[h]
 	return ok && hd.ino == ino && hd.readable
-}
-
-// handleFile returns the file handle h was opened on.
-func (cl *client) handleFile(h uint64) (uint64, bool) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	hd, ok := cl.handles[h]
-	return hd.ino, ok
 }

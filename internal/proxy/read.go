@@ -122,15 +122,16 @@ func writeArgs(m wire.Msg) (h, off uint64, data []byte, ok bool) {
 // covered, at the version the upstream's reply gives: the data a job
 // wrote is read back from the proxy. A write that covers only part of a
 // block keeps nothing (the rest of the block at the new version is not
-// known here).
-func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
+// known here). prev is the reply's WriteReply.Prev (0 for an AttrReply):
+// it places an append (keepRange).
+func (cl *client) keepWritten(req wire.Msg, a *wire.Attr, prev uint64) {
 	if as, ok := req.(*wire.As); ok {
 		req = as.Msg
 	}
 	switch m := req.(type) {
 	case *wire.Write, *wire.WriteSeq, *wire.WriteBase:
 		h, off, data, _ := writeArgs(m)
-		cl.keepRange(h, off, data, a)
+		cl.keepRange(h, off, data, a, prev)
 	case *wire.Commit:
 		// A file's held writes (the agent's pipe.go), all at the reply's
 		// version: kept only when no two overlap (a later write over part
@@ -157,17 +158,28 @@ func (cl *client) keepWritten(req wire.Msg, a *wire.Attr) {
 			}
 		}
 		for _, e := range exts {
-			cl.keepRange(m.Handle, e.off, e.data, a)
+			cl.keepRange(m.Handle, e.off, e.data, a, 0)
 		}
 	}
 }
 
 // keepRange keeps the whole blocks that data, written at off through
-// handle h, covers (see keepWritten).
-func (cl *client) keepRange(h, off uint64, data []byte, a *wire.Attr) {
-	ino, ok := cl.handleFile(h)
-	if !ok || ino != a.Ino || len(data) == 0 {
+// handle h, covers (see keepWritten). Through an O_APPEND handle the data
+// landed at the upstream's end of file, whatever off says (the client's
+// idea of the size, stale when another client appended): right below the
+// size after it when the upstream saw no other change in between (prev,
+// WriteReply.Prev, not 0); else where is not known and nothing is kept.
+func (cl *client) keepRange(h, off uint64, data []byte, a *wire.Attr, prev uint64) {
+	hd, ok := cl.handleInfo(h)
+	if !ok || hd.ino != a.Ino || len(data) == 0 {
 		return
+	}
+	ino := hd.ino
+	if hd.appending {
+		if prev == 0 || a.Size < uint64(len(data)) {
+			return
+		}
+		off = a.Size - uint64(len(data))
 	}
 	c, bs := cl.p.cache, uint64(cl.p.cache.blockSize)
 	first := (off + bs - 1) / bs // the first block that starts inside the write

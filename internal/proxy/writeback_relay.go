@@ -49,9 +49,9 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 
 // wbWrite completes a write here; a WriteBase (base) is answered with a
 // WriteReply whose Prev is the version clients saw right before this
-// write. A write through a handle the proxy did not see opened for writing
-// goes upstream (which decides), after the file's dirty data, if any, is
-// written back.
+// write. A write through a handle the proxy did not see opened for
+// writing, and an append, go upstream (which decides, or places the
+// append), after the file's dirty data, if any, is written back.
 func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data []byte, base bool) (wire.Msg, bool, error) {
 	hd, ok := cl.handleInfo(h)
 	if !ok || !hd.writable || hd.attr.Mode&syscall.S_IFMT != syscall.S_IFREG {
@@ -63,14 +63,14 @@ func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data
 		return nil, false, nil
 	}
 	if hd.appending {
-		if size, dirty := w.e.Size(hd.ino); dirty {
-			off = uint64(size)
-		} else {
-			off = hd.attr.Size
-			if fv, known := w.c.current(hd.ino); known {
-				off = fv.size
-			}
+		// An append lands at the end of the file as the upstream sees
+		// it, which only the upstream knows (another client may have
+		// appended): it goes there at once, after the file's dirty data
+		// here, which it must follow; never journalled at an offset.
+		if err := w.flushBefore(ctx, hd.ino); err != nil {
+			return nil, true, err
 		}
+		return nil, false, nil
 	}
 	attr, prev, err := w.write(ctx, cl, h, hd, off, data)
 	if err != nil {
