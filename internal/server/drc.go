@@ -184,6 +184,9 @@ func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteBase) (*wire.W
 	// The append's record is written within the change (it moves the
 	// file's ctime): the version after the write covers it.
 	r, prev, err := s.mutate(of.f, of.ino, func() error {
+		if err := s.killPrivOnWrite(of); err != nil {
+			return err
+		}
 		if err := s.pwrite(of.f, m.Data, m.Offset); err != nil {
 			return err
 		}

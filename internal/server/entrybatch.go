@@ -138,7 +138,7 @@ func (s *Server) createReserved(c *wire.Conn, cl *client, m *wire.CommitNew, cm 
 		tf.f.Close()
 		return nil, &os.PathError{Op: "create", Path: p, Err: err}
 	}
-	of := &openFile{f: tf.f, ino: tf.ino, owner: c}
+	of := s.newOpenFile(tf.f, tf.ino, c, syscall.O_RDWR)
 	h := s.handles.add(of, s.cfg.Limits.MaxHandles+maxReserved) // reserved files count against their own bound
 	if h == 0 {
 		tf.f.Close()

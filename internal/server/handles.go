@@ -3,6 +3,7 @@ package server
 import (
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -13,6 +14,11 @@ type openFile struct {
 	ino       uint64
 	owner     *wire.Conn
 	appending bool // opened O_APPEND (exactly-once appends: drc.go)
+	writable  bool // opened for writing (write delegations: recall.go)
+	// opener is who opened it, when writes through it must clear set-id
+	// bits as the kernel would for that caller (killPrivOnWrite); nil
+	// when the opener holds CAP_FSETID or the server is not root.
+	opener *identity
 }
 
 // handles maps handle numbers to open files. Handles belong to the
@@ -102,4 +108,17 @@ func (h *handles) closeAll() {
 	for _, of := range m {
 		of.f.Close()
 	}
+}
+
+// newOpenFile is the open file of a handle about to be added, opened with
+// flags on the calling thread, which acts as the opener (identity.go).
+func (s *Server) newOpenFile(f *os.File, ino uint64, owner *wire.Conn, flags uint32) *openFile {
+	of := &openFile{f: f, ino: ino, owner: owner, appending: flags&syscall.O_APPEND != 0,
+		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	if of.writable && s.switchCreds {
+		if id := threadIdentity(); id.uid != 0 {
+			of.opener = &id
+		}
+	}
+	return of
 }

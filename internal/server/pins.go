@@ -159,7 +159,7 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 		return r, err
 	}
 	a := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: a.Attr.Ino, owner: c, appending: flags&syscall.O_APPEND != 0}, s.cfg.Limits.MaxHandles)
+	h := s.handles.add(s.newOpenFile(f, a.Attr.Ino, c, flags), s.cfg.Limits.MaxHandles)
 	if h == 0 {
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", m.Path, s.cfg.Limits.MaxHandles, syscall.EMFILE)

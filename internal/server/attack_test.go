@@ -1,0 +1,192 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/wire"
+)
+
+// Attacks by a member: a process that holds the cluster secret, speaks the
+// protocol itself and claims only non-root uids, against a server running
+// as root with the defaults (--squash root, TLS with the secret).
+
+const (
+	attackerUID = 1000 // the member's claimed user
+	otherUID    = 1001 // a second user colluding with it
+)
+
+var attackSecret = []byte("the cluster secret every member holds")
+
+// attackServer runs a server as root with --squash root, TLS and the secret.
+func attackServer(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the attacks are on a server running as root")
+	}
+	cfg.Squash = SquashRoot
+	cfg.Secret = attackSecret
+	return testServer(t, cfg)
+}
+
+// member dials the server with the secret, as a client named name.
+func member(t *testing.T, addr, name string, hello wire.Hello) (*wire.Conn, *wire.Handshake) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello.Role, hello.Name = wire.RoleClient, name
+	hs, err := wire.ClientHandshake(context.Background(), nc, wire.MustSecurity(wire.SecurityConfig{Secret: attackSecret}), "", hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{})
+	t.Cleanup(func() { c.Close() })
+	return c, hs
+}
+
+// asUser sends m as uid (its own group), as a mount's user would.
+func asUser(c *wire.Conn, uid uint32, m wire.Msg) (wire.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if needsIdentity(m) {
+		m = &wire.As{UID: uid, GID: uid, Msg: m}
+	}
+	return c.Call(ctx, m)
+}
+
+func modeOf(t *testing.T, p string) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode & 0o7777
+}
+
+func mustChown(t *testing.T, p string, uid, gid int, mode os.FileMode) {
+	t.Helper()
+	if err := os.Lchown(p, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if mode != 0 {
+		if err := syscall.Chmod(p, uint32(mode)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAttackChmodRaceSetsSetuid: the member asks to clear only S_ISGID of
+// a 6777 file of another user (the chmod a mount sends before a non-owner's
+// write), while the other user swaps that name with a symlink to a
+// root-owned 0755 file (RENAME_EXCHANGE). The server used to check the
+// name with Lstat and then chmod the name as root: the symlink's target
+// became 4777. Bounded: 3000 attempts or 20 s.
+func TestAttackChmodRaceSetsSetuid(t *testing.T) {
+	export := t.TempDir()
+	_, addr := attackServer(t, Config{Export: export})
+	d := filepath.Join(export, "d")
+	os.Mkdir(d, 0o777)
+	mustChown(t, d, otherUID, otherUID, 0o777)
+	target := filepath.Join(export, "target")
+	os.WriteFile(target, []byte("#!/bin/sh\n"), 0o755)
+	f, l := filepath.Join(d, "f"), filepath.Join(d, "l")
+	os.WriteFile(f, nil, 0o600)
+	mustChown(t, f, otherUID, otherUID, 0o6777)
+	if err := os.Symlink("../target", l); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := member(t, addr, "attacker", wire.Hello{BootID: 1})
+
+	stop := make(chan struct{})
+	swapped := make(chan struct{})
+	go func() { // the second user, swapping the names
+		defer close(swapped)
+		runtime.LockOSThread() // setfsuid is per thread; the thread ends with the goroutine
+		unix.Setfsuid(otherUID)
+		unix.Setfsgid(otherUID)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Renameat2(unix.AT_FDCWD, f, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE)
+		}
+	}()
+	defer func() { close(stop); <-swapped }()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < 3000 && time.Now().Before(deadline); i++ {
+		for _, name := range []string{"d/f", "d/l"} {
+			asUser(c, attackerUID, &wire.SetAttr{Path: name, Valid: wire.SetMode, Mode: 0o4777})
+		}
+		if m := modeOf(t, target); m != 0o755 {
+			t.Fatalf("after %d attempts the root-owned 0755 file is %o", i+1, m)
+		}
+	}
+}
+
+// TestAttackWriteKeepsSetuid: a write by uid 1000 through the protocol to
+// a root-owned, group-writable set-id file keeps its set-id bits (the
+// server wrote as root, which holds CAP_FSETID); the same write on the
+// export by uid 1000 clears them. Each of Write, WriteSeq and WriteBase.
+func TestAttackWriteKeepsSetuid(t *testing.T) {
+	export := t.TempDir()
+	_, addr := attackServer(t, Config{Export: export})
+	c, _ := member(t, addr, "attacker", wire.Hello{BootID: 1})
+	var seq uint64
+	writes := map[string]func(h uint64) wire.Msg{
+		"Write":     func(h uint64) wire.Msg { return &wire.Write{Handle: h, Data: []byte("evil")} },
+		"WriteSeq":  func(h uint64) wire.Msg { seq++; return &wire.WriteSeq{Seq: seq, Handle: h, Data: []byte("evil")} },
+		"WriteBase": func(h uint64) wire.Msg { seq++; return &wire.WriteBase{Seq: seq, Handle: h, Data: []byte("evil")} },
+	}
+	for name, write := range writes {
+		for _, tc := range []struct{ mode, want uint32 }{
+			{0o4775, 0o775},  // S_ISUID always goes
+			{0o6775, 0o775},  // S_ISGID with group execute goes too
+			{0o2764, 0o2764}, // S_ISGID without group execute, writer in the group: stays
+		} {
+			p := filepath.Join(export, name)
+			os.WriteFile(p, []byte("root's program"), 0o600)
+			mustChown(t, p, 0, attackerUID, os.FileMode(tc.mode))
+			r, err := asUser(c, attackerUID, &wire.Open{Path: name, Flags: syscall.O_WRONLY})
+			if err != nil {
+				t.Fatalf("%s: open for writing as a group member: %v", name, err)
+			}
+			h := r.(*wire.OpenReply).Handle
+			if _, err := asUser(c, attackerUID, write(h)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			asUser(c, attackerUID, &wire.Release{Handle: h})
+			if m := modeOf(t, p); m != tc.want {
+				t.Errorf("%s by uid %d to a root-owned %o file: mode %o, want %o", name, attackerUID, tc.mode, m, tc.want)
+			}
+		}
+	}
+}
+
+// TestRunAsPanicRestoresCredentials: a panic while acting as a caller
+// (serveMsg recovers it and the goroutine serves on) leaves the thread
+// with the server's credentials.
+func TestRunAsPanicRestoresCredentials(t *testing.T) {
+	s, _ := attackServer(t, Config{})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	func() {
+		defer func() { recover() }()
+		s.runAs(identity{uid: attackerUID, gid: attackerUID}, func() (wire.Msg, error) { panic("in the middle of a request") })
+	}()
+	if uid, _ := unix.SetfsuidRetUid(-1); uid != 0 {
+		unix.Setfsuid(0)
+		t.Fatalf("after a panic in runAs the thread acts as uid %d", uid)
+	}
+}
