@@ -106,26 +106,45 @@ func TestAttackChmodRaceSetsSetuid(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := member(t, addr, "attacker", wire.Hello{BootID: 1})
+	dir, err := os.Open(d) // the swapper works beneath d: the export's parent is closed to it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	file, err := os.Open(f) // the decoy's mode is put back through it, whatever its name
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
 
 	stop := make(chan struct{})
-	swapped := make(chan struct{})
+	swapped := make(chan error, 1)
 	go func() { // the second user, swapping the names
-		defer close(swapped)
 		runtime.LockOSThread() // setfsuid is per thread; the thread ends with the goroutine
-		unix.Setfsuid(otherUID)
 		unix.Setfsgid(otherUID)
+		unix.Setfsuid(otherUID)
 		for {
 			select {
 			case <-stop:
+				swapped <- nil
 				return
 			default:
 			}
-			unix.Renameat2(unix.AT_FDCWD, f, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE)
+			if err := unix.Renameat2(int(dir.Fd()), "f", int(dir.Fd()), "l", unix.RENAME_EXCHANGE); err != nil {
+				swapped <- err
+				return
+			}
 		}
 	}()
-	defer func() { close(stop); <-swapped }()
+	defer func() {
+		close(stop)
+		if err := <-swapped; err != nil {
+			t.Errorf("the second user's RENAME_EXCHANGE: %v", err)
+		}
+	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; i < 3000 && time.Now().Before(deadline); i++ {
+		file.Chmod(0o6777 | os.ModeSetuid | os.ModeSetgid)
 		for _, name := range []string{"d/f", "d/l"} {
 			asUser(c, attackerUID, &wire.SetAttr{Path: name, Valid: wire.SetMode, Mode: 0o4777})
 		}
