@@ -209,3 +209,48 @@ func TestRunAsPanicRestoresCredentials(t *testing.T) {
 		t.Fatalf("after a panic in runAs the thread acts as uid %d", uid)
 	}
 }
+
+// TestAttackReplyCacheTakeover: a member that claims a victim's boot id
+// (hints broadcast boot ids; they are start times) and sends writes with
+// sequence numbers 1-5 used to fill the reply cache under the victim's
+// name: the victim's next writes were acknowledged from it and never
+// applied. The cache is keyed by the session the server issued to each
+// connection; a made-up session id is not resumed.
+func TestAttackReplyCacheTakeover(t *testing.T) {
+	export := t.TempDir()
+	_, addr := attackServer(t, Config{Export: export})
+	for _, name := range []string{"victim", "mine"} {
+		p := filepath.Join(export, name)
+		os.WriteFile(p, []byte("........"), 0o666)
+		os.Chmod(p, 0o666)
+	}
+	const victimBoot = 1765000000000000000
+	victim, vhs := member(t, addr, "victim", wire.Hello{BootID: victimBoot})
+	forged := make([]byte, wire.SessionIDSize)
+	copy(forged, "a session id the attacker made up")
+	attacker, ahs := member(t, addr, "attacker", wire.Hello{BootID: victimBoot, Session: forged})
+	if string(ahs.Welcome.Session) == string(forged) || string(ahs.Welcome.Session) == string(vhs.Welcome.Session) {
+		t.Fatal("the server resumed a session id the attacker chose")
+	}
+	r, err := asUser(attacker, attackerUID, &wire.Open{Path: "mine", Flags: syscall.O_WRONLY})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah := r.(*wire.OpenReply).Handle
+	for seq := uint64(1); seq <= 5; seq++ {
+		if _, err := asUser(attacker, attackerUID, &wire.WriteSeq{Seq: seq, Handle: ah, Data: []byte("A")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err = asUser(victim, otherUID, &wire.Open{Path: "victim", Flags: syscall.O_WRONLY})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vh := r.(*wire.OpenReply).Handle
+	if _, err := asUser(victim, otherUID, &wire.WriteSeq{Seq: 3, Handle: vh, Data: []byte("VICTIM")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(export, "victim")); string(got) != "VICTIM.." {
+		t.Errorf("the victim's acknowledged write: the file holds %q, want %q", got, "VICTIM..")
+	}
+}

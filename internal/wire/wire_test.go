@@ -18,10 +18,10 @@ func sampleMsgs() []Msg {
 	attr := Attr{Ino: 7, Mode: 0o100644, Nlink: 1, UID: 1000, GID: 100, Size: 1 << 40,
 		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99, Gen: 12345}
 	return append([]Msg{
-		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32)},
+		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32), Session: bytes.Repeat([]byte{2}, SessionIDSize)},
 		&HelloReply{Version: 1, Nonce: []byte{2}, Proof: []byte{3}, BlockSize: 1 << 20, Policy: "none", BootID: 9},
 		&Auth{Proof: []byte{4, 5}},
-		&Welcome{ClientID: 3},
+		&Welcome{ClientID: 3, Session: bytes.Repeat([]byte{3}, SessionIDSize)},
 		&Error{Errno: 2, Msg: "no such file"},
 		&OK{}, &Ping{},
 		&Lookup{Path: "a/b"}, &GetAttr{Path: "x", Handle: 3},
