@@ -207,7 +207,7 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		}
 	}
 	if w := cl.p.wb; w != nil {
-		if rep, done, err := w.d.serve(ctx, cl, inner); done {
+		if rep, done, err := w.d.serve(ctx, cl, m); done {
 			return rep, err
 		}
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -252,5 +254,74 @@ func TestAttackReplyCacheTakeover(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(export, "victim")); string(got) != "VICTIM.." {
 		t.Errorf("the victim's acknowledged write: the file holds %q, want %q", got, "VICTIM..")
+	}
+}
+
+// TestAttackDelegationBlocksOpens: a member registered for callbacks asks
+// for write delegations on files it may not write — a root-owned 0644
+// file, a root-only 0600 one, an inode number that names nothing — and
+// hangs up. The server used to grant them all: every open of the files
+// then waited out the recall timeout and failed with EIO, until the server
+// restarted.
+func TestAttackDelegationBlocksOpens(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "shared"), []byte("data"), 0o644)
+	os.WriteFile(filepath.Join(export, "secret"), []byte("root's"), 0o600)
+	_, addr := attackServer(t, Config{Export: export, RecallTimeout: 2 * time.Second})
+	attacker, _ := member(t, addr, "attacker", wire.Hello{BootID: 1})
+	if _, err := asUser(attacker, attackerUID, &wire.CallbackRegister{}); err != nil {
+		t.Fatal(err)
+	}
+	inos := map[string]uint64{"nothing": 1 << 40}
+	for _, name := range []string{"shared", "secret"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(export, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		inos[name] = st.Ino
+	}
+	granted := 0
+	for name, ino := range inos {
+		for _, path := range []string{"", name} {
+			if _, err := asUser(attacker, attackerUID, &wire.DelegateWrite{Ino: ino, Path: path}); err == nil {
+				t.Errorf("write delegation of %s (path %q) granted to uid %d", name, path, attackerUID)
+				granted++
+			}
+		}
+	}
+	attacker.Close()
+	reader, _ := member(t, addr, "reader", wire.Hello{BootID: 2})
+	if granted > 0 {
+		time.Sleep(100 * time.Millisecond) // the server sees the attacker go
+	}
+	if _, err := asUser(reader, otherUID, &wire.Open{Path: "shared", Flags: syscall.O_RDONLY}); err != nil {
+		t.Errorf("open of a 0644 file by uid %d after the member left: %v", otherUID, err)
+	}
+	// Root is squashed: the root-only file is refused, at once.
+	if _, err := asUser(reader, 0, &wire.Open{Path: "secret", Flags: syscall.O_RDONLY}); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("open of a 0600 root file by a squashed root after the member left: %v, want EACCES", err)
+	}
+}
+
+// Orphans are bounded in number and in time.
+func TestOrphansBounded(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	r := newRecalls(newCallbacks(log, time.Second, 10), log, time.Second, RecallEIO)
+	now := time.Now()
+	r.mu.Lock()
+	for i := range maxOrphans + 10 {
+		r.addOrphanLocked(uint64(i+1), holder{name: "gone"}, now.Add(time.Duration(i)))
+	}
+	n := len(r.orphans)
+	_, oldest := r.orphans[1]
+	r.mu.Unlock()
+	if n != maxOrphans || oldest {
+		t.Errorf("%d orphans kept (the oldest among them: %v), want %d without the oldest", n, oldest, maxOrphans)
+	}
+	if _, ok := r.orphanOf(maxOrphans, now); !ok {
+		t.Error("a recent orphan is gone")
+	}
+	if _, ok := r.orphanOf(maxOrphans, now.Add(r.orphanLease()+time.Minute)); ok {
+		t.Error("an orphan outlives its holder's lease")
 	}
 }

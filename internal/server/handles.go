@@ -25,15 +25,32 @@ type openFile struct {
 // connection that opened them and are closed when it goes away.
 //
 // INVARIANT: count[c] is the number of handles in m owned by c.
+// INVARIANT: nwrote[c] is the number of keys of wrote with connection c.
 type handles struct {
 	mu    sync.Mutex
 	next  uint64
 	m     map[uint64]*openFile
 	count map[*wire.Conn]int
+	// wrote: the files each connection opened for writing, while it lasts
+	// (at most maxWroteFiles each): write delegations are granted on them.
+	wrote  map[connFile]struct{}
+	nwrote map[*wire.Conn]int
 }
 
+// connFile is a file opened by a connection.
+type connFile struct {
+	c   *wire.Conn
+	ino uint64
+}
+
+// maxWroteFiles bounds the files a connection is remembered to have
+// opened for writing (16 bytes each); past it a delegation of a file it
+// no longer holds open needs the file's path (recall.go).
+const maxWroteFiles = 1 << 16
+
 func newHandles() *handles {
-	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int)}
+	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int),
+		wrote: make(map[connFile]struct{}), nwrote: make(map[*wire.Conn]int)}
 }
 
 // add registers an open file, unless its connection already holds max
@@ -45,6 +62,12 @@ func (h *handles) add(of *openFile, max int) uint64 {
 		return 0
 	}
 	h.count[of.owner]++
+	if k := (connFile{of.owner, of.ino}); of.writable && h.nwrote[of.owner] < maxWroteFiles {
+		if _, ok := h.wrote[k]; !ok {
+			h.wrote[k] = struct{}{}
+			h.nwrote[of.owner]++
+		}
+	}
 	h.next++
 	h.m[h.next] = of
 	return h.next
@@ -82,9 +105,26 @@ func (h *handles) release(n uint64, owner *wire.Conn) bool {
 	return true
 }
 
+// openedForWriting reports whether c opened file ino for writing on this
+// connection (one of the first maxWroteFiles files it did).
+func (h *handles) openedForWriting(c *wire.Conn, ino uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.wrote[connFile{c, ino}]
+	return ok
+}
+
 // releaseOwner closes every handle of a connection and returns how many.
 func (h *handles) releaseOwner(owner *wire.Conn) int {
 	h.mu.Lock()
+	if h.nwrote[owner] > 0 {
+		for k := range h.wrote {
+			if k.c == owner {
+				delete(h.wrote, k)
+			}
+		}
+		delete(h.nwrote, owner)
+	}
 	var fs []*os.File
 	for n, of := range h.m {
 		if of.owner == owner {
@@ -104,6 +144,7 @@ func (h *handles) closeAll() {
 	m := h.m
 	h.m = make(map[uint64]*openFile)
 	h.count = make(map[*wire.Conn]int)
+	h.wrote, h.nwrote = make(map[connFile]struct{}), make(map[*wire.Conn]int)
 	h.mu.Unlock()
 	for _, of := range m {
 		of.f.Close()

@@ -37,7 +37,7 @@ func sampleMsgs() []Msg {
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
 		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Cause: 1 << 31, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
-		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
+		&DelegateWrite{Ino: 9, Path: "d/f"}, &DelegateReturn{Ino: 10},
 		&WarmupStart{Clients: []string{"a", "b"}, UID: 1000, GID: 100, Items: []WarmupItem{{Path: "d/f", Off: 1 << 20, Len: 4 << 20, Size: 9 << 20}, {Path: "g", Size: 7}}},
 		&WarmupStart{}, &WarmupStarted{Job: 3, Clients: []string{"a"}},
 		&WarmupAssign{Job: 3, Phase: WarmupPeers, Seq: 2, UID: 1, GID: 2, Items: []WarmupItem{{Path: "x", Size: 1}}, From: []string{"h:1"}},
