@@ -325,3 +325,33 @@ func TestOrphansBounded(t *testing.T) {
 		t.Error("an orphan outlives its holder's lease")
 	}
 }
+
+// TestAttackPinSkipsSearchPermission: uid 1001 looks up a file in its own
+// 0700 directory (LookupPinned keeps it open for a moment); the member, as
+// uid 1000, which may not search that directory, opens the pinned file by
+// its inode and generation. The pin used to be shared by every identity and
+// reopened through /proc/self/fd, which skips the search permission.
+func TestAttackPinSkipsSearchPermission(t *testing.T) {
+	export := t.TempDir()
+	private := filepath.Join(export, "private")
+	os.Mkdir(private, 0o700)
+	mustChown(t, private, otherUID, otherUID, 0o700)
+	os.WriteFile(filepath.Join(private, "f"), []byte("1001's own"), 0o644)
+	_, addr := attackServer(t, Config{Export: export})
+	owner, _ := member(t, addr, "owner", wire.Hello{BootID: 1})
+	attacker, _ := member(t, addr, "attacker", wire.Hello{BootID: 2})
+	r, err := asUser(owner, otherUID, &wire.LookupPinned{Path: "private/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.(*wire.AttrReply).Attr
+	if _, err := asUser(attacker, attackerUID, &wire.Open{Path: "private/f"}); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("open by name of a file in another user's 0700 directory: %v, want EACCES", err)
+	}
+	if r, err := asUser(attacker, attackerUID, &wire.OpenPinned{Path: "private/f", Ino: a.Ino, Gen: a.Gen}); err == nil {
+		t.Errorf("pinned open of a file in another user's 0700 directory succeeded (handle %d)", r.(*wire.OpenReply).Handle)
+	}
+	if _, err := asUser(owner, otherUID, &wire.OpenPinned{Path: "private/f", Ino: a.Ino, Gen: a.Gen}); err != nil {
+		t.Errorf("the owner's own pinned open: %v", err)
+	}
+}
