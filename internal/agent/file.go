@@ -439,9 +439,14 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 		return br, err
 	}
 	c.stats.forwarded.Add(1)
-	pd, err := c.await(ctx, token, ch, req.Version)
+	pd, silent, err := c.await(ctx, token, ch, req.Version)
 	if err != nil {
 		return nil, err
+	}
+	if silent {
+		// A holder that never answers costs every requester its timeout:
+		// the server counts it as it counts a bad block (verify.go).
+		c.report(req, br, fmt.Sprintf("no answer within the forward timeout %s", c.timeout))
 	}
 	if pd != nil && !c.verify(req, br, pd) {
 		pd = nil // verify.go: dropped and reported; the server serves it

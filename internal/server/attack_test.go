@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coopfs/coopfs/internal/coord/directory"
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -354,4 +357,92 @@ func TestAttackPinSkipsSearchPermission(t *testing.T) {
 	if _, err := asUser(owner, otherUID, &wire.OpenPinned{Path: "private/f", Ino: a.Ino, Gen: a.Gen}); err != nil {
 		t.Errorf("the owner's own pinned open: %v", err)
 	}
+}
+
+// TestAttackHintsTakeover: under hints a member is known by its peer
+// listener's address, and a new boot id on a known address was taken for
+// the member's restart: a member that claimed a connected victim's address
+// with a higher boot id took over its id (its peers' requests and hints).
+func TestAttackHintsTakeover(t *testing.T) {
+	var logs lockedLog
+	s, addr := attackServer(t, Config{Policy: "hints", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p := s.pol.(*hintsPolicy)
+	const listen = "127.0.0.1:7001"
+	member(t, addr, "victim", wire.Hello{BootID: 5, Listen: listen})
+	boot := func() (uint64, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		mb := p.members[p.ids[listen]]
+		if mb == nil {
+			return 0, false
+		}
+		return mb.boot, true
+	}
+	waitUntil(t, "the victim's membership", func() bool { _, ok := boot(); return ok })
+	member(t, addr, "attacker", wire.Hello{BootID: 6, Listen: listen})
+	waitUntil(t, "the server's answer to the claim", func() bool {
+		b, _ := boot()
+		return b == 6 || strings.Contains(logs.String(), "claims the peer listener")
+	})
+	if b, _ := boot(); b != 5 {
+		t.Errorf("the member at the victim's address has boot id %d: the attacker took it over", b)
+	}
+}
+
+// TestAttackDistrustResetByReconnect: under directory a holder reported
+// BadBlockLimit times is distrusted; it used to be trusted again as soon as
+// it reconnected (a new client id). Strikes belong to its identity (the
+// session it resumes); a report of silence counts as one.
+func TestAttackDistrustResetByReconnect(t *testing.T) {
+	s, addr := attackServer(t, Config{Policy: "directory"})
+	holder, hhs := member(t, addr, "holder", wire.Hello{BootID: 1, Listen: "127.0.0.1:7002"})
+	reporter, _ := member(t, addr, "reporter", wire.Hello{BootID: 2, Listen: "127.0.0.1:7003"})
+	id := hhs.Welcome.ClientID
+	waitUntil(t, "the holder's join", func() bool { _, ok := clientStats(s, id); return ok })
+	for i := range BadBlockLimit {
+		reporter.Send(&wire.PeerReport{Holder: id, File: 1, Index: uint64(i), Version: 1, Reason: "no answer within the forward timeout 5s"})
+	}
+	waitUntil(t, "the holder's distrust", func() bool { st, _ := clientStats(s, id); return st.Distrusted })
+	holder.Close()
+	_, again := member(t, addr, "holder", wire.Hello{BootID: 1, Listen: "127.0.0.1:7002", Session: hhs.Welcome.Session})
+	id2 := again.Welcome.ClientID
+	waitUntil(t, "the holder's new join", func() bool { _, ok := clientStats(s, id2); return ok })
+	if st, _ := clientStats(s, id2); !st.Distrusted {
+		t.Error("a distrusted holder is trusted again after it reconnected")
+	}
+}
+
+func clientStats(s *Server, id uint32) (directory.ClientStats, bool) {
+	s.coop.mu.Lock()
+	defer s.coop.mu.Unlock()
+	return s.coop.dir.ClientStats(directory.ClientID(id))
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lockedLog is a log sink the test reads while the server writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
