@@ -207,7 +207,7 @@ func TestRunAsPanicRestoresCredentials(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	func() {
 		defer func() { recover() }()
-		s.runAs(identity{uid: attackerUID, gid: attackerUID}, func() (wire.Msg, error) { panic("in the middle of a request") })
+		s.runAs(nil, identity{uid: attackerUID, gid: attackerUID}, func() (wire.Msg, error) { panic("in the middle of a request") })
 	}()
 	if uid, _ := unix.SetfsuidRetUid(-1); uid != 0 {
 		unix.Setfsuid(0)

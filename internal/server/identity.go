@@ -97,9 +97,9 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 	if !s.switchCreds || s.ownIdentity(id) {
 		return s.dispatch(ctx, c, m)
 	}
-	r, err := s.runAs(id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
+	r, err := s.runAs(c, id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
 	if sa, ok := m.(*wire.SetAttr); ok && errors.Is(err, syscall.EPERM) {
-		return s.killPriv(id, sa, r, err)
+		return s.killPriv(c, id, sa, r, err)
 	}
 	return r, err
 }
@@ -126,7 +126,7 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 // chmod by the file's owner between the stat and the chmod can be undone
 // by it; the kernel does both under the inode's lock. The owner could set
 // that mode anyway, so the caller gains nothing from the race.
-func (s *Server) killPriv(id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
+func (s *Server) killPriv(c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
 	if m.Valid != wire.SetMode || !s.openat2 {
 		return r, err
 	}
@@ -135,7 +135,7 @@ func (s *Server) killPriv(id identity, m *wire.SetAttr, r wire.Msg, err error) (
 		return r, err
 	}
 	var fd int
-	_, aerr := s.runAs(id, func() (wire.Msg, error) {
+	_, aerr := s.runAs(c, id, func() (wire.Msg, error) {
 		var oerr error
 		if fd, oerr = s.openBeneath(p, unix.O_PATH|unix.O_NOFOLLOW); oerr != nil {
 			return nil, oerr
@@ -226,7 +226,7 @@ func (s *Server) ownIdentity(id identity) bool {
 // goroutine is locked to its thread for the call and the credentials are
 // restored before it is unlocked. If they cannot be restored, the
 // goroutine stays locked, and Go ends the thread when the goroutine exits.
-func (s *Server) runAs(id identity, fn func() (wire.Msg, error)) (m wire.Msg, err error) {
+func (s *Server) runAs(c *wire.Conn, id identity, fn func() (wire.Msg, error)) (m wire.Msg, err error) {
 	// Every thread outside runAs holds the server's own groups, so a
 	// caller with the same groups needs no setgroups either way.
 	sameGroups := slices.Equal(id.groups, s.ownGroups)
@@ -234,7 +234,7 @@ func (s *Server) runAs(id identity, fn func() (wire.Msg, error)) (m wire.Msg, er
 	// Deferred: a panic in fn (recovered by serveMsg, which then serves
 	// the connection's next request on this goroutine) must not leave the
 	// thread acting as the caller.
-	defer s.endRunAs(sameGroups)
+	defer s.endRunAs(c, sameGroups)
 	if err := s.setCreds(id.uid, id.gid, id.groups, sameGroups); err != nil {
 		return nil, fmt.Errorf("act as uid %d gid %d: %v: %w", id.uid, id.gid, err, syscall.EPERM)
 	}
@@ -245,15 +245,19 @@ func (s *Server) runAs(id identity, fn func() (wire.Msg, error)) (m wire.Msg, er
 // it. If they cannot be restored, the thread must never run anything
 // again: the goroutine ends here (runtime.Goexit, also in the middle of a
 // panic, which is dropped), still locked, and Go ends the thread with it.
-// The request then gets no reply; its connection's deadline answers it.
-func (s *Server) endRunAs(sameGroups bool) {
+// The request's connection (c, if not nil) is closed first: the goroutine
+// may be its read loop, and its client reconnects.
+func (s *Server) endRunAs(c *wire.Conn, sameGroups bool) {
 	err := s.restoreCreds(sameGroups)
 	if err == nil {
 		runtime.UnlockOSThread()
 		return
 	}
 	p := recover()
-	s.log.Error("cannot restore the server's credentials on a thread: ending the thread", "err", err, "panic", p)
+	s.log.Error("cannot restore the server's credentials on a thread: ending the thread and the request's connection", "err", err, "panic", p)
+	if c != nil {
+		c.Close()
+	}
 	runtime.Goexit()
 }
 

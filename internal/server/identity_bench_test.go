@@ -23,7 +23,7 @@ func BenchmarkRunAs(b *testing.B) {
 	}
 	id := identity{uid: DefaultAnonID, gid: DefaultAnonID}
 	for b.Loop() {
-		if _, err := s.runAs(id, func() (wire.Msg, error) { return nil, nil }); err != nil {
+		if _, err := s.runAs(nil, id, func() (wire.Msg, error) { return nil, nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

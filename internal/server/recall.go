@@ -158,7 +158,7 @@ func (s *Server) mayDelegate(c *wire.Conn, cl *client, m wire.Msg, dw *wire.Dele
 		return nil, nil
 	}
 	if s.switchCreds && !s.ownIdentity(id) {
-		_, err = s.runAs(id, check)
+		_, err = s.runAs(c, id, check)
 	} else {
 		_, err = check()
 	}
