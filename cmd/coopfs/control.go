@@ -57,8 +57,8 @@ func serveControl(ctx context.Context, a *agent.Agent, mountDir string, writeBac
 // mounts' and the proxies' control sockets). The function it returns stops
 // both, waits for the connections served, and removes the socket.
 func listenControl(path string, handle func(net.Conn), onSignal func()) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+	if err := ensureControlDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	os.Remove(path) // a previous run's, left by a crash
 	ln, err := net.Listen("unix", path)

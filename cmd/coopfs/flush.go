@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,15 +25,11 @@ import (
 // TOTALBYTES" lines and ends with "done FILES BYTES" or "error MSG".
 
 // controlSocket is the control socket of the mount at dir (an absolute,
-// symlink-free path): in $XDG_RUNTIME_DIR/coopfs, else in a directory of
-// the user's own under the temporary directory.
-func controlSocket(dir string) string {
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	if base != "" {
-		base = filepath.Join(base, "coopfs")
-	} else {
-		base = filepath.Join(os.TempDir(), "coopfs-"+strconv.Itoa(os.Getuid()))
-	}
+// symlink-free path), in the user's control directory (controldir.go).
+func controlSocket(dir string) string { return controlSocketIn(controlDir(), dir) }
+
+// controlSocketIn is controlSocket with the control directory base.
+func controlSocketIn(base, dir string) string {
 	sum := sha256.Sum256([]byte(dir))
 	return filepath.Join(base, hex.EncodeToString(sum[:10])+".sock")
 }
@@ -157,9 +152,11 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		what, path = dir, controlSocket(dir)
 		hint = fmt.Sprintf("is %s mounted by `coopfs mount --write-policy write-back` as this user?", dir)
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, err := dialControlSocket(ctx, path)
 	if err != nil {
+		if errors.Is(err, errControlDir) {
+			return err
+		}
 		return fmt.Errorf("no write-back mount or proxy answers at %s (%v): %s", path, err, hint)
 	}
 	defer c.Close()

@@ -180,9 +180,11 @@ func warmTargets(paths []string) (string, []string, error) {
 // dialControl connects to the control socket of the mount at dir.
 func dialControl(ctx context.Context, dir string) (net.Conn, error) {
 	path := controlSocket(dir)
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, err := dialControlSocket(ctx, path)
 	if err != nil {
+		if errors.Is(err, errControlDir) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("the coopfs mount of %s does not answer on its control socket %s (%v): is its `coopfs mount` process still running?", dir, path, err)
 	}
 	return c, nil

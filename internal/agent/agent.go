@@ -546,6 +546,7 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	a.entryChanged(tok, path, false, err, nil)
 	if err == nil {
 		a.wb.removed(path)
+		a.pend.unlinkedHere(path)
 	}
 	return err
 }

@@ -252,8 +252,8 @@ func (c *coop) dropToken(t uint64) {
 }
 
 // await waits for the peer's answer to a forwarded request: the block, or
-// nil after a negative reply or the timeout.
-func (c *coop) await(ctx context.Context, t uint64, ch chan wire.Msg, v uint64) (*wire.PeerData, error) {
+// nil after a negative reply or the timeout (silent).
+func (c *coop) await(ctx context.Context, t uint64, ch chan wire.Msg, v uint64) (pd *wire.PeerData, silent bool, err error) {
 	timer := time.NewTimer(c.timeout)
 	defer timer.Stop()
 	select {
@@ -261,21 +261,21 @@ func (c *coop) await(ctx context.Context, t uint64, ch chan wire.Msg, v uint64) 
 		pd, ok := m.(*wire.PeerData)
 		if !ok {
 			c.stats.nacks.Add(1)
-			return nil, nil
+			return nil, false, nil
 		}
 		if directory.Admit(block.Version(v), block.Version(pd.Version)) == directory.Reject {
 			c.stats.nacks.Add(1)
-			return nil, nil
+			return nil, false, nil
 		}
-		return pd, nil
+		return pd, false, nil
 	case <-timer.C:
 		c.dropToken(t)
 		c.stats.timeouts.Add(1)
 		c.a.log.Warn("forwarded block did not arrive in time; asking the server", "token", t, "timeout", c.timeout)
-		return nil, nil
+		return nil, true, nil
 	case <-ctx.Done():
 		c.dropToken(t)
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 }
 

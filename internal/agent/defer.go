@@ -80,8 +80,9 @@ type pending struct {
 	paths  map[string]int
 	under  map[string]int
 	timer  *time.Timer
-	failed map[string]error // a queued change's failure, by its directory
-	open   map[uint64]int   // files open here, by inode number
+	failed map[string]error   // a queued change's failure, by its directory
+	open   map[uint64]int     // files open here, by inode number
+	files  map[*file]struct{} // the files open here (unlinkedHere)
 
 	// counters for /metrics
 	removals, creates, fails atomic.Int64
@@ -105,6 +106,7 @@ func (q *pending) init(a *Agent) {
 	q.under = make(map[string]int)
 	q.failed = make(map[string]error)
 	q.open = make(map[uint64]int)
+	q.files = make(map[*file]struct{})
 }
 
 // track counts f open (its unlink must reach the server before it is
@@ -118,6 +120,7 @@ func (q *pending) track(f *file) vfs.File {
 	defer q.mu.Unlock()
 	f.tracked = f.attr.Ino
 	q.open[f.tracked]++
+	q.files[f] = struct{}{}
 	return f
 }
 
@@ -131,7 +134,32 @@ func (q *pending) untrack(f *file) {
 	if q.open[f.tracked]--; q.open[f.tracked] <= 0 {
 		delete(q.open, f.tracked)
 	}
+	delete(q.files, f)
 	f.tracked = 0
+}
+
+// unlinkedHere counts the link the unlink of path took from the files
+// open here under that name: one opened without a server handle (from the
+// cache, or with its data) answers fstat from what it was opened with, and
+// would go on reporting the link (ext4 reports st_nlink 0 for an open file
+// whose only name is gone).
+func (q *pending) unlinkedHere(path string) {
+	q.mu.Lock()
+	fs := make([]*file, 0, len(q.files))
+	for f := range q.files {
+		fs = append(fs, f)
+	}
+	q.mu.Unlock()
+	for _, f := range fs {
+		f.mu.Lock()
+		if f.path == path && !f.unlinked {
+			f.unlinked = true
+			if f.attr.Nlink > 0 {
+				f.attr.Nlink--
+			}
+		}
+		f.mu.Unlock()
+	}
 }
 
 // isOpen reports whether a file of inode ino is open here.

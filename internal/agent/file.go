@@ -48,6 +48,9 @@ type file struct {
 	// server yet.
 	newFile *newFile
 	tracked uint64 // the inode counted open (defer.go), 0 once released
+	// unlinked: this mount removed the name the file was opened under
+	// (pending.unlinkedHere); attr counts the link it took.
+	unlinked bool
 
 	// wholefile policy (pwholefile.go): the commit counter the open was
 	// handed (0: none), and whether the file was written since (a close
@@ -128,8 +131,11 @@ func (f *file) coveredAttr() (wire.Attr, bool) {
 // longer leads to it (replaced), the attributes it was opened with.
 func (f *file) lazyAttr(ctx context.Context, path string) (wire.Attr, error) {
 	f.mu.Lock()
-	opened := f.attr
+	opened, unlinked := f.attr, f.unlinked
 	f.mu.Unlock()
+	if unlinked {
+		return opened, nil // its name is gone: reopening it would find nothing, or another file
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg { return as(ctx, &wire.GetAttr{Path: path, Handle: h}) }, true)
 	if ar, ok := r.(*wire.AttrReply); ok && err == nil {
 		return ar.Attr, nil
@@ -433,9 +439,14 @@ func (f *file) fetchCoop(ctx context.Context, c *coop, req *wire.ReadBlock) (*wi
 		return br, err
 	}
 	c.stats.forwarded.Add(1)
-	pd, err := c.await(ctx, token, ch, req.Version)
+	pd, silent, err := c.await(ctx, token, ch, req.Version)
 	if err != nil {
 		return nil, err
+	}
+	if silent {
+		// A holder that never answers costs every requester its timeout:
+		// the server counts it as it counts a bad block (verify.go).
+		c.report(req, br, fmt.Sprintf("no answer within the forward timeout %s", c.timeout))
 	}
 	if pd != nil && !c.verify(req, br, pd) {
 		pd = nil // verify.go: dropped and reported; the server serves it

@@ -131,7 +131,10 @@ func (s *session) redial(ctx context.Context, reconnect bool) error {
 }
 
 func (s *session) dialOnce(ctx context.Context) error {
-	hs, c, err := Dial(ctx, DialConfig{Addr: s.addr, Security: s.sec, ServerName: s.serverName, Hello: s.hello,
+	s.mu.Lock()
+	hello := s.hello
+	s.mu.Unlock()
+	hs, c, err := Dial(ctx, DialConfig{Addr: s.addr, Security: s.sec, ServerName: s.serverName, Hello: hello,
 		Handler: s.handler, Metrics: s.metrics})
 	if err != nil {
 		return err
@@ -145,6 +148,9 @@ func (s *session) dialOnce(ctx context.Context) error {
 		return ErrSessionClosed
 	}
 	s.conn, s.clientID, s.blockSize, s.policy = c, w.ClientID, int(hr.BlockSize), hr.Policy
+	// The next connection resumes this session: writes resent on it are
+	// recognised (the server's reply cache is keyed by the session).
+	s.hello.Session = w.Session
 	s.gen++
 	gen := s.gen
 	s.mu.Unlock()

@@ -30,12 +30,18 @@ func (c *coop) verify(req *wire.ReadBlock, br *wire.BlockReply, pd *wire.PeerDat
 	c.stats.badBlocks.Add(1)
 	c.a.log.Warn("dropped a bad block from a peer; reading it from the server", "holder", br.Holder,
 		"file", req.File, "index", req.Index, "version", br.Version, "why", why)
+	c.report(req, br, why)
+	return false
+}
+
+// report tells the server that the holder br named failed the forwarded
+// request req: why says how.
+func (c *coop) report(req *wire.ReadBlock, br *wire.BlockReply, why string) {
 	conn, _, err := c.a.sess.current(context.Background())
 	if err == nil {
 		err = conn.Send(&wire.PeerReport{Holder: br.Holder, File: req.File, Index: req.Index, Version: br.Version, Reason: why})
 	}
 	if err != nil {
-		c.a.log.Debug("bad block not reported", "err", err)
+		c.a.log.Debug("peer failure not reported", "err", err)
 	}
-	return false
 }

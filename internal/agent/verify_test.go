@@ -37,7 +37,7 @@ func TestMaliciousPeerCannotPoisonCaches(t *testing.T) {
 
 	// The malicious member: a raw client that reads every block (so the
 	// directory lists it as a holder) and answers forwards with garbage.
-	mal := startMalicious(t, ctx, addr, sec, blocks)
+	mal := startMalicious(t, ctx, addr, sec, blocks, false)
 
 	for i := range 3 {
 		m := obs.NewMetrics()
@@ -79,6 +79,40 @@ func TestMaliciousPeerCannotPoisonCaches(t *testing.T) {
 	}
 }
 
+// A member that holds blocks but never answers a forward (it used to be
+// forwarded to for ever, each reader waiting out its timeout): every
+// silence is reported, and after server.BadBlockLimit the server stops
+// forwarding to it.
+func TestSilentPeerIsDistrusted(t *testing.T) {
+	export := t.TempDir()
+	const blocks = 12
+	data := pattern(blocks*4096, 7)
+	os.WriteFile(filepath.Join(export, "f"), data, 0o644)
+	secret := []byte("a cluster secret of more than 128 bits")
+	sm := obs.NewMetrics()
+	addr := servertest.Serve(t, server.Config{Export: export, BlockSize: 4096, Policy: "directory", Metrics: sm,
+		Secret: secret, Directory: directory.Config{ServerLast: true}})
+	ctx := t.Context()
+	sec := wire.MustSecurity(wire.SecurityConfig{Secret: secret})
+	startMalicious(t, ctx, addr, sec, blocks, true)
+	reader, err := agent.New(ctx, agent.Config{Server: addr, Secret: secret, Policy: "directory",
+		ForwardTimeout: 200 * time.Millisecond, Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if got, err := readAll(ctx, reader, "f"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reader: %d bytes, %v; want the file's bytes", len(got), err)
+	}
+	ss := scrape(t, sm)
+	if n := ss.Sum("coopfs_directory_bad_blocks_reported_total", nil); n < server.BadBlockLimit {
+		t.Errorf("the server got %v reports of silence, want at least %d", n, server.BadBlockLimit)
+	}
+	if n := ss.Sum("coopfs_directory_distrusted_total", nil); n != 1 {
+		t.Errorf("distrusted clients = %v, want 1 (the silent holder)", n)
+	}
+}
+
 type malicious struct {
 	conn *wire.Conn
 	n    chan struct{}
@@ -86,7 +120,8 @@ type malicious struct {
 
 func (m *malicious) forwards() int { return len(m.n) }
 
-func startMalicious(t *testing.T, ctx context.Context, addr string, sec *wire.Security, blocks int) *malicious {
+// startMalicious starts the member; a silent one never answers a forward.
+func startMalicious(t *testing.T, ctx context.Context, addr string, sec *wire.Security, blocks int, silent bool) *malicious {
 	t.Helper()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0") // its peer listener: never used
 	t.Cleanup(func() { ln.Close() })
@@ -107,6 +142,9 @@ func startMalicious(t *testing.T, ctx context.Context, addr string, sec *wire.Se
 				return nil, nil
 			}
 			m.n <- struct{}{}
+			if silent {
+				return nil, nil
+			}
 			go func() {
 				pc, err := net.Dial("tcp", fw.RequesterAddr)
 				if err != nil {

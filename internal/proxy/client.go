@@ -101,16 +101,16 @@ func (p *Proxy) serveClient(ctx context.Context, nc net.Conn, authenticated func
 }
 
 // connectUpstream opens the client's upstream connection, in the client's
-// name and with its boot id (the server's reply cache of writes is keyed
-// by it), and returns the welcome the client gets: the upstream's client
-// id. An unreachable upstream fails the handshake with EHOSTUNREACH, which
+// name, with its boot id and the session it resumes (the server's reply
+// cache of writes is keyed by the session), and returns the welcome the
+// client gets: the upstream's client id and session. An unreachable upstream fails the handshake with EHOSTUNREACH, which
 // the client's agent retries within its reconnect timeout.
 func (cl *client) connectUpstream(ctx context.Context, h *wire.Hello) (wire.Welcome, error) {
 	p := cl.p
 	if h.Role != wire.RoleClient {
 		return wire.Welcome{}, fmt.Errorf("a proxy serves clients only (role %d): %w", h.Role, syscall.EPROTO)
 	}
-	hello := wire.Hello{Role: wire.RoleClient, Name: h.Name + " via " + p.cfg.Name, BootID: h.BootID}
+	hello := wire.Hello{Role: wire.RoleClient, Name: h.Name + " via " + p.cfg.Name, BootID: h.BootID, Session: h.Session}
 	dctx, cancel := context.WithTimeout(ctx, wire.HandshakeTimeout)
 	defer cancel()
 	hs, up, err := p.dial(dctx, hello, wire.HandlerFunc(cl.serveUp))
@@ -207,7 +207,7 @@ func (cl *client) serveDown(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		}
 	}
 	if w := cl.p.wb; w != nil {
-		if rep, done, err := w.d.serve(ctx, cl, inner); done {
+		if rep, done, err := w.d.serve(ctx, cl, m); done {
 			return rep, err
 		}
 		if rep, done, err := cl.writeBack(ctx, w, inner); done {

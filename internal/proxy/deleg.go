@@ -62,6 +62,12 @@ type delegFile struct {
 	holders   map[*client]holding // the clients holding it
 	sending   int                 // DelegateWrites upstream in flight
 	returning bool                // a DelegateReturn upstream in flight
+	// decl is the last declaration of the file sent upstream: a
+	// DelegateWrite with the file's path, in the identity of its writer
+	// (the upstream grants a delegation only to a writer that may write
+	// the file, and the proxy's own connection opened nothing). Declared
+	// again, on a new connection or after a recall, it is sent as it was.
+	decl wire.Msg
 }
 
 // holding is a client's hold of a file: which declaration made it (a
@@ -93,7 +99,7 @@ func (f *delegFile) held() bool { return f.engine || len(f.holders) > 0 }
 // declare marks ino held (by the engine, or by cl) and declares it
 // upstream. A return of it on its way is waited for: it would undo the
 // declaration.
-func (d *delegs) declare(ctx context.Context, ino uint64, cl *client) (wire.Msg, error) {
+func (d *delegs) declare(ctx context.Context, ino uint64, cl *client, decl wire.Msg) (wire.Msg, error) {
 	d.mu.Lock()
 	f := d.fileLocked(ino)
 	for f.returning {
@@ -108,9 +114,10 @@ func (d *delegs) declare(ctx context.Context, ino uint64, cl *client) (wire.Msg,
 		h = holding{seq: d.seq}
 		f.holders[cl] = h
 	}
+	f.decl = decl
 	f.sending++
 	d.mu.Unlock()
-	r, _, err := d.w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
+	r, _, err := d.w.up.call(ctx, decl)
 	d.mu.Lock()
 	f.sending--
 	if err != nil && cl != nil && f.holders[cl] == h {
@@ -232,10 +239,12 @@ func (d *delegs) recall(ctx context.Context, ino uint64, cause uint32) {
 func (d *delegs) handOff(cl *client) {
 	d.mu.Lock()
 	var inos []uint64
+	decls := map[uint64]wire.Msg{}
 	for ino, f := range d.files {
 		if _, ok := f.holders[cl]; ok {
 			delete(f.holders, cl) // a recall no longer asks cl
 			inos = append(inos, ino)
+			decls[ino] = f.declOf(ino)
 		}
 	}
 	d.mu.Unlock()
@@ -243,7 +252,7 @@ func (d *delegs) handOff(cl *client) {
 	defer cancel()
 	for _, ino := range inos {
 		if cl.up != nil && cl.up.Err() == nil {
-			if _, err := cl.up.CallTimeout(ctx, &wire.DelegateWrite{Ino: ino}, d.w.p.cfg.RequestTimeout); err == nil {
+			if _, err := cl.up.CallTimeout(ctx, decls[ino], d.w.p.cfg.RequestTimeout); err == nil {
 				d.mu.Lock()
 				d.orphans[ino] = cl.name
 				d.mu.Unlock()
@@ -259,10 +268,10 @@ func (d *delegs) handOff(cl *client) {
 
 // serve answers a client's DelegateWrite and DelegateReturn; done is false
 // for any other message.
-func (d *delegs) serve(ctx context.Context, cl *client, m wire.Msg) (rep wire.Msg, done bool, err error) {
-	switch m := m.(type) {
+func (d *delegs) serve(ctx context.Context, cl *client, outer wire.Msg) (rep wire.Msg, done bool, err error) {
+	switch m := unwrapAs(outer).(type) {
 	case *wire.DelegateWrite:
-		rep, err := relayReply(d.declare(ctx, m.Ino, cl))
+		rep, err := relayReply(d.declare(ctx, m.Ino, cl, outer))
 		if err == nil {
 			d.adopt(ctx, cl, m.Ino)
 		}
@@ -336,8 +345,9 @@ func (d *delegs) redeclare(ctx context.Context, ino uint64) {
 		return
 	}
 	f.sending++
+	decl := f.declOf(ino)
 	d.mu.Unlock()
-	d.w.up.call(ctx, &wire.DelegateWrite{Ino: ino})
+	d.w.up.call(ctx, decl)
 	d.mu.Lock()
 	f.sending--
 	d.forgetLocked(ino, f)
@@ -365,10 +375,10 @@ func (d *delegs) redeclareClients(ctx context.Context) {
 // engineCall takes the engine's delegation messages (writeback.Frontend's
 // Call): its declarations and returns are combined with the clients'
 // holds; done is false for any other message.
-func (d *delegs) engineCall(ctx context.Context, m wire.Msg) (wire.Msg, bool, error) {
-	switch m := m.(type) {
+func (d *delegs) engineCall(ctx context.Context, outer wire.Msg) (wire.Msg, bool, error) {
+	switch m := unwrapAs(outer).(type) {
 	case *wire.DelegateWrite:
-		r, err := d.declare(ctx, m.Ino, nil)
+		r, err := d.declare(ctx, m.Ino, nil, outer)
 		return r, true, err
 	case *wire.DelegateReturn:
 		if m.Ino == wire.SettledIno {
@@ -378,4 +388,20 @@ func (d *delegs) engineCall(ctx context.Context, m wire.Msg) (wire.Msg, bool, er
 		return &wire.OK{}, true, d.release(ctx, m.Ino, nil)
 	}
 	return nil, false, nil
+}
+
+// declOf is the declaration to send of f, file ino. Called with d.mu held.
+func (f *delegFile) declOf(ino uint64) wire.Msg {
+	if f.decl != nil {
+		return f.decl
+	}
+	return &wire.DelegateWrite{Ino: ino}
+}
+
+// unwrapAs is m, or the request an As wraps.
+func unwrapAs(m wire.Msg) wire.Msg {
+	if as, ok := m.(*wire.As); ok {
+		return as.Msg
+	}
+	return m
 }

@@ -37,6 +37,11 @@ func (s *Server) serveCallbacks(ctx context.Context, c *wire.Conn, m wire.Msg, s
 		s.cbs.register(cl.id, c)
 		return &wire.OK{}, nil
 	}
+	if dw, ok := inner.(*wire.DelegateWrite); ok && cl != nil {
+		if err := s.mayDelegate(c, cl, m, dw); err != nil {
+			return nil, err
+		}
+	}
 	if r, done, err := s.recalls.serve(ctx, s, cl, inner); done {
 		return r, err // recall.go: write delegations
 	}

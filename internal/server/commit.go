@@ -20,7 +20,7 @@ import (
 // path calls they stand for, and a rename of the file in the meantime
 // does not matter.
 
-// commit applies m once per (client boot id, m.Seq), as a write (drc.go).
+// commit applies m once per (client session, m.Seq), as a write (drc.go).
 func (s *Server) commit(c *wire.Conn, m *wire.Commit) (*wire.AttrReply, error) {
 	if err := checkCommit(m); err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (s *Server) commit(c *wire.Conn, m *wire.Commit) (*wire.AttrReply, error) {
 		}
 		return &wire.AttrReply{Attr: e.reply.Attr}, nil
 	}, func(cl *client, e *drcEntry) (wire.Msg, error) {
-		return s.commitTo(c, writeID{cl.bootID, m.Seq}, e, m)
+		return s.commitTo(c, writeID{cl.session, m.Seq}, e, m)
 	})
 	ar, _ := r.(*wire.AttrReply)
 	return ar, err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -25,9 +26,11 @@ type coop struct {
 	// that when the holder's connection drops its requesters are told at
 	// once instead of waiting out their forward timeout.
 	inFlight map[directory.ClientID][]sentForward
-	// bad counts, per holder, the blocks requesters reported as failing
-	// their check (digests.go); badReports is their sum.
-	bad        map[uint32]int
+	// bad counts, per peer identity (peerWho), the blocks requesters
+	// reported as failing their check or never sent (digests.go);
+	// badReports is their sum. It outlives the connection: a holder that
+	// reconnects keeps its strikes, and a distrusted one stays distrusted.
+	bad        map[string]int
 	badReports uint64
 	departed   []directory.ClientID // disconnected clients, oldest first
 }
@@ -69,6 +72,20 @@ func (c *coop) sent(holder uint32, requester *wire.Conn, nack wire.PeerNack) {
 type peerInfo struct {
 	conn   *wire.Conn
 	listen string // the client's peer listener
+	who    string // its peer identity (peerWho)
+}
+
+// maxPeerStrikes bounds the identities whose strikes are remembered.
+const maxPeerStrikes = 1 << 16
+
+// peerWho is a client's peer identity: the name in its certificate, else
+// the session the server issued to it (which it resumes when it
+// reconnects), never what it says of itself.
+func peerWho(cl *client) string {
+	if cl.cert != "" {
+		return "cert " + cl.cert
+	}
+	return fmt.Sprintf("session %016x", cl.session)
 }
 
 func newCoop(cfg directory.Config) (*coop, error) {
@@ -77,18 +94,21 @@ func newCoop(cfg directory.Config) (*coop, error) {
 		return nil, err
 	}
 	return &coop{dir: d, start: time.Now(), conns: make(map[directory.ClientID]*peerInfo),
-		inFlight: make(map[directory.ClientID][]sentForward), bad: make(map[uint32]int)}, nil
+		inFlight: make(map[directory.ClientID][]sentForward), bad: make(map[string]int)}, nil
 }
 
 func (c *coop) now() time.Duration { return time.Since(c.start) }
 
 // joined registers a freshly connected client: whatever an earlier
 // connection with its id claimed is purged first.
-func (c *coop) joined(id uint32, conn *wire.Conn, listen string) {
+func (c *coop) joined(id uint32, conn *wire.Conn, listen, who string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dir.ClientJoined(directory.ClientID(id))
-	c.conns[directory.ClientID(id)] = &peerInfo{conn: conn, listen: listen}
+	c.conns[directory.ClientID(id)] = &peerInfo{conn: conn, listen: listen, who: who}
+	if c.bad[who] >= BadBlockLimit {
+		c.dir.Distrust(directory.ClientID(id)) // distrusted before it reconnected
+	}
 }
 
 // left marks a disconnected client failed: never forwarded to again.
@@ -97,7 +117,6 @@ func (c *coop) left(id uint32) {
 	c.dir.ClientFailed(directory.ClientID(id))
 	c.forgetDeparted(id)
 	delete(c.conns, directory.ClientID(id))
-	delete(c.bad, id)
 	lost := c.inFlight[directory.ClientID(id)]
 	delete(c.inFlight, directory.ClientID(id))
 	c.mu.Unlock()

@@ -130,9 +130,10 @@ func (s *Server) serveClient(ctx context.Context, c *wire.Conn, m wire.Msg) (wir
 // stops forwarding to it.
 const BadBlockLimit = 3
 
-// badBlock counts a requester's report against the holder; at
-// BadBlockLimit the directory distrusts the holder for the rest of its
-// connection. A report is believed as it is: a lying member can at worst
+// badBlock counts a requester's report against the holder (a bad block,
+// or none within the requester's forward timeout); at BadBlockLimit the
+// directory distrusts the holder's identity (peerWho), on this connection
+// and the ones it makes later. A report is believed as it is: a lying member can at worst
 // make the server stop forwarding to an honest one, which costs the
 // cluster cooperation, never correctness (docs/security.md).
 func (s *Server) badBlock(reporter *client, r *wire.PeerReport) {
@@ -149,12 +150,21 @@ func (s *Server) badBlock(reporter *client, r *wire.PeerReport) {
 func (c *coop) reported(holder uint32) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, known := c.conns[directory.ClientID(holder)]; !known {
+	pi, known := c.conns[directory.ClientID(holder)]
+	if !known {
 		return 0, false
 	}
 	c.badReports++
-	c.bad[holder]++
-	n := c.bad[holder]
+	if _, ok := c.bad[pi.who]; !ok && len(c.bad) >= maxPeerStrikes {
+		for who, n := range c.bad {
+			if n < BadBlockLimit { // the distrusted are kept
+				delete(c.bad, who)
+				break
+			}
+		}
+	}
+	c.bad[pi.who]++
+	n := c.bad[pi.who]
 	if n == BadBlockLimit {
 		c.dir.Distrust(directory.ClientID(holder))
 		return n, true

@@ -16,8 +16,12 @@ import (
 // Exactly-once writes (issue 7 point 6), as NFS's duplicate request cache.
 //
 // A client sends every write as WriteSeq with a sequence number of its own;
-// the pair (client boot id, sequence) names the write, whatever connection
-// or handle it arrives on. A client resends a write whose reply it lost
+// the pair (client session, sequence) names the write, whatever connection
+// or handle it arrives on. The session is the one the server issued to the
+// client's authenticated connection and that the client presents again
+// when it reconnects (wire.Security.Session): a member cannot name another
+// client's writes (a boot id, which clients chose and hints broadcast,
+// let one answer a victim's next writes with replies of its own). A client resends a write whose reply it lost
 // (the connection broke), after reconnecting and reopening the file:
 //
 //   - Same server process: the reply cache below remembers the outcome of
@@ -47,7 +51,7 @@ const appendsXattr = "user.coopfs.appends"
 // maxAppendIDs is how many appends a file remembers (16 bytes each).
 const maxAppendIDs = 32
 
-type writeID struct{ boot, seq uint64 }
+type writeID struct{ session, seq uint64 }
 
 // drcEntry is a write in the cache: done is closed when its outcome is in.
 type drcEntry struct {
@@ -124,7 +128,7 @@ func (rc *replyCache) abort(id writeID, e *drcEntry) {
 	close(e.done)
 }
 
-// writeSeq applies a write once per (client boot id, sequence).
+// writeSeq applies a write once per (client session, sequence).
 func (s *Server) writeSeq(c *wire.Conn, m *wire.WriteSeq) (*wire.AttrReply, error) {
 	r, err := s.writeExactlyOnce(c, &wire.WriteBase{Seq: m.Seq, Handle: m.Handle, Offset: m.Offset, Data: m.Data})
 	if err != nil {
@@ -139,13 +143,13 @@ func (s *Server) writeBase(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, e
 	return s.writeExactlyOnce(c, m)
 }
 
-// writeExactlyOnce applies a write once per (client boot id, sequence).
+// writeExactlyOnce applies a write once per (client session, sequence).
 func (s *Server) writeExactlyOnce(c *wire.Conn, m *wire.WriteBase) (*wire.WriteReply, error) {
 	cl, _ := c.Value.Load().(*client)
 	if cl == nil {
 		return nil, syscall.EPROTO
 	}
-	id := writeID{cl.bootID, m.Seq}
+	id := writeID{cl.session, m.Seq}
 	e, dup := s.drc.begin(id)
 	if dup {
 		<-e.done
@@ -184,6 +188,9 @@ func (s *Server) writeOnce(of *openFile, id writeID, m *wire.WriteBase) (*wire.W
 	// The append's record is written within the change (it moves the
 	// file's ctime): the version after the write covers it.
 	r, prev, err := s.mutate(of.f, of.ino, func() error {
+		if err := s.killPrivOnWrite(of); err != nil {
+			return err
+		}
 		if err := s.pwrite(of.f, m.Data, m.Offset); err != nil {
 			return err
 		}
@@ -211,7 +218,7 @@ func (s *Server) appendIDs(f *os.File) []byte {
 
 func hasAppendID(ids []byte, id writeID) bool {
 	for i := 0; i+16 <= len(ids); i += 16 {
-		if binary.LittleEndian.Uint64(ids[i:]) == id.boot && binary.LittleEndian.Uint64(ids[i+8:]) == id.seq {
+		if binary.LittleEndian.Uint64(ids[i:]) == id.session && binary.LittleEndian.Uint64(ids[i+8:]) == id.seq {
 			return true
 		}
 	}
@@ -223,7 +230,7 @@ func hasAppendID(ids []byte, id writeID) bool {
 // record (read-modify-write); only a crash right then would notice.
 func (s *Server) recordAppend(f *os.File, ids []byte, id writeID) {
 	var rec [16]byte
-	binary.LittleEndian.PutUint64(rec[:], id.boot)
+	binary.LittleEndian.PutUint64(rec[:], id.session)
 	binary.LittleEndian.PutUint64(rec[8:], id.seq)
 	ids = append(ids, rec[:]...)
 	if len(ids) > 16*maxAppendIDs {

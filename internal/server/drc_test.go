@@ -20,13 +20,12 @@ func openHandle(t *testing.T, c *wire.Conn, path string, flags uint32) uint64 {
 }
 
 // TestAppendAppliedOnce resends one append on the same connection, on a
-// new connection of the same client, and to a restarted server: it lands
-// once. A new sequence number lands again.
+// new connection of the same client (resuming its session), and to a
+// restarted server: it lands once. A new sequence number lands again.
 func TestAppendAppliedOnce(t *testing.T) {
 	export := t.TempDir()
 	path := filepath.Join(export, "log")
 	os.WriteFile(path, nil, 0o644)
-	const boot = 42
 	line := []byte("one line\n")
 	appendOnce := func(c *wire.Conn, seq uint64) {
 		h := openHandle(t, c, "log", syscall.O_WRONLY|syscall.O_APPEND)
@@ -42,20 +41,25 @@ func TestAppendAppliedOnce(t *testing.T) {
 		}
 	}
 	s1, addr := testServer(t, Config{Export: export})
-	c := dial(t, addr, boot)
+	c, session := dialResume(t, addr, nil)
 	appendOnce(c, 1)
 	appendOnce(c, 1)
 	want("resent on the same connection", 1)
-	appendOnce(dial(t, addr, boot), 1)
+	c1, resumed := dialResume(t, addr, session)
+	if !bytes.Equal(resumed, session) {
+		t.Fatal("a reconnecting client presenting its session got another one")
+	}
+	appendOnce(c1, 1)
 	want("resent on a new connection", 1)
-	appendOnce(dial(t, addr, boot+1), 1)
+	c3, _ := dialResume(t, addr, nil)
+	appendOnce(c3, 1)
 	want("same sequence number from another client", 2)
 	if s1.drcHits.Load() != 2 {
 		t.Errorf("reply cache hits %d, want 2", s1.drcHits.Load())
 	}
 	// A new server process: only the file's own record knows.
 	s2, addr2 := testServer(t, Config{Export: export})
-	c2 := dial(t, addr2, boot)
+	c2, _ := dialResume(t, addr2, session)
 	appendOnce(c2, 1)
 	if _, err := getxattr(path); err != nil {
 		t.Skipf("the temporary directory stores no xattrs (%v): the restart case needs them", err)

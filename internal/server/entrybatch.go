@@ -21,7 +21,7 @@ import (
 // held writes and attribute changes, as a Commit applies them.
 
 // entryBatch serves an EntryBatch wrapped in as, exactly once per (client
-// boot id, Seq).
+// session, Seq).
 func (s *Server) entryBatch(ctx context.Context, c *wire.Conn, as *wire.As, b *wire.EntryBatch) (wire.Msg, error) {
 	return s.once(c, b.Seq, b.Release, func(e *drcEntry) (wire.Msg, error) {
 		s.drcHits.Add(1)
@@ -57,7 +57,7 @@ func (s *Server) removeAll(ctx context.Context, c *wire.Conn, as *wire.As, b *wi
 }
 
 // commitNew serves CommitNew (as the identity of its As; the umask is
-// applied to Mode already), exactly once per (client boot id, Seq).
+// applied to Mode already), exactly once per (client session, Seq).
 func (s *Server) commitNew(c *wire.Conn, m *wire.CommitNew) (wire.Msg, error) {
 	cm := m.AsCommit()
 	if err := checkCommit(cm); err != nil {
@@ -98,7 +98,7 @@ func (s *Server) once(c *wire.Conn, seq uint64, release []uint64, outcome func(e
 	for _, h := range release {
 		s.release(c, h) // an unknown handle: nothing to close
 	}
-	e, dup := s.drc.begin(writeID{cl.bootID, seq})
+	e, dup := s.drc.begin(writeID{cl.session, seq})
 	if dup {
 		<-e.done
 		return outcome(e)
@@ -138,7 +138,7 @@ func (s *Server) createReserved(c *wire.Conn, cl *client, m *wire.CommitNew, cm 
 		tf.f.Close()
 		return nil, &os.PathError{Op: "create", Path: p, Err: err}
 	}
-	of := &openFile{f: tf.f, ino: tf.ino, owner: c}
+	of := s.newOpenFile(tf.f, tf.ino, c, syscall.O_RDWR)
 	h := s.handles.add(of, s.cfg.Limits.MaxHandles+maxReserved) // reserved files count against their own bound
 	if h == 0 {
 		tf.f.Close()

@@ -3,6 +3,7 @@ package server
 import (
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -13,21 +14,43 @@ type openFile struct {
 	ino       uint64
 	owner     *wire.Conn
 	appending bool // opened O_APPEND (exactly-once appends: drc.go)
+	writable  bool // opened for writing (write delegations: recall.go)
+	// opener is who opened it, when writes through it must clear set-id
+	// bits as the kernel would for that caller (killPrivOnWrite); nil
+	// when the opener holds CAP_FSETID or the server is not root.
+	opener *identity
 }
 
 // handles maps handle numbers to open files. Handles belong to the
 // connection that opened them and are closed when it goes away.
 //
 // INVARIANT: count[c] is the number of handles in m owned by c.
+// INVARIANT: nwrote[c] is the number of keys of wrote with connection c.
 type handles struct {
 	mu    sync.Mutex
 	next  uint64
 	m     map[uint64]*openFile
 	count map[*wire.Conn]int
+	// wrote: the files each connection opened for writing, while it lasts
+	// (at most maxWroteFiles each): write delegations are granted on them.
+	wrote  map[connFile]struct{}
+	nwrote map[*wire.Conn]int
 }
 
+// connFile is a file opened by a connection.
+type connFile struct {
+	c   *wire.Conn
+	ino uint64
+}
+
+// maxWroteFiles bounds the files a connection is remembered to have
+// opened for writing (16 bytes each); past it a delegation of a file it
+// no longer holds open needs the file's path (recall.go).
+const maxWroteFiles = 1 << 16
+
 func newHandles() *handles {
-	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int)}
+	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int),
+		wrote: make(map[connFile]struct{}), nwrote: make(map[*wire.Conn]int)}
 }
 
 // add registers an open file, unless its connection already holds max
@@ -39,6 +62,12 @@ func (h *handles) add(of *openFile, max int) uint64 {
 		return 0
 	}
 	h.count[of.owner]++
+	if k := (connFile{of.owner, of.ino}); of.writable && h.nwrote[of.owner] < maxWroteFiles {
+		if _, ok := h.wrote[k]; !ok {
+			h.wrote[k] = struct{}{}
+			h.nwrote[of.owner]++
+		}
+	}
 	h.next++
 	h.m[h.next] = of
 	return h.next
@@ -76,9 +105,26 @@ func (h *handles) release(n uint64, owner *wire.Conn) bool {
 	return true
 }
 
+// openedForWriting reports whether c opened file ino for writing on this
+// connection (one of the first maxWroteFiles files it did).
+func (h *handles) openedForWriting(c *wire.Conn, ino uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.wrote[connFile{c, ino}]
+	return ok
+}
+
 // releaseOwner closes every handle of a connection and returns how many.
 func (h *handles) releaseOwner(owner *wire.Conn) int {
 	h.mu.Lock()
+	if h.nwrote[owner] > 0 {
+		for k := range h.wrote {
+			if k.c == owner {
+				delete(h.wrote, k)
+			}
+		}
+		delete(h.nwrote, owner)
+	}
 	var fs []*os.File
 	for n, of := range h.m {
 		if of.owner == owner {
@@ -98,8 +144,22 @@ func (h *handles) closeAll() {
 	m := h.m
 	h.m = make(map[uint64]*openFile)
 	h.count = make(map[*wire.Conn]int)
+	h.wrote, h.nwrote = make(map[connFile]struct{}), make(map[*wire.Conn]int)
 	h.mu.Unlock()
 	for _, of := range m {
 		of.f.Close()
 	}
+}
+
+// newOpenFile is the open file of a handle about to be added, opened with
+// flags on the calling thread, which acts as the opener (identity.go).
+func (s *Server) newOpenFile(f *os.File, ino uint64, owner *wire.Conn, flags uint32) *openFile {
+	of := &openFile{f: f, ino: ino, owner: owner, appending: flags&syscall.O_APPEND != 0,
+		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	if of.writable && s.switchCreds {
+		if id := threadIdentity(); id.uid != 0 {
+			of.opener = &id
+		}
+	}
+	return of
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -96,51 +97,112 @@ func (s *Server) serveAs(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Ms
 	if !s.switchCreds || s.ownIdentity(id) {
 		return s.dispatch(ctx, c, m)
 	}
-	r, err := s.runAs(id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
+	r, err := s.runAs(c, id, func() (wire.Msg, error) { return s.dispatch(ctx, c, m) })
 	if sa, ok := m.(*wire.SetAttr); ok && errors.Is(err, syscall.EPERM) {
-		return s.killPriv(ctx, c, id, sa, r, err)
+		return s.killPriv(c, id, sa, r, err)
 	}
 	return r, err
 }
 
 // killPriv handles the chmod a mount's kernel sends to clear the set-id
 // bits of a file that a user who is not its owner writes to (or
-// truncates): locally the kernel clears them itself, without the chmod
-// permission check. When a mode-only setattr that was refused would only
-// clear S_ISUID/S_ISGID, and the identity may write to the file, the
-// server clears them with its own rights. Otherwise the refusal stands.
-func (s *Server) killPriv(ctx context.Context, c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
-	const setID = syscall.S_ISUID | syscall.S_ISGID
-	if m.Valid != wire.SetMode {
+// truncates): locally the kernel clears them itself, as part of the write,
+// without the chmod permission check, so the mount's chmod fails here with
+// EPERM and the write behind it would fail too. The refusal is lifted only
+// for what the export's kernel would do itself for this caller's write:
+//
+//   - the file is opened as the caller (O_PATH, not following a symlink,
+//     beneath the export), and everything after works on that descriptor:
+//     a rename or symlink swap of the path in the meantime changes nothing;
+//   - the caller may write to that very inode (faccessat2 on the
+//     descriptor, as the caller: mode bits, ACLs, read-only and immutable
+//     files, as the kernel checks a write);
+//   - the mode asked for is the file's current mode without some of the
+//     bits the kernel clears on a write by this caller (killBits), and
+//     without anything else.
+//
+// Only then is the mode set through the descriptor with the server's
+// rights, which is the write's own clearing done ahead of it. A concurrent
+// chmod by the file's owner between the stat and the chmod can be undone
+// by it; the kernel does both under the inode's lock. The owner could set
+// that mode anyway, so the caller gains nothing from the race.
+func (s *Server) killPriv(c *wire.Conn, id identity, m *wire.SetAttr, r wire.Msg, err error) (wire.Msg, error) {
+	if m.Valid != wire.SetMode || !s.openat2 {
 		return r, err
 	}
 	p, cerr := clean(m.Path)
-	if cerr != nil {
+	if cerr != nil || p == "." {
 		return r, err
 	}
-	fi, serr := s.root.Lstat(p)
-	if serr != nil || !fi.Mode().IsRegular() {
-		return r, err
-	}
-	cur := fi.Sys().(*syscall.Stat_t).Mode & 07777
-	want := m.Mode & 07777
-	sameRest := want&^setID == cur&^setID
-	clears := want&setID&^cur == 0 && want&setID != cur&setID // a strict subset of the bits set
-	if !sameRest || !clears {
-		return r, err // not a pure clearing of set-id bits
-	}
-	_, aerr := s.runAs(id, func() (wire.Msg, error) {
-		dir, base, err := s.openParent(p)
-		if err != nil {
-			return nil, err
+	var fd int
+	_, aerr := s.runAs(c, id, func() (wire.Msg, error) {
+		var oerr error
+		if fd, oerr = s.openBeneath(p, unix.O_PATH|unix.O_NOFOLLOW); oerr != nil {
+			return nil, oerr
 		}
-		defer dir.Close()
-		return nil, unix.Faccessat2(int(dir.Fd()), base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+		if oerr = unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); oerr != nil {
+			unix.Close(fd)
+		}
+		return nil, oerr
 	})
 	if aerr != nil {
 		return r, err
 	}
-	return s.dispatch(ctx, c, m)
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return r, err
+	}
+	cur, want := st.Mode&0o7777, m.Mode&0o7777
+	kill := killBits(st.Mode, st.Gid, id)
+	cleared := cur &^ want
+	if want&^cur != 0 || cleared == 0 || cleared&^kill != 0 {
+		return r, err // not (part of) the clearing the caller's write does
+	}
+	if cerr := fchmodFd(fd, want); cerr != nil {
+		return nil, cerr
+	}
+	// The attributes of the file changed, not of whatever the path names now.
+	var after syscall.Stat_t
+	if serr := syscall.Fstat(fd, &after); serr != nil {
+		return nil, serr
+	}
+	return &wire.AttrReply{Attr: s.attrOfStat(&after)}, nil
+}
+
+// killBits is what the kernel clears of a regular file's mode when a
+// caller without CAP_FSETID writes to it or truncates it
+// (setattr_should_drop_suidgid): S_ISUID always; S_ISGID when the group may
+// execute the file, or when the caller is not in the file's group. The
+// server's own identity and a client's uid 0 that is not squashed hold
+// CAP_FSETID: nothing is cleared for them.
+func killBits(mode, gid uint32, id identity) uint32 {
+	if mode&unix.S_IFMT != unix.S_IFREG || id.uid == 0 {
+		return 0
+	}
+	kill := mode & unix.S_ISUID
+	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || (id.gid != gid && !slices.Contains(id.groups, gid))) {
+		kill |= unix.S_ISGID
+	}
+	return kill
+}
+
+// fchmodFd sets the mode of the file an O_PATH descriptor names:
+// fchmodat2 with AT_EMPTY_PATH (Linux 6.6), else through the descriptor's
+// /proc link, which names the same inode whatever its path is now.
+func fchmodFd(fd int, mode uint32) error {
+	empty := [1]byte{}
+	_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(fd), uintptr(unsafe.Pointer(&empty[0])), uintptr(mode), unix.AT_EMPTY_PATH, 0, 0)
+	switch e {
+	case 0:
+		return nil
+	case unix.ENOSYS, unix.EINVAL:
+		if err := unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("chmod: %w", e)
 }
 
 // ownIdentity reports whether id is the server's own (root, its group and
@@ -164,22 +226,39 @@ func (s *Server) ownIdentity(id identity) bool {
 // goroutine is locked to its thread for the call and the credentials are
 // restored before it is unlocked. If they cannot be restored, the
 // goroutine stays locked, and Go ends the thread when the goroutine exits.
-func (s *Server) runAs(id identity, fn func() (wire.Msg, error)) (wire.Msg, error) {
+func (s *Server) runAs(c *wire.Conn, id identity, fn func() (wire.Msg, error)) (m wire.Msg, err error) {
 	// Every thread outside runAs holds the server's own groups, so a
 	// caller with the same groups needs no setgroups either way.
 	sameGroups := slices.Equal(id.groups, s.ownGroups)
 	runtime.LockOSThread()
+	// Deferred: a panic in fn (recovered by serveMsg, which then serves
+	// the connection's next request on this goroutine) must not leave the
+	// thread acting as the caller.
+	defer s.endRunAs(c, sameGroups)
 	if err := s.setCreds(id.uid, id.gid, id.groups, sameGroups); err != nil {
-		if s.restoreCreds(sameGroups) == nil {
-			runtime.UnlockOSThread()
-		}
 		return nil, fmt.Errorf("act as uid %d gid %d: %v: %w", id.uid, id.gid, err, syscall.EPERM)
 	}
-	m, err := fn()
-	if s.restoreCreds(sameGroups) == nil {
+	return fn()
+}
+
+// endRunAs puts the thread back to the server's credentials and unlocks
+// it. If they cannot be restored, the thread must never run anything
+// again: the goroutine ends here (runtime.Goexit, also in the middle of a
+// panic, which is dropped), still locked, and Go ends the thread with it.
+// The request's connection (c, if not nil) is closed first: the goroutine
+// may be its read loop, and its client reconnects.
+func (s *Server) endRunAs(c *wire.Conn, sameGroups bool) {
+	err := s.restoreCreds(sameGroups)
+	if err == nil {
 		runtime.UnlockOSThread()
+		return
 	}
-	return m, err
+	p := recover()
+	s.log.Error("cannot restore the server's credentials on a thread: ending the thread and the request's connection", "err", err, "panic", p)
+	if c != nil {
+		c.Close()
+	}
+	runtime.Goexit()
 }
 
 // setCreds sets the calling thread's file system identity (and its groups
@@ -325,4 +404,42 @@ func (s *Server) parentHasDefaultACL(raw string) bool {
 	defer dir.Close()
 	n, err := unix.Fgetxattr(int(dir.Fd()), "system.posix_acl_default", nil)
 	return err == nil && n > 0
+}
+
+// threadIdentity is the file system identity the calling thread acts as:
+// the server's own (uid 0) outside runAs, the caller's inside it.
+func threadIdentity() identity {
+	uid, _ := unix.SetfsuidRetUid(-1)
+	gid, _ := unix.SetfsgidRetGid(-1)
+	id := identity{uid: uint32(uid), gid: uint32(gid)}
+	gs, _ := unix.Getgroups()
+	for _, g := range gs {
+		id.groups = append(id.groups, uint32(g))
+	}
+	return id
+}
+
+// killPrivOnWrite clears, before a write through of, the set-id bits the
+// kernel clears when the opener writes to the file itself (killBits).
+// Writes through a handle run as the server, which holds CAP_FSETID: the
+// kernel keeps the bits for it, and a user's write would leave a setuid
+// file with the user's content. They are cleared before the data is
+// written, as the kernel does, so the new content is never set-id. One
+// fstat per write through a handle a non-root caller opened for writing.
+func (s *Server) killPrivOnWrite(of *openFile) error {
+	if of.opener == nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(of.f.Fd()), &st); err != nil {
+		return &os.PathError{Op: "stat", Path: of.f.Name(), Err: err}
+	}
+	kill := killBits(st.Mode, st.Gid, *of.opener)
+	if st.Mode&kill == 0 {
+		return nil
+	}
+	if err := unix.Fchmod(int(of.f.Fd()), st.Mode&0o7777&^kill); err != nil {
+		return &os.PathError{Op: "chmod", Path: of.f.Name(), Err: err}
+	}
+	return nil
 }

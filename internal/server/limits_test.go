@@ -59,6 +59,23 @@ func dial(t *testing.T, addr string, boot uint64) *wire.Conn {
 	return c
 }
 
+// dialResume connects a raw protocol client that resumes session (nil: a
+// new one) and returns the session the server gave it.
+func dialResume(t *testing.T, addr string, session []byte) (*wire.Conn, []byte) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := wire.ClientHandshake(context.Background(), nc, wire.MustSecurity(wire.SecurityConfig{Insecure: true}), "", wire.Hello{Role: wire.RoleClient, Name: "test", BootID: 1, Session: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{})
+	t.Cleanup(func() { c.Close() })
+	return c, hs.Welcome.Session
+}
+
 func call(t *testing.T, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -461,7 +461,7 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		}
 	}
 	r := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: r.Attr.Ino, owner: c, appending: flags&syscall.O_APPEND != 0}, s.cfg.Limits.MaxHandles)
+	h := s.handles.add(s.newOpenFile(f, r.Attr.Ino, c, flags), s.cfg.Limits.MaxHandles)
 	if h == 0 {
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", p, s.cfg.Limits.MaxHandles, syscall.EMFILE)
@@ -619,7 +619,12 @@ func (s *Server) write(c *wire.Conn, m *wire.Write) (*wire.AttrReply, error) {
 // writeTo writes m's data to an open file. It returns the attributes after
 // the write and the version right before it (mutate).
 func (s *Server) writeTo(of *openFile, m *wire.Write) (*wire.AttrReply, uint64, error) {
-	return s.mutate(of.f, of.ino, func() error { return s.pwrite(of.f, m.Data, m.Offset) })
+	return s.mutate(of.f, of.ino, func() error {
+		if err := s.killPrivOnWrite(of); err != nil {
+			return err
+		}
+		return s.pwrite(of.f, m.Data, m.Offset)
+	})
 }
 
 // pwrite writes p at off. It is pwrite(2) itself: os.File.WriteAt refuses

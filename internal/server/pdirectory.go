@@ -26,10 +26,12 @@ func newDirectoryPolicy(s *Server) (policy, error) {
 	return directoryPolicy{s}, nil
 }
 
-func (p directoryPolicy) joined(cl *client, c *wire.Conn) { p.s.coop.joined(cl.id, c, cl.listen) }
-func (p directoryPolicy) left(cl *client)                 { p.s.coop.left(cl.id) }
-func (p directoryPolicy) fileChanged(ino uint64)          { p.s.coop.fileChanged(ino) }
-func (p directoryPolicy) memEvicted(id block.ID)          { p.s.coop.evicted(id) }
+func (p directoryPolicy) joined(cl *client, c *wire.Conn) {
+	p.s.coop.joined(cl.id, c, cl.listen, peerWho(cl))
+}
+func (p directoryPolicy) left(cl *client)        { p.s.coop.left(cl.id) }
+func (p directoryPolicy) fileChanged(ino uint64) { p.s.coop.fileChanged(ino) }
+func (p directoryPolicy) memEvicted(id block.ID) { p.s.coop.evicted(id) }
 
 func (p directoryPolicy) read(c *wire.Conn, _ *client, m *wire.ReadBlock, f *os.File, id block.ID, v uint64, reply *wire.BlockReply) bool {
 	return p.s.forward(c, m, f, id, v, reply)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -54,6 +55,7 @@ type hintsMember struct {
 	conns  int // connections with this id (a restarted client's old one may linger)
 	boot   uint64
 	listen string
+	who    string // its peer identity (peerWho)
 }
 
 // maxHintsIDs bounds the peer listener addresses remembered; past it the
@@ -93,10 +95,18 @@ func newHintsPolicy(s *Server) (policy, error) {
 func stamp() hints.Time { return hints.Time(time.Now().UnixNano()) }
 
 // joined makes a client a member under the hints id of its peer listener
-// address (a new boot id on a known address is a restart).
+// address (a new boot id on a known address is a restart). A client that
+// claims the address of a member of another identity (peerWho) that is
+// still connected and answers a ping is not made a member: it would take
+// over that member's id, its hints and its peers' requests.
 func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 	if cl.listen == "" {
 		return // not a peer: it reads through the server only
+	}
+	if old := p.claimed(cl); old != nil && p.answers(old) {
+		p.s.log.Warn("a client claims the peer listener of another connected member: it reads through the server only",
+			"client", cl.id, "name", cl.name, "listen", cl.listen)
+		return
 	}
 	p.bcastMu.Lock() // the messages of this change leave before the next one's
 	defer p.bcastMu.Unlock()
@@ -117,7 +127,7 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 		if mb != nil {
 			n = mb.conns
 		}
-		mb = &hintsMember{conn: c, conns: n, boot: cl.bootID, listen: cl.listen}
+		mb = &hintsMember{conn: c, conns: n, boot: cl.bootID, listen: cl.listen, who: peerWho(cl)}
 		p.members[id] = mb
 	}
 	mb.conns++
@@ -126,6 +136,32 @@ func (p *hintsPolicy) joined(cl *client, c *wire.Conn) {
 	delta := &wire.HintsPeers{Delta: true, Members: []wire.HintsMember{{ID: id, Boot: mb.boot, Listen: mb.listen}}, Seq: p.seq}
 	p.mu.Unlock()
 	p.broadcast(c, id, delta)
+}
+
+// claimed is the connection of the member of another identity that holds
+// cl's peer listener address, if any.
+func (p *hintsPolicy) claimed(cl *client) *wire.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.ids[cl.listen]
+	if !ok {
+		return nil
+	}
+	mb := p.members[id]
+	if mb == nil || mb.who == peerWho(cl) || mb.conn.Err() != nil {
+		return nil
+	}
+	return mb.conn
+}
+
+// answers reports whether a member's connection answers a ping (any reply,
+// an error included) within the ping timeout.
+func (p *hintsPolicy) answers(c *wire.Conn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), p.s.cfg.PingTimeout)
+	defer cancel()
+	_, err := c.Call(ctx, &wire.Ping{})
+	var re *wire.RemoteError
+	return err == nil || errors.As(err, &re)
 }
 
 // forgetIDs drops the ids of addresses no connected client uses (p.mu held).

@@ -31,6 +31,12 @@ import (
 // NFS opens the file handle its lookup returned. Only the retry after an
 // ESTALE is sent this way, so every other open still revalidates by name
 // (close-to-open).
+//
+// A pin is reopened through /proc/self/fd, which skips the search
+// permission of the path's directories: only the identity whose lookup
+// pinned the file (and so was allowed to search them, moments ago) may
+// open it from its pin. The open itself runs as the caller: the file's own
+// permissions are checked by the kernel as for any open.
 
 // pinTTL is how long a lookup's file can be opened after the name moved:
 // long enough for the kernel's lookup → open of a retry on a loaded
@@ -41,7 +47,16 @@ const pinTTL = 500 * time.Millisecond
 // maxPins bounds the pinned descriptors (the oldest go first).
 const maxPins = 256
 
-type pinKey struct{ ino, gen uint64 }
+type pinKey struct {
+	ino, gen uint64
+	who      string // the identity whose lookup pinned it (whoKey)
+}
+
+// whoKey names the identity the calling thread acts as (identity.go).
+func whoKey() string {
+	id := threadIdentity()
+	return fmt.Sprint(id.uid, id.gid, id.groups)
+}
 
 type pin struct {
 	f  *os.File
@@ -66,7 +81,7 @@ func (s *Server) pin(f *os.File, a wire.Attr) bool {
 		return false
 	}
 	ps := s.pins
-	k := pinKey{a.Ino, a.Gen}
+	k := pinKey{a.Ino, a.Gen, whoKey()}
 	var drop []*os.File
 	ps.mu.Lock()
 	if old, ok := ps.m[k]; ok {
@@ -99,10 +114,11 @@ func (ps *pins) remove(k pinKey) {
 }
 
 // reopen opens the pinned file (ino, gen) read-only, if it was pinned
-// less than pinTTL ago.
+// less than pinTTL ago by the identity the calling thread acts as.
 func (ps *pins) reopen(ino, gen uint64, flags uint32) (*os.File, bool) {
+	k := pinKey{ino, gen, whoKey()}
 	ps.mu.Lock()
-	p, ok := ps.m[pinKey{ino, gen}]
+	p, ok := ps.m[k]
 	if !ok || time.Since(p.at) > pinTTL {
 		ps.mu.Unlock()
 		return nil, false
@@ -159,7 +175,7 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 		return r, err
 	}
 	a := s.fattr(f, fi)
-	h := s.handles.add(&openFile{f: f, ino: a.Attr.Ino, owner: c, appending: flags&syscall.O_APPEND != 0}, s.cfg.Limits.MaxHandles)
+	h := s.handles.add(s.newOpenFile(f, a.Attr.Ino, c, flags), s.cfg.Limits.MaxHandles)
 	if h == 0 {
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", m.Path, s.cfg.Limits.MaxHandles, syscall.EMFILE)

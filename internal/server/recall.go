@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/wire"
 )
 
@@ -26,11 +28,18 @@ import (
 //
 // A holder that does not ack within RecallTimeout is disconnected, and the
 // files it held delegations on become orphans: until a client of the same
-// name comes back and declares or returns them (a restarted client writes
-// back what its disk cache kept), an open of an orphan waits up to
-// RecallTimeout and fails with EIO — or, with RecallStale, reads the last
-// version written back. A holder whose connection drops also leaves
-// orphans.
+// name (and certificate) comes back and declares or returns them (a
+// restarted client writes back what its disk cache kept), an open of an
+// orphan waits up to RecallTimeout and fails with EIO — or, with
+// RecallStale, reads the last version written back. A holder whose
+// connection drops also leaves orphans. An orphan lasts orphanLease at
+// most (the holder's lease: its data stays in its cache, to be written
+// back when it returns, but opens elsewhere no longer wait for it), and
+// the server keeps maxOrphans at most, the oldest released first.
+//
+// A delegation is granted only to a client that may write the file
+// (mayDelegate): any member could otherwise make any file, a root-only one
+// included, an orphan whose opens fail.
 
 // Recall timeout policies (serve --recall-timeout-policy).
 const (
@@ -49,14 +58,114 @@ type recalls struct {
 	stale   bool // RecallStale
 
 	mu      sync.Mutex
-	orphans map[uint64]string // file → name of the client that went away holding unflushed writes to it
-	names   map[uint32]string // names of the clients that took a delegation
+	orphans map[uint64]orphan // file → the client that went away holding unflushed writes to it
+	names   map[uint32]holder // the clients that took a delegation
 
 	recalled, failed, delegations atomic.Int64
 }
 
 func newRecalls(cb *callbacks, log *slog.Logger, timeout time.Duration, policy string) *recalls {
-	return &recalls{cb: cb, log: log, timeout: timeout, stale: policy == RecallStale, orphans: make(map[uint64]string), names: make(map[uint32]string)}
+	return &recalls{cb: cb, log: log, timeout: timeout, stale: policy == RecallStale, orphans: make(map[uint64]orphan), names: make(map[uint32]holder)}
+}
+
+// holder names a client that holds delegations: its --name and the name
+// in its certificate ("" without certificates).
+type holder struct{ name, cert string }
+
+func holderOf(cl *client) holder { return holder{cl.name, cl.cert} }
+
+// orphan is a file a holder left with unflushed writes.
+type orphan struct {
+	holder
+	since time.Time
+}
+
+// maxOrphans bounds the orphans the server keeps (~100 bytes each).
+const maxOrphans = 1 << 16
+
+// orphanLease is how long an orphan's opens wait for its holder to come
+// back: six recall timeouts (two minutes by default).
+func (r *recalls) orphanLease() time.Duration { return 6 * r.timeout }
+
+// addOrphanLocked records ino as h's orphan, releasing the oldest orphan
+// when there are maxOrphans already. Called with r.mu held.
+func (r *recalls) addOrphanLocked(ino uint64, h holder, now time.Time) {
+	if _, ok := r.orphans[ino]; !ok && len(r.orphans) >= maxOrphans {
+		var oldest uint64
+		var at time.Time
+		for o, or := range r.orphans {
+			if at.IsZero() || or.since.Before(at) {
+				oldest, at = o, or.since
+			}
+		}
+		delete(r.orphans, oldest)
+		r.log.Warn("too many files left with unflushed writes: the oldest is released, its opens proceed", "max", maxOrphans, "holder", r.orphans[oldest].name)
+	}
+	r.orphans[ino] = orphan{holder: h, since: now}
+}
+
+// orphanOf is ino's orphan, if it has one whose lease has not run out (an
+// expired one is released here).
+func (r *recalls) orphanOf(ino uint64, now time.Time) (orphan, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.orphans[ino]
+	if ok && now.Sub(o.since) > r.orphanLease() {
+		delete(r.orphans, ino)
+		r.log.Warn("the holder of unflushed writes to a file did not come back within its lease: opens of the file proceed", "file", ino, "holder", o.name, "lease", r.orphanLease().String())
+		return orphan{}, false
+	}
+	return o, ok
+}
+
+// mayDelegate checks that cl may take a write delegation on dw.Ino: it
+// opened the file for writing on this connection, or the caller m carries
+// (squashed; the anonymous user without one) may write the file dw.Path
+// names, checked on one descriptor opened as the caller, or the file is
+// an orphan cl's name and certificate left (it declares it again).
+func (s *Server) mayDelegate(c *wire.Conn, cl *client, m wire.Msg, dw *wire.DelegateWrite) error {
+	if s.cfg.ReadOnly {
+		return fmt.Errorf("export is read-only: %w", syscall.EROFS)
+	}
+	if s.handles.openedForWriting(c, dw.Ino) {
+		return nil
+	}
+	if o, ok := s.recalls.orphanOf(dw.Ino, time.Now()); ok && o.holder == holderOf(cl) {
+		return nil
+	}
+	refused := fmt.Errorf("write delegation of file %d: this connection did not open it for writing and its path names no file the caller may write: %w", dw.Ino, syscall.EACCES)
+	p, err := clean(dw.Path)
+	if dw.Path == "" || err != nil || p == "." || !s.openat2 {
+		return refused
+	}
+	id := s.anon()
+	if as, ok := m.(*wire.As); ok {
+		id = s.squash(as)
+	}
+	check := func() (wire.Msg, error) {
+		fd, err := s.openBeneath(p, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
+		if err := unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+			return nil, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != dw.Ino {
+			return nil, syscall.ESTALE
+		}
+		return nil, nil
+	}
+	if s.switchCreds && !s.ownIdentity(id) {
+		_, err = s.runAs(c, id, check)
+	} else {
+		_, err = check()
+	}
+	if err != nil {
+		return refused
+	}
+	return nil
 }
 
 // serve handles the delegation messages and recalls before an open; done
@@ -138,7 +247,7 @@ func (r *recalls) delegate(cl *client, ino uint64) bool {
 	}
 	cb.mu.Unlock()
 	r.mu.Lock()
-	r.names[cl.id] = cl.name
+	r.names[cl.id] = holderOf(cl)
 	r.mu.Unlock()
 	r.adopt(cl, ino)
 	return true
@@ -163,8 +272,8 @@ func (r *recalls) giveBack(cl *client, ino uint64) {
 func (r *recalls) settled(cl *client) {
 	r.mu.Lock()
 	n := 0
-	for ino, name := range r.orphans {
-		if name == cl.name {
+	for ino, o := range r.orphans {
+		if o.holder == holderOf(cl) {
 			delete(r.orphans, ino)
 			n++
 		}
@@ -178,7 +287,7 @@ func (r *recalls) settled(cl *client) {
 // adopt clears ino's orphan when cl is the client that left it.
 func (r *recalls) adopt(cl *client, ino uint64) {
 	r.mu.Lock()
-	if name, ok := r.orphans[ino]; ok && name == cl.name {
+	if o, ok := r.orphans[ino]; ok && o.holder == holderOf(cl) {
 		delete(r.orphans, ino)
 	}
 	r.mu.Unlock()
@@ -190,6 +299,9 @@ func (r *recalls) adopt(cl *client, ino uint64) {
 func (r *recalls) orphanLocked(id uint32) {
 	cb := r.cb
 	if cb.t.held[id] == 0 {
+		r.mu.Lock()
+		delete(r.names, id)
+		r.mu.Unlock()
 		return
 	}
 	var files []uint64
@@ -203,14 +315,14 @@ func (r *recalls) orphanLocked(id uint32) {
 	}
 	r.delegations.Add(-int64(len(files)))
 	r.mu.Lock()
-	name := r.names[id]
+	h, now := r.names[id], time.Now()
 	for _, o := range files {
-		r.orphans[o] = name
+		r.addOrphanLocked(o, h, now)
 	}
 	delete(r.names, id)
 	r.mu.Unlock()
 	r.log.Warn("a client left holding unflushed writes: opens of those files wait for it to come back",
-		"client", id, "name", name, "files", len(files))
+		"client", id, "name", h.name, "files", len(files), "lease", r.orphanLease().String())
 }
 
 // recall makes the holders of write delegations on ino (other than the
@@ -248,7 +360,7 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 	// any orphan is).
 	var (
 		mu           sync.Mutex
-		failed, left string
+		failed, left *holder
 	)
 	for id, m := range msgs {
 		c := conns[id]
@@ -262,33 +374,33 @@ func (r *recalls) recall(ctx context.Context, opener *client, ino uint64, path s
 			if acked || m.Kind != wire.CallbackWrite {
 				return
 			}
-			name := ""
+			h := &holder{}
 			if hc, ok := c.Value.Load().(*client); ok {
-				name = hc.name
+				*h = holderOf(hc)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if dropped {
-				left = name
+				left = h
 			} else {
-				failed = name
+				failed = h
 			}
 		}()
 	}
 	wg.Wait()
-	if failed == "" && left == "" && ctx.Err() == nil {
+	if failed == nil && left == nil && ctx.Err() == nil {
 		r.recalled.Add(1)
 		return nil
 	}
-	holder := cmp.Or(failed, left)
+	h := cmp.Or(failed, left, &holder{})
 	r.mu.Lock()
-	r.orphans[ino] = holder
+	r.addOrphanLocked(ino, *h, time.Now())
 	r.mu.Unlock()
-	if failed == "" && left != "" && ctx.Err() == nil {
+	if failed == nil && left != nil && ctx.Err() == nil {
 		return r.waitOrphan(ctx, opener, ino, path)
 	}
 	r.failed.Add(1)
-	return r.unreachable(path, holder)
+	return r.unreachable(path, h.name)
 }
 
 // send delivers one break with the recall timeout and reports whether the
@@ -317,14 +429,12 @@ func (r *recalls) send(ctx context.Context, client uint32, c *wire.Conn, m *wire
 func (r *recalls) waitOrphan(ctx context.Context, opener *client, ino uint64, path string) error {
 	deadline := time.Now().Add(r.timeout)
 	for {
-		r.mu.Lock()
-		name, ok := r.orphans[ino]
-		r.mu.Unlock()
-		if !ok || (opener != nil && opener.name == name) {
+		o, ok := r.orphanOf(ino, time.Now())
+		if !ok || (opener != nil && o.holder == holderOf(opener)) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return r.unreachable(path, name)
+			return r.unreachable(path, o.name)
 		}
 		wire.HandOver(ctx)
 		select {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,11 +41,11 @@ func TestSettledReleasesOrphans(t *testing.T) {
 	if _, err := call(t, holder, &wire.CallbackRegister{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := call(t, holder, &wire.GetAttr{Path: "f"})
+	r, err := call(t, holder, &wire.Open{Path: "f", Flags: syscall.O_WRONLY})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ino := r.(*wire.AttrReply).Attr.Ino
+	ino := r.(*wire.OpenReply).Attr.Ino
 	if _, err := call(t, holder, &wire.DelegateWrite{Ino: ino}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +54,7 @@ func TestSettledReleasesOrphans(t *testing.T) {
 	for {
 		s.recalls.mu.Lock()
 		_, orphan := s.recalls.orphans[ino]
+
 		s.recalls.mu.Unlock()
 		if orphan {
 			break

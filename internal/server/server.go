@@ -341,7 +341,11 @@ type client struct {
 	name   string
 	listen string
 	bootID uint64
-	cert   string // the name in its certificate (certificate mode), else ""
+	// session names its exactly-once state (drc.go): the key of the
+	// session id the server issued to it (wire.Security.Session), not its
+	// boot id, which any member may claim.
+	session uint64
+	cert    string // the name in its certificate (certificate mode), else ""
 	// parents: replies to entry changes carry the parent's attributes
 	// (wire.ParentAttrs, entry.go).
 	parents atomic.Bool
@@ -358,7 +362,9 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		s.nextID++
 		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert}
 		s.mu.Unlock()
-		return wire.Welcome{ClientID: cl.id}, nil
+		sid, _ := s.cfg.Security.Session(h.Session, hs.PeerCert)
+		cl.session = wire.SessionKey(sid)
+		return wire.Welcome{ClientID: cl.id, Session: sid}, nil
 	})
 	admitted()
 	if err != nil {

@@ -25,7 +25,7 @@ const (
 )
 
 // ProtocolVersion is the version this build speaks; the handshake rejects others.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // Frame flags.
 const (

@@ -212,6 +212,9 @@ type Hello struct {
 	BootID  uint64 // changes whenever the dialer restarts
 	Listen  string // the dialer's peer listener (host:port), "" if none
 	Nonce   []byte // 32 random bytes
+	// Session is the session a reconnecting client resumes: the
+	// Welcome.Session a server gave it before, or empty for a new one.
+	Session []byte
 }
 
 // HelloReply answers Hello with the server's nonce and its proof of the secret.
@@ -232,6 +235,12 @@ type Auth struct {
 // Welcome accepts the connection.
 type Welcome struct {
 	ClientID uint32 // the id the server knows this client by (0 for peers)
+	// Session names the client's exactly-once state (the server's reply
+	// cache, its record of appends): issued by the server to this
+	// authenticated connection, unguessable, and presented again in
+	// Hello.Session by a client that reconnects (SessionIDSize bytes;
+	// empty from a peer's listener).
+	Session []byte
 }
 
 // Error is the reply to a failed request.
@@ -428,6 +437,7 @@ func (m *Hello) encode(e *encoder) {
 	e.u64(m.BootID)
 	e.str(m.Listen)
 	e.bytes(m.Nonce)
+	e.bytes(m.Session)
 }
 func (m *Hello) decode(d *decoder) {
 	m.Version = d.u32()
@@ -436,6 +446,7 @@ func (m *Hello) decode(d *decoder) {
 	m.BootID = d.u64()
 	m.Listen = d.str()
 	m.Nonce = d.raw(64)
+	m.Session = d.raw(SessionIDSize)
 }
 
 func (*HelloReply) Type() Type { return THelloReply }
@@ -460,8 +471,8 @@ func (*Auth) Type() Type             { return TAuth }
 func (m *Auth) encode(e *encoder)    { e.bytes(m.Proof) }
 func (m *Auth) decode(d *decoder)    { m.Proof = d.raw(64) }
 func (*Welcome) Type() Type          { return TWelcome }
-func (m *Welcome) encode(e *encoder) { e.u32(m.ClientID) }
-func (m *Welcome) decode(d *decoder) { m.ClientID = d.u32() }
+func (m *Welcome) encode(e *encoder) { e.u32(m.ClientID); e.bytes(m.Session) }
+func (m *Welcome) decode(d *decoder) { m.ClientID = d.u32(); m.Session = d.raw(SessionIDSize) }
 
 func (*Error) Type() Type { return TError }
 func (m *Error) encode(e *encoder) {

@@ -14,9 +14,14 @@ const (
 // of the file recalls them first: the server breaks this client's
 // delegation with a CallbackBreak of kind CallbackWrite, and the holder
 // writes the file back before it answers. The client must be registered
-// for callbacks; otherwise the server answers EOPNOTSUPP.
+// for callbacks; otherwise the server answers EOPNOTSUPP. The server grants
+// it only to a client that may write the file: one that opened it for
+// writing on this connection, or whose caller (the As around it) may write
+// the file Path names now (a client declaring again on a new connection),
+// or that left it orphaned (its name and certificate); else EACCES.
 type DelegateWrite struct {
-	Ino uint64
+	Ino  uint64
+	Path string // the file's path in the export, "" if unknown
 }
 
 // DelegateReturn tells the server that the client wrote file Ino back and
@@ -42,8 +47,8 @@ func newWriteBackMsg(t Type) Msg {
 }
 
 func (*DelegateWrite) Type() Type           { return TDelegateWrite }
-func (m *DelegateWrite) encode(e *encoder)  { e.u64(m.Ino) }
-func (m *DelegateWrite) decode(d *decoder)  { m.Ino = d.u64() }
+func (m *DelegateWrite) encode(e *encoder)  { e.u64(m.Ino); e.str(m.Path) }
+func (m *DelegateWrite) decode(d *decoder)  { m.Ino = d.u64(); m.Path = d.str() }
 func (*DelegateReturn) Type() Type          { return TDelegateReturn }
 func (m *DelegateReturn) encode(e *encoder) { e.u64(m.Ino) }
 func (m *DelegateReturn) decode(d *decoder) { m.Ino = d.u64() }

@@ -18,10 +18,10 @@ func sampleMsgs() []Msg {
 	attr := Attr{Ino: 7, Mode: 0o100644, Nlink: 1, UID: 1000, GID: 100, Size: 1 << 40,
 		Blocks: 8, Atime: -5, Mtime: 1e18, Ctime: 3, Rdev: 0, Version: 99, Gen: 12345}
 	return append([]Msg{
-		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32)},
+		&Hello{Version: 1, Role: RoleClient, Name: "a", BootID: 5, Listen: "1.2.3.4:5", Nonce: bytes.Repeat([]byte{1}, 32), Session: bytes.Repeat([]byte{2}, SessionIDSize)},
 		&HelloReply{Version: 1, Nonce: []byte{2}, Proof: []byte{3}, BlockSize: 1 << 20, Policy: "none", BootID: 9},
 		&Auth{Proof: []byte{4, 5}},
-		&Welcome{ClientID: 3},
+		&Welcome{ClientID: 3, Session: bytes.Repeat([]byte{3}, SessionIDSize)},
 		&Error{Errno: 2, Msg: "no such file"},
 		&OK{}, &Ping{},
 		&Lookup{Path: "a/b"}, &GetAttr{Path: "x", Handle: 3},
@@ -37,7 +37,7 @@ func sampleMsgs() []Msg {
 		&ReadDirReply{Entries: []DirEntry{{Name: "x", Ino: 1, Mode: 0o40000}, {Name: "y", Ino: 2}}, More: true},
 		&ReadlinkReply{Target: "t"},
 		&CallbackRegister{}, &CallbackBreak{Kind: CallbackRead, Cause: 1 << 31, Items: []BreakItem{{Ino: 5}, {Ino: 6, Name: "x"}, {Ino: 7, Name: BreakEntries}}},
-		&DelegateWrite{Ino: 9}, &DelegateReturn{Ino: 10},
+		&DelegateWrite{Ino: 9, Path: "d/f"}, &DelegateReturn{Ino: 10},
 		&WarmupStart{Clients: []string{"a", "b"}, UID: 1000, GID: 100, Items: []WarmupItem{{Path: "d/f", Off: 1 << 20, Len: 4 << 20, Size: 9 << 20}, {Path: "g", Size: 7}}},
 		&WarmupStart{}, &WarmupStarted{Job: 3, Clients: []string{"a"}},
 		&WarmupAssign{Job: 3, Phase: WarmupPeers, Seq: 2, UID: 1, GID: 2, Items: []WarmupItem{{Path: "x", Size: 1}}, From: []string{"h:1"}},

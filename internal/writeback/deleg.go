@@ -29,8 +29,17 @@ import (
 // delegations (or a mount without callbacks) answers EOPNOTSUPP or ENOSYS:
 // close-to-open across clients then holds only after a write-back, and the
 // engine says so once. It reports false on any other failure.
-func (e *Engine) delegate(ctx context.Context, ino uint64) bool {
-	_, _, err := e.fe.Call(ctx, &wire.DelegateWrite{Ino: ino})
+//
+// The declaration names the file's path and goes as its writer: the
+// upstream grants it only to a writer that may write the file (one that
+// opened it on this very connection may; one declaring again on a new
+// connection proves it by the path).
+func (e *Engine) delegate(ctx context.Context, df *File) bool {
+	e.mu.Lock()
+	m := &wire.DelegateWrite{Ino: df.ino, Path: df.path}
+	e.mu.Unlock()
+	ino := df.ino
+	_, _, err := e.fe.Call(ctx, as(df, m))
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS):
@@ -137,29 +146,29 @@ func (e *Engine) declare(gen uint64) <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	e.declGen, e.declDone = gen, ch
-	inos := make([]uint64, 0, len(e.files))
-	for ino, df := range e.files {
+	dfs := make([]*File, 0, len(e.files))
+	for _, df := range e.files {
 		if df.path != "" { // an orphan's delegation went back (Removed)
-			inos = append(inos, ino)
+			dfs = append(dfs, df)
 		}
 	}
 	go func() {
 		defer close(ch)
-		e.declareAll(inos)
+		e.declareAll(dfs)
 	}()
 	return ch
 }
 
-// declareAll declares inos and then, when every declaration went through,
+// declareAll declares dfs and then, when every declaration went through,
 // says that nothing else is unflushed here (wire.SettledIno).
-func (e *Engine) declareAll(inos []uint64) {
+func (e *Engine) declareAll(dfs []*File) {
 	call := func(f func(ctx context.Context) bool) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RequestTimeout)
 		defer cancel()
 		return f(ctx)
 	}
-	for _, ino := range inos {
-		if !call(func(ctx context.Context) bool { return e.delegate(ctx, ino) }) {
+	for _, df := range dfs {
+		if !call(func(ctx context.Context) bool { return e.delegate(ctx, df) }) {
 			return
 		}
 	}
@@ -197,7 +206,7 @@ func (e *Engine) Recall(ctx context.Context, m *wire.CallbackBreak) {
 		dirty := !df.gone && df.path != "" && len(df.blocks) > 0
 		e.mu.Unlock()
 		if dirty {
-			e.delegate(ctx, df.ino) // under df.mu: no return of it can overtake
+			e.delegate(ctx, df) // under df.mu: no return of it can overtake
 		}
 		df.mu.Unlock()
 	}

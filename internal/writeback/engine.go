@@ -198,7 +198,7 @@ func (e *Engine) acquire(ctx context.Context, nf NewFile) (*File, error) {
 		}
 		e.files[nf.Ino] = df
 		e.mu.Unlock()
-		e.delegate(ctx, nf.Ino)
+		e.delegate(ctx, df)
 		return df, nil
 	}
 }

@@ -346,7 +346,7 @@ func TestRecallOfHolderThatDies(t *testing.T) {
 		return &wire.OK{}, nil
 	})
 	c = dial(t, addr, "holder", dies)
-	for _, m := range []wire.Msg{&wire.CallbackRegister{}, &wire.DelegateWrite{Ino: nf.Ino}} {
+	for _, m := range []wire.Msg{&wire.CallbackRegister{}, &wire.As{Msg: &wire.DelegateWrite{Ino: nf.Ino, Path: "f"}}} {
 		if _, err := c.Call(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func TestStartReleasesOrphans(t *testing.T) {
 	export, addr := startServer(t, 10*time.Second)
 	nf := create(t, export, addr, "f")
 	c := dial(t, addr, "holder", nil)
-	for _, m := range []wire.Msg{&wire.CallbackRegister{}, &wire.DelegateWrite{Ino: nf.Ino}} {
+	for _, m := range []wire.Msg{&wire.CallbackRegister{}, &wire.As{Msg: &wire.DelegateWrite{Ino: nf.Ino, Path: "f"}}} {
 		if _, err := c.Call(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
