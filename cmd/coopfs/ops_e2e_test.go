@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// installHelper puts /sbin/mount.fuse.coopfs (the path mount(8) searches;
+// it does not use $PATH) as a symlink to the test binary for the test's
+// duration. A helper already there (an installed package) is left alone
+// and the test skipped.
+func installHelper(t *testing.T) {
+	t.Helper()
+	const path = "/sbin/" + helperName
+	if _, err := os.Lstat(path); err == nil {
+		t.Skipf("%s exists (an installed coopfs?): not replacing it", path)
+	}
+	if err := os.Symlink(e2e.bin, path); err != nil {
+		t.Skipf("cannot install the mount helper: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+}
+
+// runExit runs name with args and returns its combined output and exit
+// code, failing the test if it does not end within d.
+func runTimed(t *testing.T, d time.Duration, name string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %s: still running after %s", name, strings.Join(args, " "), d)
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// unmountAfter unmounts dir at the end of the test if it is still mounted
+// (a failed test must not leave the helper's daemon behind).
+func unmountAfter(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		if e2eIsMounted(dir) {
+			exec.Command("umount", "-l", dir).Run()
+		}
+	})
+}
+
+// TestE2EMountHelperFstab mounts through an fstab line with mount(8) (the
+// helper mount.fuse.coopfs daemonizes once mounted), asks `coopfs status`,
+// and unmounts with umount(8): the daemon goes away with the mount.
+func TestE2EMountHelperFstab(t *testing.T) {
+	needFUSE(t)
+	installHelper(t)
+	export := t.TempDir()
+	if err := os.WriteFile(filepath.Join(export, "hello"), []byte("from the server\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, export)
+	dir := newMountpoint(t)
+	unmountAfter(t, dir)
+	logFile := filepath.Join(t.TempDir(), "mount.log")
+	fstab := filepath.Join(t.TempDir(), "fstab")
+	line := srv.addr + " " + dir + " fuse.coopfs secret_file=" + e2e.secret +
+		",cache_size=64MiB,read_ahead=8,log_file=" + logFile + ",_netdev,nofail,noauto,x-systemd.mount-timeout=30s,defaults 0 0\n"
+	if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTimed(t, time.Minute, "mount", "--fstab", fstab, dir)
+	if code != 0 {
+		t.Fatalf("mount --fstab: exit %d: %s", code, out)
+	}
+	// mount(8) returned: the mount must be there already, not later.
+	if !e2eIsMounted(dir) {
+		t.Fatalf("mount returned 0 but %s is not mounted; output %q", dir, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "hello"))
+	if err != nil || string(got) != "from the server\n" {
+		t.Fatalf("read through the fstab mount: %q, %v", got, err)
+	}
+	out, code = runTimed(t, 30*time.Second, e2e.bin, "status", dir)
+	if code != 0 || !strings.Contains(out, "healthy") || !strings.Contains(out, srv.addr) || !strings.Contains(out, "local_memory") {
+		t.Fatalf("coopfs status of a healthy mount: exit %d:\n%s", code, out)
+	}
+	out, code = runTimed(t, 30*time.Second, e2e.bin, "status", "--json", dir)
+	var st mountStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.Healthy || st.Agent.Server != srv.addr || st.Agent.TLS != "tls+secret" || st.Agent.RTT <= 0 {
+		t.Fatalf("coopfs status --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if out, code := runTimed(t, 30*time.Second, "umount", dir); code != 0 {
+		t.Fatalf("umount: exit %d: %s", code, out)
+	}
+	if e2eIsMounted(dir) {
+		t.Fatal("still mounted after umount")
+	}
+	out, code = runTimed(t, 30*time.Second, e2e.bin, "status", dir)
+	if code == 0 || !strings.Contains(out, "not mounted") {
+		t.Fatalf("coopfs status after umount: exit %d (want non-zero):\n%s", code, out)
+	}
+	// The daemon ends with its mount: its log says so last.
+	if err := within(t, 10*time.Second, "the mount daemon's exit", func() error {
+		b, _ := os.ReadFile(logFile)
+		if !strings.Contains(string(b), "unmounted from outside") {
+			return errors.New("no 'unmounted from outside' in the log yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EMountHelperBadInput: a wrong option, a missing secret, an
+// unreachable server: one line from mount.fuse.coopfs, a non-zero exit,
+// and nothing mounted.
+func TestE2EMountHelperBadInput(t *testing.T) {
+	needFUSE(t)
+	installHelper(t)
+	srv := startServer(t, t.TempDir())
+	dead := e2eFreeAddr(t)
+	cases := []struct {
+		name, spec, opts, want string
+		code                   int
+	}{
+		{"unknown option", srv.addr, "secret_file=" + e2e.secret + ",cache_sise=1GiB", `unknown option "cache_sise"`, mountExitUsage},
+		{"option without value", srv.addr, "secret_file=" + e2e.secret + ",cache_size", "needs a value", mountExitUsage},
+		{"no server", "coopfs", "secret_file=" + e2e.secret, "no server", mountExitUsage},
+		{"missing secret", srv.addr, "secret_file=/nonexistent/secret", "secret-file", mountExitFailure},
+		{"unreachable server", dead, "secret_file=" + e2e.secret + ",reconnect_timeout=1s", "unreachable", mountExitFailure},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			dir := newMountpoint(t)
+			unmountAfter(t, dir)
+			out, code := runTimed(t, time.Minute, "mount", "-t", "fuse.coopfs", "-o", c.opts+",log_file="+filepath.Join(t.TempDir(), "log"), c.spec, dir)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if code != c.code || len(lines) != 1 || !strings.HasPrefix(lines[0], helperName+": ") || !strings.Contains(lines[0], c.want) {
+				t.Errorf("mount: exit %d (want %d), output (want one %q line):\n%s", code, c.code, c.want, out)
+			}
+			if e2eIsMounted(dir) {
+				t.Errorf("%s is mounted after a failed mount", dir)
+			}
+		})
+	}
+}
+
+// TestE2EMountFuse3Form: without mount.fuse.coopfs, mount.fuse3 runs
+// `coopfs SPEC DIR -o OPTIONS`; the binary takes that form too.
+func TestE2EMountFuse3Form(t *testing.T) {
+	needFUSE(t)
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("x"), 0o644)
+	srv := startServer(t, export)
+	dir := newMountpoint(t)
+	unmountAfter(t, dir)
+	out, code := runTimed(t, time.Minute, e2e.bin, srv.addr, dir, "-o", "secret_file="+e2e.secret+",nofail,log_file="+filepath.Join(t.TempDir(), "log"))
+	if code != 0 || !e2eIsMounted(dir) {
+		t.Fatalf("coopfs SPEC DIR -o ...: exit %d, mounted %v: %s", code, e2eIsMounted(dir), out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "x" {
+		t.Fatalf("read: %q %v", b, err)
+	}
+	if out, code := runTimed(t, 30*time.Second, "umount", dir); code != 0 {
+		t.Fatalf("umount: exit %d: %s", code, out)
+	}
+}
+
+// listenNotify listens on a unixgram socket as systemd's $NOTIFY_SOCKET.
+func listenNotify(t *testing.T) (*net.UnixConn, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, path
+}
+
+// waitNotify waits for READY=1 on c, failing the test after d.
+func waitNotify(t *testing.T, c *net.UnixConn, d time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("no READY=1 on NOTIFY_SOCKET: %v", err)
+		}
+		if strings.Contains("\n"+string(buf[:n])+"\n", "\nREADY=1\n") {
+			return
+		}
+	}
+}
+
+// startNotified starts coopfs args with $NOTIFY_SOCKET set, returning the
+// process and the socket.
+func startNotified(t *testing.T, args ...string) (*exec.Cmd, *net.UnixConn) {
+	t.Helper()
+	c, path := listenNotify(t)
+	cmd := exec.Command(e2e.bin, withCredentials(args)...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+path)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", args[0], stderr.String())
+		}
+	})
+	return cmd, c
+}
+
+// TestE2ESdNotify: serve, proxy and mount send READY=1 to $NOTIFY_SOCKET
+// (systemd's Type=notify) only once they accept connections or are
+// mounted.
+func TestE2ESdNotify(t *testing.T) {
+	needFUSE(t)
+	addr := e2eFreeAddr(t)
+	_, sc := startNotified(t, "serve", "--export", t.TempDir(), "--listen", addr, "--squash", "none")
+	waitNotify(t, sc, 30*time.Second)
+	if c, err := net.Dial("tcp", addr); err != nil {
+		t.Fatalf("serve said READY=1 but does not accept: %v", err)
+	} else {
+		c.Close()
+	}
+	paddr := e2eFreeAddr(t)
+	_, pc := startNotified(t, "proxy", "--upstream", addr, "--listen", paddr)
+	waitNotify(t, pc, 30*time.Second)
+	if c, err := net.Dial("tcp", paddr); err != nil {
+		t.Fatalf("proxy said READY=1 but does not accept: %v", err)
+	} else {
+		c.Close()
+	}
+	dir := newMountpoint(t)
+	_, mc := startNotified(t, "mount", "--server", addr, dir)
+	waitNotify(t, mc, 30*time.Second)
+	if !e2eIsMounted(dir) {
+		t.Fatal("mount said READY=1 before it was mounted")
+	}
+}
