@@ -256,3 +256,38 @@ func TestE2ESdNotify(t *testing.T) {
 		t.Fatal("mount said READY=1 before it was mounted")
 	}
 }
+
+// TestDeploySystemdUnits checks deploy/systemd's units with
+// systemd-analyze verify (systemd is not PID 1 on every test machine, so
+// the units are not started): every warning about them fails the test.
+func TestDeploySystemdUnits(t *testing.T) {
+	needBinary(t)
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze missing: apt-get install systemd")
+	}
+	units, err := filepath.Glob("../../deploy/systemd/*")
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units in deploy/systemd: %v", err)
+	}
+	dir := t.TempDir()
+	var paths []string
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// verify checks that ExecStart's program exists: the test binary
+		// stands in for the installed one.
+		p := filepath.Join(dir, filepath.Base(u))
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), "/usr/bin/coopfs", e2e.bin)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	out, _ := runTimed(t, time.Minute, "systemd-analyze", append([]string{"verify", "--man=no"}, paths...)...)
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(l, dir) {
+			t.Errorf("systemd-analyze verify: %s", l)
+		}
+	}
+}
