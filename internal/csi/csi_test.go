@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 const testSecret = "csi-test-cluster-secret-0123456789abcdef"
@@ -161,19 +161,19 @@ func TestPublishUnpublish(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || string(b) != "pod data\n" {
 		t.Fatalf("read through the published volume: %q, %v", b, err)
 	}
-	other := *req
+	other := proto.Clone(req).(*csi.NodePublishVolumeRequest)
 	other.VolumeContext = map[string]string{AttrServer: addr, "cache_size": "32MiB"}
-	if _, err := node.NodePublishVolume(ctx, &other); status.Code(err) != codes.AlreadyExists {
+	if _, err := node.NodePublishVolume(ctx, other); status.Code(err) != codes.AlreadyExists {
 		t.Errorf("publish of other attributes on a published target: %v, want AlreadyExists", err)
 	}
-	bad := *req
+	bad := proto.Clone(req).(*csi.NodePublishVolumeRequest)
 	bad.TargetPath = target + "-2"
 	bad.Secrets = nil
-	if _, err := node.NodePublishVolume(ctx, &bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "secret") {
+	if _, err := node.NodePublishVolume(ctx, bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "secret") {
 		t.Errorf("publish without the secret: %v, want InvalidArgument naming the secret", err)
 	}
 	bad.Secrets = map[string]string{SecretKey: "wrong-secret-wrong-secret-wrong-secret!!"}
-	if _, err := node.NodePublishVolume(ctx, &bad); status.Code(err) != codes.Internal {
+	if _, err := node.NodePublishVolume(ctx, bad); status.Code(err) != codes.Internal {
 		t.Errorf("publish with a wrong secret: %v, want Internal (the mount's error)", err)
 	} else {
 		t.Logf("wrong secret: %v", err)
@@ -187,5 +187,4 @@ func TestPublishUnpublish(t *testing.T) {
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Errorf("target still there after unpublish: %v", err)
 	}
-	fmt.Fprintln(os.Stderr)
 }
