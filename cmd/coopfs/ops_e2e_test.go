@@ -291,3 +291,59 @@ func TestDeploySystemdUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EStatusMount: `coopfs status` of a write-back mount shows its dirty
+// data until a flush, and says NOT HEALTHY (exit 1) once the server is gone.
+func TestE2EStatusMount(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, t.TempDir())
+	m := startMount(t, srv.addr, "--disk-cache", t.TempDir(), "--write-policy", "write-back", "--write-back-delay", "1h", "--reconnect-timeout", "1s")
+	if err := os.WriteFile(m.path("dirty"), make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status := func() (mountStatus, int) {
+		out, code := runTimed(t, 30*time.Second, e2e.bin, "status", "--json", m.dir)
+		var st mountStatus
+		if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &st); err != nil {
+			t.Fatalf("status --json: %v:\n%s", err, out)
+		}
+		return st, code
+	}
+	st, code := status()
+	if code != 0 || !st.Healthy || st.Agent.DirtyFiles != 1 || st.Agent.DirtyBytes < 3<<20 || st.Agent.WritePolicy != "write-back" {
+		t.Fatalf("status of a write-back mount holding 3 MiB dirty: exit %d, %+v", code, st)
+	}
+	if len(st.Tiers) < 2 {
+		t.Errorf("want the memory and disk tiers in the status, got %+v", st.Tiers)
+	}
+	runCmd(t, time.Minute, e2e.bin, "flush", m.dir)
+	if st, _ = status(); st.Agent.DirtyFiles != 0 || st.Agent.DirtyBytes != 0 {
+		t.Errorf("dirty data after flush: %+v", st.Agent)
+	}
+	srv.stop(5 * time.Second)
+	st, code = status()
+	if code == 0 || st.Healthy || len(st.Problems) == 0 || !strings.Contains(st.Problems[0], "server does not answer") {
+		t.Fatalf("status with the server gone: exit %d, %+v", code, st)
+	}
+	if st.LastError == nil {
+		t.Errorf("status with the server gone shows no last error")
+	}
+}
+
+// TestE2EStatusServer: `coopfs status --server` reports the policy, the
+// connected clients and the load, and exit 1 for an unreachable server.
+func TestE2EStatusServer(t *testing.T) {
+	needFUSE(t)
+	metrics := e2eFreeAddr(t)
+	srv := startServer(t, t.TempDir(), "--policy", "directory", "--metrics", metrics)
+	startMount(t, srv.addr)
+	out, code := runTimed(t, 30*time.Second, e2e.bin, "status", "--json", "--server", srv.addr, "--secret-file", e2e.secret, "--metrics", metrics)
+	var r serverReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || !r.Healthy || r.Policy != "directory" || r.Clients == nil || *r.Clients != 1 {
+		t.Fatalf("status --server: exit %d, %v:\n%s", code, err, out)
+	}
+	out, code = runTimed(t, 30*time.Second, e2e.bin, "status", "--server", e2eFreeAddr(t), "--secret-file", e2e.secret)
+	if code == 0 || !strings.Contains(out, "NOT HEALTHY") {
+		t.Fatalf("status --server of nothing: exit %d:\n%s", code, out)
+	}
+}

@@ -124,6 +124,10 @@ func (r serverReport) writeText(w io.Writer) {
 	if r.Error != "" {
 		fmt.Fprintf(&b, "  problem: %s\n", r.Error)
 	}
+	if !r.Reachable {
+		io.WriteString(w, b.String())
+		return
+	}
 	rows := [][]string{{"server", ""},
 		{"  handshake", r.Handshake.Round(time.Microsecond).String()},
 		{"  round trip", r.RTT.Round(time.Microsecond).String()},
