@@ -38,6 +38,7 @@ func commands() []command {
 		{"demo", "start a server and several clients here and show cooperative reads", runDemo},
 		{"bench", "measure a live coopfs: FUSE ceilings, caches, cold and random reads", runBench},
 		{"sim", "trace-driven simulator of cooperative caching algorithms", runSim},
+		{"man", "write the man pages (generated from this help) into a directory", runMan},
 		{"help", "list the subcommands", nil},
 	}
 }

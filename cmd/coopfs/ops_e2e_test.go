@@ -347,3 +347,35 @@ func TestE2EStatusServer(t *testing.T) {
 		t.Fatalf("status --server of nothing: exit %d:\n%s", code, out)
 	}
 }
+
+// TestDebPackage builds the Debian package around the test binary
+// (deploy/deb/build.sh, what make deb runs) and checks what it holds: the
+// binary, the helper mount(8) looks for, the units, the settings as
+// conffiles and the man pages; the helper runs from the unpacked tree.
+func TestDebPackage(t *testing.T) {
+	needBinary(t)
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb missing (not a Debian system)")
+	}
+	out := t.TempDir()
+	deb := strings.TrimSpace(runCmd(t, 5*time.Minute, "../../deploy/deb/build.sh", e2e.bin, "0.0.1-test", out))
+	contents := runCmd(t, time.Minute, "dpkg-deb", "--contents", deb)
+	for _, want := range []string{"./usr/bin/coopfs", "./usr/sbin/mount.fuse.coopfs -> ../bin/coopfs", "./usr/lib/systemd/system/coopfs-serve.service",
+		"./usr/lib/systemd/system/coopfs-proxy.service", "./etc/coopfs/serve.env", "./usr/share/man/man1/coopfs-mount.1.gz",
+		"./usr/share/man/man8/mount.fuse.coopfs.8.gz", "./usr/share/doc/coopfs/examples/fstab.example"} {
+		if !strings.Contains(contents, want) {
+			t.Errorf("the package lacks %s; contents:\n%s", want, contents)
+		}
+	}
+	if conf := runCmd(t, time.Minute, "dpkg-deb", "--info", deb, "conffiles"); !strings.Contains(conf, "/etc/coopfs/serve.env") {
+		t.Errorf("serve.env is not a conffile: %q", conf)
+	}
+	root := t.TempDir()
+	runCmd(t, time.Minute, "dpkg-deb", "-x", deb, root)
+	// The helper as installed, in fake mode (-f): it parses the fstab
+	// options and prints the coopfs mount command line it would run.
+	got, code := runTimed(t, time.Minute, filepath.Join(root, "usr/sbin/mount.fuse.coopfs"), "server:7000", "/mnt/x", "-fv", "-o", "_netdev,nofail,cache_size=1GiB,secret_file=/etc/coopfs/secret")
+	if code != 0 || !strings.Contains(got, "--server=server:7000 --cache-size=1GiB --secret-file=/etc/coopfs/secret /mnt/x") {
+		t.Errorf("the unpacked helper: exit %d: %s", code, got)
+	}
+}
