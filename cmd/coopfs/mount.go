@@ -89,6 +89,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
+	m.Register(dirtyGauges(a)...) // status.go
 	// The control socket (`coopfs flush`, `coopfs warmup`) is up before
 	// the mount appears, so that whoever waits for the mount can use it at
 	// once.

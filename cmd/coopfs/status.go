@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/coopfs/coopfs/internal/agent"
@@ -46,6 +47,17 @@ type tierUse struct {
 	Capacity float64 `json:"capacity_bytes"`
 	Hits     float64 `json:"hits"`
 	Misses   float64 `json:"misses"`
+}
+
+// dirtyGauges export a write-back mount's backlog (the dashboard's
+// write-back panel): coopfs_writeback_dirty_files and _bytes.
+func dirtyGauges(a *agent.Agent) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coopfs_writeback_dirty_files", Help: "Files with dirty data waiting to be written back."},
+			func() float64 { f, _ := a.Dirty(); return float64(f) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coopfs_writeback_dirty_bytes", Help: "Dirty blocks waiting to be written back, in bytes (blocks × block size)."},
+			func() float64 { _, b := a.Dirty(); return float64(b) }),
+	}
 }
 
 // logEvent is a warning or error the mount logged.

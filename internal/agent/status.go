@@ -51,11 +51,19 @@ func (a *Agent) Status(ctx context.Context) Status {
 	if pl, ok := a.policy().(peerLister); ok {
 		st.Peers = pl.peerStatus()
 	}
-	if a.wb != nil {
-		files, blocks := a.wb.e.Dirty()
-		st.DirtyFiles, st.DirtyBytes = files, int64(blocks)*int64(a.BlockSize())
-	}
+	st.DirtyFiles, st.DirtyBytes = a.Dirty()
 	return st
+}
+
+// Dirty returns the dirty data waiting under write-back: files, and their
+// dirty blocks × the block size (an upper bound of the bytes to write
+// back). Zero without write-back.
+func (a *Agent) Dirty() (files int, bytes int64) {
+	if a.wb == nil {
+		return 0, 0
+	}
+	files, blocks := a.wb.e.Dirty()
+	return files, int64(blocks) * int64(a.BlockSize())
 }
 
 // peerStatus lists the peers dialed, by address.
