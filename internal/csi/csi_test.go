@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -103,12 +105,10 @@ func startDriver(t *testing.T, bin string) string {
 	return sock
 }
 
-// TestSanity runs csi-sanity (kubernetes-csi/csi-test) against the driver.
-// The driver is a node plugin only: the suite's [Controller Server] specs
-// are skipped, as csi-sanity is told for such plugins, and so is the one
-// node spec that creates its volume through the Controller service
-// ("should remove target path"; TestPublishUnpublish checks that removal
-// on a real mount).
+// TestSanity runs csi-sanity (kubernetes-csi/csi-test), the whole suite,
+// against the driver and a real server: its volume lifecycle specs create
+// a volume from the StorageClass parameters, publish it (a real FUSE
+// mount), unpublish and delete it.
 func TestSanity(t *testing.T) {
 	needRoot(t)
 	bin := buildCoopfs(t)
@@ -126,7 +126,6 @@ func TestSanity(t *testing.T) {
 	sanity.GinkgoTest(&cfg)
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	suite, reporter := ginkgo.GinkgoConfiguration()
-	suite.SkipStrings = append(suite.SkipStrings, `\[Controller Server\]`, `should remove target path`)
 	ginkgo.RunSpecs(t, "coopfs CSI sanity", suite, reporter)
 }
 
@@ -186,5 +185,58 @@ func TestPublishUnpublish(t *testing.T) {
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Errorf("target still there after unpublish: %v", err)
+	}
+}
+
+// TestDeployManifests parses deploy/kubernetes: every document is a
+// Kubernetes object, the driver name is the driver's, and every coopfs
+// volume names its server.
+func TestDeployManifests(t *testing.T) {
+	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no manifests in deploy/kubernetes")
+	}
+	kinds := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		for {
+			var doc struct {
+				APIVersion  string `yaml:"apiVersion"`
+				Kind        string `yaml:"kind"`
+				Metadata    struct{ Name string }
+				Provisioner string            `yaml:"provisioner"`
+				Parameters  map[string]string `yaml:"parameters"`
+				Spec        struct {
+					CSI *struct {
+						Driver           string            `yaml:"driver"`
+						VolumeAttributes map[string]string `yaml:"volumeAttributes"`
+					} `yaml:"csi"`
+				} `yaml:"spec"`
+			}
+			if err := dec.Decode(&doc); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if doc.APIVersion == "" || doc.Kind == "" || doc.Metadata.Name == "" {
+				t.Errorf("%s: a document without apiVersion, kind or name: %+v", f, doc)
+			}
+			kinds[doc.Kind]++
+			switch {
+			case doc.Kind == "CSIDriver" && doc.Metadata.Name != DriverName,
+				doc.Kind == "StorageClass" && (doc.Provisioner != DriverName || doc.Parameters[AttrServer] == ""),
+				doc.Kind == "PersistentVolume" && (doc.Spec.CSI == nil || doc.Spec.CSI.Driver != DriverName || doc.Spec.CSI.VolumeAttributes[AttrServer] == ""):
+				t.Errorf("%s: %s %s does not name driver %s and a server", f, doc.Kind, doc.Metadata.Name, DriverName)
+			}
+		}
+	}
+	for _, k := range []string{"CSIDriver", "DaemonSet", "Deployment", "StorageClass", "PersistentVolume", "PersistentVolumeClaim"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in deploy/kubernetes", k)
+		}
 	}
 }

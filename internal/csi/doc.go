@@ -5,6 +5,8 @@
 // daemon and returns once the mount is up), with the volume's attributes
 // as mount options and the cluster secret from the CSI secrets written to a
 // 0600 file; NodeUnpublishVolume unmounts it. Both are idempotent, as the
-// CSI spec requires. There is no Controller service: volumes are
-// pre-provisioned (a PersistentVolume names the server) or inline.
+// CSI spec requires. The Controller service provisions volumes from a
+// StorageClass: a volume binds a name to the class's parameters (the
+// server and mount options), the export shared; a PersistentVolume can
+// also name the server itself (pre-provisioned).
 package csi

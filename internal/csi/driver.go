@@ -69,8 +69,10 @@ func (c *Config) validate() error {
 type Driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
-	cfg Config
-	log *slog.Logger
+	csi.UnimplementedControllerServer
+	cfg  Config
+	vols *volumes // the Controller service's volumes (controller.go)
+	log  *slog.Logger
 	// mu serialises publishes and unpublishes: kubelet may retry one while
 	// the first is still mounting, and two mounts on one target must not race.
 	mu sync.Mutex
@@ -84,7 +86,11 @@ func New(cfg Config) (*Driver, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("csi: state directory: %w", err)
 	}
-	return &Driver{cfg: cfg, log: cfg.Logger}, nil
+	vols, err := loadVolumes(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{cfg: cfg, log: cfg.Logger, vols: vols}, nil
 }
 
 // Listen opens the endpoint's unix socket (removing a stale one).
@@ -106,6 +112,7 @@ func (d *Driver) Serve(ctx context.Context, ln net.Listener) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(d.logCall))
 	csi.RegisterIdentityServer(srv, d)
 	csi.RegisterNodeServer(srv, d)
+	csi.RegisterControllerServer(srv, d)
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
@@ -132,9 +139,12 @@ func (d *Driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi
 	return &csi.GetPluginInfoResponse{Name: DriverName, VendorVersion: Version}, nil
 }
 
-// GetPluginCapabilities implements csi.IdentityServer: a node-only plugin.
+// GetPluginCapabilities implements csi.IdentityServer: the Controller
+// service (volumes from a StorageClass), no topology.
 func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{}, nil
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
+	}}}, nil
 }
 
 // Probe implements csi.IdentityServer.
@@ -154,8 +164,8 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 
 // Volume attributes and secrets the driver reads.
 const (
-	AttrServer = "server"     // HOST:PORT of the coopfs server (required)
-	SecretKey  = "secret"     // the cluster secret's content
+	AttrServer = "server" // HOST:PORT of the coopfs server (required)
+	SecretKey  = "secret" // the cluster secret's content
 )
 
 // mountOptions turns a volume's attributes into the helper's -o options:
