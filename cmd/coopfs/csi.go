@@ -10,9 +10,9 @@ import (
 	"github.com/coopfs/coopfs/internal/obs"
 )
 
-// runCSI implements `coopfs csi`: the Kubernetes CSI node driver.
+// runCSI implements `coopfs csi`: the Kubernetes CSI driver.
 func runCSI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("csi", "[flags]\n\nServes the CSI Identity and Node services (a node plugin: run it as a DaemonSet with the node-driver-registrar; deploy/kubernetes).", stderr)
+	fs := newFlagSet("csi", "[flags]\n\nServes the CSI Identity, Node and Controller services: run it as a DaemonSet beside the node-driver-registrar, and beside the csi-provisioner for volumes from a StorageClass (deploy/kubernetes, docs/operations.md).", stderr)
 	endpoint := fs.String("endpoint", "unix:///csi/csi.sock", "the unix socket kubelet talks to")
 	host, _ := os.Hostname()
 	nodeID := fs.String("node-id", host, "this node's id (in Kubernetes: the node name, from the downward API)")

@@ -33,7 +33,7 @@ func commands() []command {
 		{"flush", "write back a write-back mount's dirty data now, with progress", runFlush},
 		{"warmup", "prefetch files or trees into a mount's caches (--cluster: a set of clients together), with progress", runWarmup},
 		{"status", "say whether a mount (or a server, --server) is healthy: server, RTT, policy, caches, peers, dirty data; exit 0 only when healthy", runStatus},
-		{"csi", "Kubernetes CSI node driver: mounts coopfs volumes for pods (Identity and Node services on a unix socket)", runCSI},
+		{"csi", "Kubernetes CSI driver: mounts coopfs volumes for pods (Identity, Node and Controller services on a unix socket)", runCSI},
 		{"stats", "print a coopfs process's counters (reads by layer, bytes, messages)", runStats},
 		{"demo", "start a server and several clients here and show cooperative reads", runDemo},
 		{"bench", "measure a live coopfs: FUSE ceilings, caches, cold and random reads", runBench},

@@ -379,3 +379,41 @@ func TestDebPackage(t *testing.T) {
 		t.Errorf("the unpacked helper: exit %d: %s", code, got)
 	}
 }
+
+// TestFstabSystemdGenerator runs systemd's own fstab generator on coopfs
+// fstab lines: the mount unit it makes is a remote file system (so it
+// waits for the network), which remote-fs.target only wants under nofail
+// (a server down at boot fails that mount, not the boot) and requires
+// without.
+func TestFstabSystemdGenerator(t *testing.T) {
+	const gen = "/usr/lib/systemd/system-generators/systemd-fstab-generator"
+	if _, err := os.Stat(gen); err != nil {
+		t.Skipf("%s missing: apt-get install systemd", gen)
+	}
+	for _, c := range []struct{ opts, dep string }{
+		{"_netdev,nofail,secret_file=/etc/coopfs/secret,cache_size=1GiB", "remote-fs.target.wants"},
+		{"_netdev,secret_file=/etc/coopfs/secret", "remote-fs.target.requires"},
+	} {
+		dir := t.TempDir()
+		fstab := filepath.Join(dir, "fstab")
+		if err := os.WriteFile(fstab, []byte("srv:7000 /mnt/coopfs fuse.coopfs "+c.opts+" 0 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "normal")
+		for _, d := range []string{out, filepath.Join(dir, "early"), filepath.Join(dir, "late")} {
+			os.Mkdir(d, 0o755)
+		}
+		cmd := exec.Command(gen, out, filepath.Join(dir, "early"), filepath.Join(dir, "late"))
+		cmd.Env = append(os.Environ(), "SYSTEMD_FSTAB="+fstab, "SYSTEMD_PROC_CMDLINE=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("systemd-fstab-generator: %v\n%s", err, b)
+		}
+		unit, err := os.ReadFile(filepath.Join(out, "mnt-coopfs.mount"))
+		if err != nil || !strings.Contains(string(unit), "Type=fuse.coopfs") || !strings.Contains(string(unit), "What=srv:7000") {
+			t.Fatalf("generated unit: %v\n%s", err, unit)
+		}
+		if _, err := os.Lstat(filepath.Join(out, c.dep, "mnt-coopfs.mount")); err != nil {
+			t.Errorf("options %s: want the mount in %s: %v", c.opts, c.dep, err)
+		}
+	}
+}
