@@ -51,7 +51,7 @@ func main() {
 		os.Exit(runMountHelper(os.Args, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, journalWriter(os.Stderr)) // journal.go: log priorities for journald
 	stop()
 	os.Exit(code)
 }

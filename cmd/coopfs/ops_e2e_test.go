@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -414,6 +416,48 @@ func TestFstabSystemdGenerator(t *testing.T) {
 		}
 		if _, err := os.Lstat(filepath.Join(out, c.dep, "mnt-coopfs.mount")); err != nil {
 			t.Errorf("options %s: want the mount in %s: %v", c.opts, c.dep, err)
+		}
+	}
+}
+
+// TestE2EJournalPriorities: with stderr as the journal stream
+// ($JOURNAL_STREAM names its device:inode, as systemd sets it), every log
+// line of coopfs serve starts with its syslog priority; with stderr
+// elsewhere, none does.
+func TestE2EJournalPriorities(t *testing.T) {
+	needBinary(t)
+	for _, journal := range []bool{true, false} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		syscall.Fstat(int(f.Fd()), &st)
+		stream := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+		if !journal {
+			stream = "1:1"
+		}
+		cmd := exec.Command(e2e.bin, "serve", "--export", "/nonexistent-export", "--listen", e2eFreeAddr(t), "--insecure")
+		cmd.Stderr = f
+		cmd.Env = append(os.Environ(), "JOURNAL_STREAM="+stream)
+		cmd.Run()
+		f.Close()
+		b, _ := os.ReadFile(f.Name())
+		var logLines int
+		for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+			if !strings.Contains(l, " level=") {
+				continue
+			}
+			logLines++
+			if prefixed := strings.HasPrefix(l, "<") && strings.Contains(l, ">time="); prefixed != journal {
+				t.Errorf("journal %v: line %q", journal, l)
+			}
+			if journal && strings.Contains(l, "level=WARN") && !strings.HasPrefix(l, "<4>") {
+				t.Errorf("a warning without priority 4: %q", l)
+			}
+		}
+		if logLines == 0 {
+			t.Fatalf("journal %v: no log line in:\n%s", journal, b)
 		}
 	}
 }
