@@ -20,9 +20,3 @@ func notifyReady(log *slog.Logger) {
 		log.Debug("told the service manager we are ready")
 	}
 }
-
-// notifyStopping tells the service manager that the process is shutting
-// down (STOPPING=1), so that its state shows deactivating, not failed.
-func notifyStopping() {
-	daemon.SdNotify(false, daemon.SdNotifyStopping)
-}

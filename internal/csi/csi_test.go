@@ -177,6 +177,13 @@ func TestPublishUnpublish(t *testing.T) {
 	} else {
 		t.Logf("wrong secret: %v", err)
 	}
+	// A volume attribute must not point the mount at a file of its own
+	// choosing: the secret and the log are the driver's.
+	bad.Secrets = map[string]string{SecretKey: testSecret}
+	bad.VolumeContext = map[string]string{AttrServer: addr, "secret_file": "/etc/shadow"}
+	if _, err := node.NodePublishVolume(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("publish with a secret_file attribute: %v, want InvalidArgument", err)
+	}
 	un := &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: target}
 	for i := range 2 {
 		if _, err := node.NodeUnpublishVolume(ctx, un); err != nil {

@@ -179,6 +179,12 @@ func mountOptions(attrs map[string]string, readOnly bool) ([]string, error) {
 			continue
 		}
 		v := attrs[k]
+		switch strings.ReplaceAll(k, "-", "_") {
+		case "secret_file", "log_file":
+			// The driver's own: the secret comes from the CSI secrets and
+			// the log goes to the volume's state directory.
+			return nil, fmt.Errorf("volume attribute %s is set by the driver; give the secret in the node-publish secret %q", k, SecretKey)
+		}
 		if strings.ContainsAny(k+v, ",") {
 			return nil, fmt.Errorf("volume attribute %s=%q: commas are not allowed", k, v)
 		}
