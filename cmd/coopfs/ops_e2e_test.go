@@ -461,3 +461,59 @@ func TestE2EJournalPriorities(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EServeUnitCapabilities runs coopfs serve with exactly the
+// capability bounding set of deploy/systemd/coopfs-serve.service (through
+// setpriv, as systemd would bound it) and checks that what the unit says
+// the server needs is enough: a user's create lands with the user's
+// ownership (identity switching), client root may chown and make a device
+// node, and trusted.* xattrs, whose CAP_SYS_ADMIN the unit leaves out, are
+// refused.
+func TestE2EServeUnitCapabilities(t *testing.T) {
+	needFUSE(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv missing: apt-get install util-linux")
+	}
+	unit, err := os.ReadFile("../../deploy/systemd/coopfs-serve.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	for l := range strings.SplitSeq(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapabilityBoundingSet="); ok {
+			for c := range strings.FieldsSeq(v) {
+				caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("no CapabilityBoundingSet= in coopfs-serve.service")
+	}
+	export := t.TempDir()
+	os.Chmod(export, 0o777)
+	via := []string{"setpriv", "--bounding-set", "-all," + strings.Join(caps, ","), "--inh-caps=-all"}
+	srv := startServerVia(t, via, e2eFreeAddr(t), export)
+	m := startMount(t, srv.addr)
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	cmd := exec.Command("sh", "-c", "echo x > "+m.path("by-nobody"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("create as nobody: %v %s", err, out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(export, "by-nobody"), &st); err != nil || st.Uid != 65534 {
+		t.Fatalf("nobody's file in the export: uid %d, %v (want 65534: the server acted as the caller)", st.Uid, err)
+	}
+	if err := os.WriteFile(m.path("by-root"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(m.path("by-root"), 65534, 65534); err != nil {
+		t.Errorf("chown as client root: %v", err)
+	}
+	if err := syscall.Mknod(m.path("null"), syscall.S_IFCHR|0o644, 1<<8|3); err != nil {
+		t.Errorf("mknod as client root: %v", err)
+	}
+	if err := syscall.Setxattr(m.path("by-root"), "trusted.x", []byte("1"), 0); err == nil {
+		t.Errorf("a trusted.* xattr was set without CAP_SYS_ADMIN in the bounding set: is the bound applied?")
+	}
+}
