@@ -395,6 +395,9 @@ func TestFstabSystemdGenerator(t *testing.T) {
 	for _, c := range []struct{ opts, dep string }{
 		{"_netdev,nofail,secret_file=/etc/coopfs/secret,cache_size=1GiB", "remote-fs.target.wants"},
 		{"_netdev,secret_file=/etc/coopfs/secret", "remote-fs.target.requires"},
+		// Without _netdev a fuse.* line is a local file system, mounted
+		// before the network is up: the docs say to always give _netdev.
+		{"secret_file=/etc/coopfs/secret", "local-fs.target.requires"},
 	} {
 		dir := t.TempDir()
 		fstab := filepath.Join(dir, "fstab")
