@@ -9,7 +9,7 @@ TIMEOUT ?= 20m
 CARGO_BIN := $(HOME)/.cargo/bin
 export PATH := $(PATH):$(CARGO_BIN)
 
-.PHONY: all build deps pjdfstest-deps demo test test-short fuzz pgo clean
+.PHONY: all build deps pjdfstest-deps demo test test-short fuzz pgo clean deb
 
 all: build
 
@@ -19,7 +19,8 @@ build:
 # deps installs the system packages the mounts, the testbed and the tests
 # use: each command below comes from the Debian package after its colon.
 DEPS := fusermount3:fuse3 ip:iproute2 tc:iproute2 setfattr:attr setfacl:acl \
-	rsync:rsync sqlite3:sqlite3 bindfs:bindfs prlimit:util-linux flock:util-linux
+	rsync:rsync sqlite3:sqlite3 bindfs:bindfs prlimit:util-linux flock:util-linux \
+	systemd-analyze:systemd dpkg-deb:dpkg
 deps:
 	@missing=$$(for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || echo $${d##*:}; done | sort -u | tr '\n' ' '); \
 	if [ -n "$$missing" ]; then \
@@ -85,6 +86,13 @@ pgo: build
 	./$(PGO_RUN) --trace $$d/z42.txt --format coopfs --clients 42 --algo baseline --cpuprofile $$d/text.prof > /dev/null && \
 	$(GO) tool pprof -proto $$d/*.prof > cmd/coopfs/default.pgo && \
 	echo "pgo: wrote cmd/coopfs/default.pgo; run make build to use it"
+
+# deb builds the Debian package bin/coopfs_VERSION_ARCH.deb (the binary, the
+# mount helper, the systemd units, /etc/coopfs, man pages from the help):
+# docs/operations.md says how to install it.
+DEB_VERSION ?= 0.1.0+git$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+deb: build
+	deploy/deb/build.sh $(BIN) $(DEB_VERSION) bin
 
 clean:
 	rm -rf bin

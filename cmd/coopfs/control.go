@@ -114,6 +114,8 @@ func serveControlConn(ctx context.Context, a *agent.Agent, c net.Conn, dir strin
 	switch {
 	case err != nil:
 		fmt.Fprintf(c, "error no request: %v\n", err)
+	case kind == "status":
+		serveStatusConn(ctx, a, c, dir, log) // status.go
 	case kind == "flush":
 		serveFlushConn(ctx, a, c, writeBack)
 	case kind == "warmup":

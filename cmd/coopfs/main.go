@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -31,10 +32,13 @@ func commands() []command {
 		{"ca", "make a cluster CA (ca init) and certificates (ca issue NAME)", runCA},
 		{"flush", "write back a write-back mount's dirty data now, with progress", runFlush},
 		{"warmup", "prefetch files or trees into a mount's caches (--cluster: a set of clients together), with progress", runWarmup},
+		{"status", "say whether a mount (or a server, --server) is healthy: server, RTT, policy, caches, peers, dirty data; exit 0 only when healthy", runStatus},
+		{"csi", "Kubernetes CSI driver: mounts coopfs volumes for pods (Identity, Node and Controller services on a unix socket)", runCSI},
 		{"stats", "print a coopfs process's counters (reads by layer, bytes, messages)", runStats},
 		{"demo", "start a server and several clients here and show cooperative reads", runDemo},
 		{"bench", "measure a live coopfs: FUSE ceilings, caches, cold and random reads", runBench},
 		{"sim", "trace-driven simulator of cooperative caching algorithms", runSim},
+		{"man", "write the man pages (generated from this help) into a directory", runMan},
 		{"help", "list the subcommands", nil},
 	}
 }
@@ -43,8 +47,11 @@ func commands() []command {
 var errUsage = errors.New("usage")
 
 func main() {
+	if isMountHelper(os.Args) { // mounthelper.go: mount(8) runs us as mount.fuse.coopfs
+		os.Exit(runMountHelper(os.Args, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, journalWriter(os.Stderr)) // journal.go: log priorities for journald
 	stop()
 	os.Exit(code)
 }
@@ -102,6 +109,9 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // parseFlags parses args and maps a parse failure to errUsage (the flag
 // package has already printed what was wrong).
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if slices.Equal(args, []string{describeFlagsArg}) { // describe.go: the mount helper and the man pages
+		return describeFlags(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -64,7 +64,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
 		return err
 	}
-	log := obs.NewLogger(stderr, *logLevel)
+	log := withLastError(obs.NewLogger(stderr, *logLevel)) // status.go: `coopfs status` shows the last error
 	sec, err := secFlags.load()
 	if err != nil {
 		return err
@@ -89,6 +89,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
+	m.Register(dirtyGauges(a)...) // status.go
 	// The control socket (`coopfs flush`, `coopfs warmup`) is up before
 	// the mount appears, so that whoever waits for the mount can use it at
 	// once.
@@ -98,11 +99,13 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopCtl()
 	mnt, err := fusefs.Mount(ctx, mountpoint, a, fusefs.Config{AttrTimeout: *attrTimeout, EntryTimeout: *attrTimeout,
+		FsName:   *serverAddr, // mount -a and findmnt match fstab's source
 		ReadOnly: writePolicy == cache.ReadOnly, CoveredTimeout: *coveredTimeout, NoCallbacks: *noCallbacks, Debug: *fuseDebug}, log)
 	if err != nil {
 		return err
 	}
 	log.Info("mounted", "mountpoint", mnt.Dir(), "server", *serverAddr, "cache_size", cacheSize.String(), "write_policy", writePolicy.String())
+	notifyReady(log)
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "mountpoint", mnt.Dir())

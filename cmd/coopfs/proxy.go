@@ -92,6 +92,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("proxying", "listen", ln.Addr().String(), "upstream", *upstream, "write_policy", writePolicy.String(),
 		"cache_size", cacheSize.String(), "disk_cache", *diskF.dir, "security", sec.Mode())
+	notifyReady(log)
 	if err := p.Serve(ctx, ln); err != nil {
 		return err
 	}

@@ -79,6 +79,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer srv.Close()
+	m.Register(connectionsGauge(srv)) // statusserver.go
 	if !sec.Authenticates() {
 		log.Warn("NO CLUSTER SECRET: anyone on this machine can use this server; accepting loopback clients only. Give --secret-file to authenticate clients.")
 	}
@@ -91,6 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log.Info("serving", "export", *export, "listen", ln.Addr().String(), "block_size", blockSize.String(), "policy", *policy, "read_only", *readOnly, "squash", *squash, "security", sec.Mode())
+	notifyReady(log)
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}
