@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,31 +131,35 @@ func (c *Config) validate() error {
 
 // Agent is a connected coopfs client.
 type Agent struct {
-	cfg        Config
-	log        *slog.Logger
-	metrics    *obs.Metrics
-	sess       *session
-	cache      *mem.Cache
-	disk       diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
-	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
-	wbMu       sync.Mutex // guards wb while it is set (the connection hook reads it)
-	flights    singleflight.Group
-	prefetch   chan struct{}             // bounds read-ahead fetches in flight
-	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
-	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
-	releases   releaser                  // releases of closed files, batched (release.go)
-	holds      holds                     // files holding writes back (pipe.go)
-	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
-	delegs     delegs                    // directory delegations held (deleg.go)
-	pend       pending                   // entry changes answered here, to send (defer.go, newfile.go)
-	ahead      openAhead                 // read-ahead across a directory's files (openahead.go)
-	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
-	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
-	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
-	pinned     atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
-	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
-	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
-	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
+	cfg         Config
+	log         *slog.Logger
+	metrics     *obs.Metrics
+	sess        *session
+	cache       *mem.Cache
+	disk        diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
+	wb          *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
+	wbMu        sync.Mutex // guards wb while it is set (the connection hook reads it)
+	flights     singleflight.Group
+	prefetch    chan struct{}             // bounds read-ahead fetches in flight
+	pol         atomic.Pointer[policyBox] // the coordination policy (policy.go)
+	lockOwners  lockOwners                // fcntl lock owners per file (lock.go)
+	releases    releaser                  // releases of closed files, batched (release.go)
+	holds       holds                     // files holding writes back (pipe.go)
+	dirs        dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
+	delegs      delegs                    // directory delegations held (deleg.go)
+	pend        pending                   // entry changes answered here, to send (defer.go, newfile.go)
+	ahead       openAhead                 // read-ahead across a directory's files (openahead.go)
+	writeSeq    atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite  atomic.Bool               // the server does not know WriteBase (rewrite.go)
+	fastMeta    atomic.Bool               // the server knows the types 160–169 (openread.go)
+	pinned      atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
+	cbs         *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	warm        warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
+	meta        *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
+	identity    ed25519.PrivateKey        // this client's identity, proved on every connection; capabilities name it
+	caps        wire.CapVerifier          // checks peers' capabilities with the server's key
+	ownCaps     capStore                  // the capabilities the server issued to this client (caps.go)
+	capRefusals atomic.Uint64             // peers' requests refused for want of a valid capability
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -194,7 +199,10 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
 	}
-	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
+	if _, a.identity, err = ed25519.GenerateKey(nil); err != nil {
+		return nil, fmt.Errorf("identity key: %w", err)
+	}
+	a.sess = &session{identity: a.identity, capKeys: &a.caps, addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
 		connected: func(gen uint64, registered bool) {
 			a.delegs.connected()
@@ -704,6 +712,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if !ok {
 		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	a.ownCaps.put(or.Cap)
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
 	}

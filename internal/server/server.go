@@ -172,6 +172,7 @@ type Server struct {
 	exportFd    int      // exportDir's descriptor
 	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
+	caps        *capabilities // the read capabilities it issues (capability.go)
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
@@ -233,6 +234,10 @@ func New(cfg Config) (*Server, error) {
 	s.recalls = newRecalls(s.cbs, cfg.Logger, cfg.RecallTimeout, cfg.RecallTimeoutPolicy)
 	s.cbs.beforeDrop = s.recalls.orphanLocked
 	s.ddelegs = newDirDelegs()
+	if s.caps, err = newCapabilities(); err != nil {
+		root.Close()
+		return nil, err
+	}
 	s.cbs.elsewhere = s.ddelegs.heldElsewhere
 	if err := s.initCreds(); err != nil {
 		root.Close()
@@ -342,6 +347,7 @@ type client struct {
 	listen string
 	bootID uint64
 	cert   string // the name in its certificate (certificate mode), else ""
+	key    []byte // the identity key it proved in the handshake; capabilities name it
 	// parents: replies to entry changes carry the parent's attributes
 	// (wire.ParentAttrs, entry.go).
 	parents atomic.Bool
@@ -356,9 +362,9 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		h := hs.Hello
 		s.mu.Lock()
 		s.nextID++
-		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert}
+		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert, key: hs.PeerKey}
 		s.mu.Unlock()
-		return wire.Welcome{ClientID: cl.id}, nil
+		return wire.Welcome{ClientID: cl.id, CapKey: s.caps.public()}, nil
 	})
 	admitted()
 	if err != nil {

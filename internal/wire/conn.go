@@ -81,6 +81,9 @@ type ConnConfig struct {
 	// Value, when not nil, is stored in Conn.Value before the connection
 	// reads its first request, so that no handler can see it unset.
 	Value any
+	// PeerKey is the identity key the other end proved in the handshake
+	// (Handshake.PeerKey): the client a capability must name.
+	PeerKey []byte
 }
 
 // inlineMode is how a request is served (ConnConfig.Inline).
@@ -141,6 +144,10 @@ type Conn struct {
 	cancel  context.CancelFunc
 	Value   atomic.Value // the owner's per-connection state (e.g. the client id)
 }
+
+// PeerKey is the identity key the other end proved in the handshake, nil if
+// it showed none.
+func (c *Conn) PeerKey() []byte { return c.cfg.PeerKey }
 
 // NewConn starts the read loop of a connection whose handshake is done. br
 // must be the reader the handshake used (it may hold buffered bytes).

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/ed25519"
 	"fmt"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -224,14 +225,23 @@ type HelloReply struct {
 	BootID    uint64
 }
 
-// Auth carries the dialer's proof of the secret.
+// Auth carries the dialer's proof of the secret and, from a client, its
+// identity: an Ed25519 key and its signature over the handshake
+// (handshake.go), which capabilities name.
 type Auth struct {
 	Proof []byte // the dialer's proof of the secret (handshake.go)
+	IDKey []byte // the dialer's identity key, empty if none
+	IDSig []byte // its signature over this handshake
 }
 
-// Welcome accepts the connection.
+// Welcome accepts the connection. A server sends the key its capabilities
+// are signed with; a client's peer listener proves its identity key as the
+// dialer does in Auth.
 type Welcome struct {
 	ClientID uint32 // the id the server knows this client by (0 for peers)
+	CapKey   []byte // the server's Ed25519 capability key, empty from peers
+	IDKey    []byte // the listener's identity key, empty if none
+	IDSig    []byte
 }
 
 // Error is the reply to a failed request.
@@ -336,6 +346,7 @@ type AttrReply struct{ Attr Attr }
 type OpenReply struct {
 	Handle uint64
 	Attr   Attr
+	Cap    Capability // to read Attr.Version through peers (none for a write-only open)
 }
 
 // ReadDirReply is one page of a directory; More says another page follows.
@@ -395,6 +406,7 @@ type Forward struct {
 	Requester            uint32 // client id
 	RequesterAddr        string // the requester's peer listener
 	Token                uint64
+	Cap                  Capability // the requester's, for the holder to check
 }
 
 // PeerData carries a forwarded block to its requester.
@@ -456,12 +468,30 @@ func (m *HelloReply) decode(d *decoder) {
 	m.BootID = d.u64()
 }
 
-func (*Auth) Type() Type             { return TAuth }
-func (m *Auth) encode(e *encoder)    { e.bytes(m.Proof) }
-func (m *Auth) decode(d *decoder)    { m.Proof = d.raw(64) }
-func (*Welcome) Type() Type          { return TWelcome }
-func (m *Welcome) encode(e *encoder) { e.u32(m.ClientID) }
-func (m *Welcome) decode(d *decoder) { m.ClientID = d.u32() }
+func (*Auth) Type() Type { return TAuth }
+func (m *Auth) encode(e *encoder) {
+	e.bytes(m.Proof)
+	e.bytes(m.IDKey)
+	e.bytes(m.IDSig)
+}
+func (m *Auth) decode(d *decoder) {
+	m.Proof = d.raw(64)
+	m.IDKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDSig = d.optRaw(ed25519.SignatureSize)
+}
+func (*Welcome) Type() Type { return TWelcome }
+func (m *Welcome) encode(e *encoder) {
+	e.u32(m.ClientID)
+	e.bytes(m.CapKey)
+	e.bytes(m.IDKey)
+	e.bytes(m.IDSig)
+}
+func (m *Welcome) decode(d *decoder) {
+	m.ClientID = d.u32()
+	m.CapKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDSig = d.optRaw(ed25519.SignatureSize)
+}
 
 func (*Error) Type() Type { return TError }
 func (m *Error) encode(e *encoder) {
@@ -671,10 +701,12 @@ func (*OpenReply) Type() Type { return TOpenReply }
 func (m *OpenReply) encode(e *encoder) {
 	e.u64(m.Handle)
 	encodeAttr(e, &m.Attr)
+	encodeCap(e, &m.Cap)
 }
 func (m *OpenReply) decode(d *decoder) {
 	m.Handle = d.u64()
 	decodeAttr(d, &m.Attr)
+	decodeCap(d, &m.Cap)
 }
 
 func (*ReadDirReply) Type() Type { return TReadDirReply }
@@ -780,6 +812,7 @@ func (m *Forward) encode(e *encoder) {
 	e.u32(m.Requester)
 	e.str(m.RequesterAddr)
 	e.u64(m.Token)
+	encodeCap(e, &m.Cap)
 }
 func (m *Forward) decode(d *decoder) {
 	m.File = d.u64()
@@ -788,6 +821,7 @@ func (m *Forward) decode(d *decoder) {
 	m.Requester = d.u32()
 	m.RequesterAddr = d.str()
 	m.Token = d.u64()
+	decodeCap(d, &m.Cap)
 }
 
 func (*PeerData) Type() Type { return TPeerData }
