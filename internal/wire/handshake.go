@@ -28,6 +28,11 @@ var (
 // slow dialer is dropped after it.
 const HandshakeTimeout = 10 * time.Second
 
+// FirstByteTimeout bounds how long a listener waits for a dialer's first
+// byte: a dialer sends its TLS ClientHello or Hello at once, and a silent
+// connection holds a handshake slot (ConnLimits.MaxUnauth) only this long.
+const FirstByteTimeout = 2 * time.Second
+
 const nonceSize = 32
 
 // exporterLabel names the keying material the secret proofs are bound to.
@@ -367,9 +372,12 @@ func readHello(h *handshakeIO, sec *Security, nc net.Conn) (*Hello, error) {
 // clear message, and runs the TLS handshake.
 func serverTransport(nc net.Conn, sec *Security) (net.Conn, error) {
 	var first [1]byte
+	deadline := time.Now().Add(HandshakeTimeout)
+	nc.SetReadDeadline(time.Now().Add(FirstByteTimeout))
 	if _, err := io.ReadFull(nc, first[:]); err != nil {
-		return nil, fmt.Errorf("handshake: %w", err)
+		return nil, fmt.Errorf("handshake: no first byte within %s: %w", FirstByteTimeout, err)
 	}
+	nc.SetReadDeadline(deadline)
 	pc := &peekedConn{Conn: nc, first: first[:]}
 	isTLS := first[0] == tlsRecordHandshake
 	switch {
