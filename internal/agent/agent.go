@@ -49,6 +49,10 @@ type Config struct {
 	// DefaultWholeFileMinSize, negative: every file.
 	WholeFileMinSize int64
 	NoDiscard        bool // directory policy: send no discard notifications (for comparisons)
+	// WarmupAccept lets other members' cluster warm-ups (`coopfs warmup
+	// --cluster` on another mount) make this client read what they name;
+	// without it the client takes part only in the warm-ups it starts.
+	WarmupAccept bool
 	// OpenDataMax is the largest file whose data an open for reading
 	// brings in its reply (openread.go); default DefaultOpenDataMax,
 	// negative: none.
@@ -300,6 +304,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return a.cbs.serveBreak(m), nil
 	}
 	if m, ok := m.(*wire.WarmupAssign); ok {
+		if !a.warm.accepts(a.cfg.WarmupAccept, m.Job) {
+			return nil, fmt.Errorf("this mount takes part only in the cluster warm-ups it starts (mount --warmup-accept lets others'): %w", syscall.EPERM)
+		}
 		return a.warmAssigned(m), nil
 	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {

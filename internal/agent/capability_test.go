@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coopfs/coopfs/internal/agent"
 	"github.com/coopfs/coopfs/internal/obs"
 	"github.com/coopfs/coopfs/internal/wire"
 )
@@ -203,5 +204,37 @@ func TestAttackWholeFileReadNeedsCapability(t *testing.T) {
 	}
 	if wd, err := ask(or.Cap); err != nil || !bytes.Equal(wd.Data, data) {
 		t.Errorf("own capability: %v; want the file", err)
+	}
+}
+
+// A member starts a cluster warm-up naming every client: a mount that did
+// not ask to take part (no WarmupAccept) reads nothing for it.
+func TestAttackWarmupMakesOthersRead(t *testing.T) {
+	export := t.TempDir()
+	data := pattern(8*hbs, 37)
+	writeExport(t, export, "f", data)
+	addr := startPolicyServer(t, export, "hints", obs.NewMetrics(), 0)
+	m := obs.NewMetrics()
+	victim, err := agent.New(asRoot(), agent.Config{Server: addr, Policy: "hints", Metrics: m, Listen: freeAddr(t),
+		ReconnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close() })
+	mal := newMember(t, addr)
+	r, err := mal.conn.Call(t.Context(), &wire.WarmupStart{Items: []wire.WarmupItem{{Path: "f", Len: uint64(len(data)), Size: uint64(len(data))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := r.(*wire.WarmupStarted).Job
+	// The job names both; the victim refuses its share and leaves it (the
+	// member, which never reports, holds the job open).
+	waitFor(t, "the victim to leave the job", func() bool {
+		r, err := mal.conn.Call(t.Context(), &wire.WarmupStatus{Job: job})
+		return err == nil && len(r.(*wire.WarmupState).Names) == 1
+	})
+	read := scrape(t, m).Sum(obs.MetricReads, nil)
+	if read != 0 {
+		t.Errorf("the mount read %v bytes for another member's warm-up it did not accept", read)
 	}
 }

@@ -62,6 +62,12 @@ type lockTable struct {
 	cancels    map[waitKey]map[chan struct{}]struct{} // blocked requests, by who waits where
 	waiting    map[uint32]int                         // blocked requests per client
 	maxWaiting int
+	// held counts the locks of each client and total those of all: a
+	// client past maxHeld, or the server past maxTotal, gets ENOLCK, so
+	// that no file's list (rebuilt on each change) grows without bound.
+	held              map[uint32]int
+	total             int
+	maxHeld, maxTotal int
 }
 
 type waitKey struct {
@@ -71,7 +77,31 @@ type waitKey struct {
 
 func newLockTable(maxWaiting int) *lockTable {
 	return &lockTable{files: make(map[uint64]*fileLocks), cancels: make(map[waitKey]map[chan struct{}]struct{}),
-		waiting: make(map[uint32]int), maxWaiting: maxWaiting}
+		waiting: make(map[uint32]int), maxWaiting: maxWaiting, held: make(map[uint32]int)}
+}
+
+// count adds delta locks to client's (t.mu held).
+func (t *lockTable) count(client uint32, delta int) {
+	t.total += delta
+	if t.held[client] += delta; t.held[client] <= 0 {
+		delete(t.held, client)
+	}
+}
+
+// setLocked applies o's lock lk to f unless it would take o or the server
+// past its cap (t.mu held).
+func (t *lockTable) setLocked(ino uint64, f *fileLocks, o lockOwner, flock bool, lk wire.Lock, handle uint64) error {
+	old := f.locks
+	changed := f.apply(o, flock, lk, handle) // leaves old as it was
+	delta := len(f.locks) - len(old)
+	if delta > 0 && ((t.maxHeld > 0 && t.held[o.client]+delta > t.maxHeld) || (t.maxTotal > 0 && t.total+delta > t.maxTotal)) {
+		f.locks = old
+		t.tidy(ino, f, false)
+		return syscall.ENOLCK
+	}
+	t.count(o.client, delta)
+	t.tidy(ino, f, changed)
+	return nil
 }
 
 func (t *lockTable) file(ino uint64) *fileLocks {
@@ -182,10 +212,7 @@ func (t *lockTable) set(ctx context.Context, ino uint64, o lockOwner, flock, wai
 	for {
 		f := t.files[ino]
 		if lk.Type == wire.LockUnlock || conflict(f, o, flock, lk) == nil {
-			f = t.file(ino)
-			changed := f.apply(o, flock, lk, handle)
-			t.tidy(ino, f, changed)
-			return nil
+			return t.setLocked(ino, t.file(ino), o, flock, lk, handle)
 		}
 		if !wait {
 			return syscall.EAGAIN
@@ -265,6 +292,7 @@ func (t *lockTable) dropWhere(ino uint64, all bool, match func(*heldLock) bool) 
 		for _, l := range f.locks {
 			if match(&l) {
 				n++
+				t.count(l.owner.client, -1)
 				continue
 			}
 			kept = append(kept, l)

@@ -173,6 +173,7 @@ type Server struct {
 	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
 	caps        *capabilities // the read capabilities it issues (capability.go)
+	inflight    *inflight     // in-flight budgets per address and in total (quota.go)
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
@@ -238,6 +239,9 @@ func New(cfg Config) (*Server, error) {
 		root.Close()
 		return nil, err
 	}
+	s.inflight = newInflight(cfg.Limits)
+	s.locks.maxHeld, s.locks.maxTotal = cfg.Limits.MaxLocks, cfg.Limits.MaxLocksTotal
+	s.handles.maxPerAddr, s.handles.maxTotal = cfg.Limits.MaxHandlesPerAddr, cfg.Limits.MaxHandlesTotal
 	s.cbs.elsewhere = s.ddelegs.heldElsewhere
 	if err := s.initCreds(); err != nil {
 		root.Close()
@@ -376,9 +380,13 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		nc.Close()
 		return
 	}
+	pools, leave := s.inflight.join(remoteIP(nc))
+	defer leave()
 	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		InFlightPools:    pools,
+		IdleTimeout:      s.cfg.Limits.IdleTimeout,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
 		Inline:           inline,
 		InlineQuick:      quick,
