@@ -12,8 +12,8 @@ import (
 // in total) and its idle timeout.
 type limitFlags struct {
 	handlesPerAddr, handlesTotal, locks, locksTotal *int
-	inflightPerAddr, inflightTotal                 *block.Size
-	idle                                           *time.Duration
+	inflightPerAddr, inflightTotal                  *block.Size
+	idle                                            *time.Duration
 }
 
 func addLimitFlags(fs *flag.FlagSet) limitFlags {
