@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -199,6 +200,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
 	cfg.Metrics.Register(a.cbs.metrics()...)
 	cfg.Metrics.Register(a.pend.metrics()...)
+	cfg.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coopfs_peer_capability_refusals_total",
+		Help: "Peers' requests this client refused for want of a valid capability (docs/security.md)."},
+		func() float64 { return float64(a.capRefusals.Load()) }))
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
