@@ -678,58 +678,6 @@ func (h *hintsClient) serveRead(m *wire.HintsRead) *wire.HintsBlock {
 	return &wire.HintsBlock{Kind: wire.HintsServer, Holder: me, Boot: h.boot}
 }
 
-// acceptForward takes a master copy a peer evicted: the state machine
-// places it by its age and may evict a block for it; a young master copy
-// evicted so goes to the server's discard cache.
-func (h *hintsClient) acceptForward(ctx context.Context, m *wire.HintsForward) *wire.HintsForwardAck {
-	id := block.ID{File: m.File, Index: m.Index}
-	v := block.Version(m.Version)
-	h.stats.forwardsReceived.Add(1)
-	if !h.admitForward(ctx, m) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.hc == nil {
-			return &wire.HintsForwardAck{Oldest: int64(hints.Free), Boot: h.boot}
-		}
-		o := h.hc.Oldest()
-		return &wire.HintsForwardAck{Oldest: int64(o.Age), Boot: uint64(o.Boot)}
-	}
-	h.mu.Lock()
-	if h.hc == nil {
-		h.mu.Unlock()
-		return &wire.HintsForwardAck{Oldest: int64(hints.Free), Boot: h.boot}
-	}
-	ack := h.hc.AcceptForward(now(), hints.ClientID(m.From), hints.BootID(m.FromBoot), id, v, hints.Time(m.Stamp), hints.Time(m.FromOldest))
-	kept, _ := h.hc.Cached(id, v)
-	h.mu.Unlock()
-	// The victim leaves the memory tier before the forwarded block enters
-	// it (the tier would otherwise make room by its own order).
-	victim := ack.Victim
-	switch victim.Kind {
-	case hints.EvictDiscard:
-		data := m.Data
-		if victim.Block != id {
-			var ok bool
-			data, ok = h.a.cache.Get(victim.Block, victim.Version)
-			h.a.cache.Remove(victim.Block)
-			if !ok {
-				break
-			}
-		}
-		h.toDiscardCache(victim, data)
-	case hints.EvictDrop:
-		if victim.Block != id {
-			h.a.cache.Remove(victim.Block)
-		}
-	}
-	if kept && !h.a.cache.Contains(id, v) {
-		// A copy of this version already here is the same bytes, checked
-		// when it came: it stays.
-		h.a.cache.Put(id, v, m.Data)
-	}
-	return &wire.HintsForwardAck{Oldest: int64(ack.Oldest.Age), Boot: uint64(ack.Oldest.Boot), Kept: kept}
-}
-
 // toDiscardCache sends a young master copy to the server's discard cache.
 func (h *hintsClient) toDiscardCache(ev hints.Eviction, data []byte) {
 	h.stats.discards.Add(1)
