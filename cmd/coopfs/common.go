@@ -81,22 +81,25 @@ func (f *securityFlags) load() (*wire.Security, error) {
 // connFlags are the connection caps of a listener that clients dial
 // (serve and proxy).
 type connFlags struct {
-	maxConns, maxPerAddr, maxHandshakes *int
+	maxConns, maxPerAddr, maxHandshakes, maxHandshakesPerAddr *int
 }
 
-// addConnFlags defines --max-conns, --max-conns-per-addr and
-// --max-handshakes; who names the connections in their help ("client
+// addConnFlags defines --max-conns, --max-conns-per-addr, --max-handshakes
+// and --max-handshakes-per-addr; who names the connections in their help ("client
 // connections").
 func addConnFlags(fs *flag.FlagSet, who string) connFlags {
 	return connFlags{
 		maxConns:      fs.Int("max-conns", wire.DefaultMaxConns, who+" accepted at once"),
 		maxPerAddr:    fs.Int("max-conns-per-addr", wire.DefaultMaxPerAddr, who+" accepted at once from one IP address"),
 		maxHandshakes: fs.Int("max-handshakes", wire.DefaultMaxUnauth, who+" still in their handshake (not yet authenticated) at once"),
+		maxHandshakesPerAddr: fs.Int("max-handshakes-per-addr", wire.DefaultMaxUnauthPerAddr,
+			who+" still in their handshake at once from one IP address (an IPv6 /64)"),
 	}
 }
 
 func (c connFlags) limits() wire.ConnLimits {
-	return wire.ConnLimits{MaxConns: *c.maxConns, MaxPerAddr: *c.maxPerAddr, MaxUnauth: *c.maxHandshakes}
+	return wire.ConnLimits{MaxConns: *c.maxConns, MaxPerAddr: *c.maxPerAddr, MaxUnauth: *c.maxHandshakes,
+		MaxUnauthPerAddr: *c.maxHandshakesPerAddr}
 }
 
 // checkListenSecurity refuses to listen beyond loopback without a secret,

@@ -25,6 +25,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	forwardTimeout := fs.Duration("forward-timeout", 5*time.Second, "cooperative policies: how long to wait for a block or an answer a peer should send before asking the server")
 	discardQueue := fs.Int("discard-queue", 400, "directory policy: evicted blocks per batched discard notification")
 	noDiscard := fs.Bool("no-discard", false, "directory policy: send no discard notifications (for comparisons)")
+	warmupAccept := fs.Bool("warmup-accept", false, "take part in the cluster warm-ups other mounts start (coopfs warmup --cluster): they name what this client reads; without it, only in its own")
 	wholeMin := block.Size(agent.DefaultWholeFileMinSize)
 	openData := block.Size(agent.DefaultOpenDataMax)
 	fs.Var(&openData, "open-data-max", "an open for reading of a file of at most this size (and one block) brings its data in the reply (0: never; bench replay turns it off to compare with the simulator)")
@@ -77,7 +78,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("connecting", "server", *serverAddr)
 	a, err := agent.New(ctx, agent.Config{Server: *serverAddr, Security: sec, TLSServerName: *serverName, CacheSize: int64(cacheSize),
 		ReadAhead: *readAhead, ReconnectTimeout: *reconnect, Name: *name, Logger: log, Metrics: m,
-		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, NoCallbacks: *noCallbacks,
+		Policy: *policy, Listen: *listen, ForwardTimeout: *forwardTimeout, DiscardQueue: *discardQueue, NoDiscard: *noDiscard, WarmupAccept: *warmupAccept, NoCallbacks: *noCallbacks,
 		WholeFileMinSize: sizeOrNone(wholeMin), OpenDataMax: sizeOrNone(openData),
 		Disk:        agent.DiskConfig{Dir: *diskF.dir, Size: int64(diskF.size), Banks: *diskF.banks, Assoc: *diskF.assoc},
 		WritePolicy: writePolicy, WriteBack: agent.WriteBackConfig{Delay: *wbDelay, HighWater: *wbHigh, NoCloseSync: !*wbCloseSync},

@@ -36,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxHandles := fs.Int("max-handles", server.DefaultLimits.MaxHandles, "open files one client connection may hold; past it opens fail with EMFILE")
 	maxInflight := block.Size(server.DefaultLimits.MaxInFlightBytes)
 	fs.Var(&maxInflight, "max-inflight", "request bytes one client connection may have being served at once; past it the server stops reading from it")
+	lim := addLimitFlags(fs)
 	handlerTimeout := fs.Duration("handler-timeout", server.DefaultLimits.HandlerTimeout, "deadline of one request (a hung export is answered ETIMEDOUT); below the clients' request timeout")
 	recallTimeout := fs.Duration("recall-timeout", server.DefaultRecallTimeout, "how long an open waits for a write-back client to write back the file it holds unflushed writes to")
 	recallPolicy := fs.String("recall-timeout-policy", server.RecallEIO, "what such an open gets when the holder does not answer in time: eio, or stale (the last version written back)")
@@ -73,7 +74,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, CallbackTimeout: *callbackTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
 		Conns:         connF.limits(),
-		Limits:        server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout},
+		Limits:        lim.limits(server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}),
 		RecallTimeout: *recallTimeout, RecallTimeoutPolicy: *recallPolicy})
 	if err != nil {
 		return err

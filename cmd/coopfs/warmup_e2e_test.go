@@ -153,7 +153,7 @@ func warmupCluster(t *testing.T, policy string) {
 	var addrs []string
 	for _, name := range []string{"c1", "c2", "c3"} {
 		addr := e2eFreeAddr(t)
-		ms = append(ms, startMount(t, srv.addr, "--name", name, "--metrics", addr,
+		ms = append(ms, startMount(t, srv.addr, "--name", name, "--metrics", addr, "--warmup-accept",
 			"--disk-cache", filepath.Join(t.TempDir(), "cache"), "--disk-cache-size", "64MiB"))
 		addrs = append(addrs, addr)
 	}
@@ -200,9 +200,9 @@ func TestE2EWarmupClusterClientDies(t *testing.T) {
 	files, total := warmTree(t, export)
 	srvMetrics := e2eFreeAddr(t)
 	srv := startServer(t, export, "--policy", "directory", "--metrics", srvMetrics)
-	a := startMount(t, srv.addr, "--name", "a")
-	b := startMount(t, srv.addr, "--name", "b")
-	c := startMount(t, srv.addr, "--name", "c")
+	a := startMount(t, srv.addr, "--name", "a", "--warmup-accept")
+	b := startMount(t, srv.addr, "--name", "b", "--warmup-accept")
+	c := startMount(t, srv.addr, "--name", "c", "--warmup-accept")
 	c.signal(syscall.SIGSTOP) // c takes its assignment and never answers
 	warm := startProc(t, "warmup", "warmup", "--cluster", a.dir)
 	time.Sleep(time.Second)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -48,6 +50,10 @@ type Config struct {
 	// DefaultWholeFileMinSize, negative: every file.
 	WholeFileMinSize int64
 	NoDiscard        bool // directory policy: send no discard notifications (for comparisons)
+	// WarmupAccept lets other members' cluster warm-ups (`coopfs warmup
+	// --cluster` on another mount) make this client read what they name;
+	// without it the client takes part only in the warm-ups it starts.
+	WarmupAccept bool
 	// OpenDataMax is the largest file whose data an open for reading
 	// brings in its reply (openread.go); default DefaultOpenDataMax,
 	// negative: none.
@@ -130,31 +136,35 @@ func (c *Config) validate() error {
 
 // Agent is a connected coopfs client.
 type Agent struct {
-	cfg        Config
-	log        *slog.Logger
-	metrics    *obs.Metrics
-	sess       *session
-	cache      *mem.Cache
-	disk       diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
-	wb         *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
-	wbMu       sync.Mutex // guards wb while it is set (the connection hook reads it)
-	flights    singleflight.Group
-	prefetch   chan struct{}             // bounds read-ahead fetches in flight
-	pol        atomic.Pointer[policyBox] // the coordination policy (policy.go)
-	lockOwners lockOwners                // fcntl lock owners per file (lock.go)
-	releases   releaser                  // releases of closed files, batched (release.go)
-	holds      holds                     // files holding writes back (pipe.go)
-	dirs       dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
-	delegs     delegs                    // directory delegations held (deleg.go)
-	pend       pending                   // entry changes answered here, to send (defer.go, newfile.go)
-	ahead      openAhead                 // read-ahead across a directory's files (openahead.go)
-	writeSeq   atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
-	plainWrite atomic.Bool               // the server does not know WriteBase (rewrite.go)
-	fastMeta   atomic.Bool               // the server knows the types 160–169 (openread.go)
-	pinned     atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
-	cbs        *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
-	warm       warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
-	meta       *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
+	cfg         Config
+	log         *slog.Logger
+	metrics     *obs.Metrics
+	sess        *session
+	cache       *mem.Cache
+	disk        diskTier   // the disk tier under memory (tiers.go); off without --disk-cache
+	wb          *writeBack // dirty files under the write-back policy (writeback.go); nil otherwise
+	wbMu        sync.Mutex // guards wb while it is set (the connection hook reads it)
+	flights     singleflight.Group
+	prefetch    chan struct{}             // bounds read-ahead fetches in flight
+	pol         atomic.Pointer[policyBox] // the coordination policy (policy.go)
+	lockOwners  lockOwners                // fcntl lock owners per file (lock.go)
+	releases    releaser                  // releases of closed files, batched (release.go)
+	holds       holds                     // files holding writes back (pipe.go)
+	dirs        dirAttrs                  // directories' attributes from this agent's entry changes (dirattrs.go)
+	delegs      delegs                    // directory delegations held (deleg.go)
+	pend        pending                   // entry changes answered here, to send (defer.go, newfile.go)
+	ahead       openAhead                 // read-ahead across a directory's files (openahead.go)
+	writeSeq    atomic.Uint64             // sequence numbers of writes (exactly once: the server's drc.go)
+	plainWrite  atomic.Bool               // the server does not know WriteBase (rewrite.go)
+	fastMeta    atomic.Bool               // the server knows the types 160–169 (openread.go)
+	pinned      atomic.Int64              // bytes pinned by open files without a server handle (openread.go)
+	cbs         *callbacks                // what the server's callbacks let the agent cache (callbacks.go)
+	warm        warmers                   // cluster warm-up assignments under way (warmup_cluster.go)
+	meta        *metaDisk                 // the callbacks cache on disk (metadisk.go); nil without one
+	identity    ed25519.PrivateKey        // this client's identity, proved on every connection; capabilities name it
+	caps        wire.CapVerifier          // checks peers' capabilities with the server's key
+	ownCaps     capStore                  // the capabilities the server issued to this client (caps.go)
+	capRefusals atomic.Uint64             // peers' requests refused for want of a valid capability
 
 	mu       sync.Mutex
 	versions map[uint64]uint64 // file id → the version its cached blocks belong to
@@ -190,11 +200,17 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	cfg.Metrics.Register(obs.NewTierCollector("local_memory", a.cache.Stats))
 	cfg.Metrics.Register(a.cbs.metrics()...)
 	cfg.Metrics.Register(a.pend.metrics()...)
+	cfg.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coopfs_peer_capability_refusals_total",
+		Help: "Peers' requests this client refused for want of a valid capability (docs/security.md)."},
+		func() float64 { return float64(a.capRefusals.Load()) }))
 	hello := wire.Hello{Role: wire.RoleClient, Name: cfg.Name, BootID: uint64(time.Now().UnixNano())}
 	if ln != nil {
 		hello.Listen = ln.Addr().String()
 	}
-	a.sess = &session{addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
+	if _, a.identity, err = ed25519.GenerateKey(nil); err != nil {
+		return nil, fmt.Errorf("identity key: %w", err)
+	}
+	a.sess = &session{identity: a.identity, capKeys: &a.caps, addr: cfg.Server, sec: cfg.Security, serverName: cfg.TLSServerName, timeout: cfg.ReconnectTimeout, callTimeout: cfg.RequestTimeout,
 		log: cfg.Logger, metrics: cfg.Metrics, hello: hello, handler: wire.HandlerFunc(a.serveServer),
 		connected: func(gen uint64, registered bool) {
 			a.delegs.connected()
@@ -292,6 +308,9 @@ func (a *Agent) serveServer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire
 		return a.cbs.serveBreak(m), nil
 	}
 	if m, ok := m.(*wire.WarmupAssign); ok {
+		if !a.warm.accepts(a.cfg.WarmupAccept, m.Job) {
+			return nil, fmt.Errorf("this mount takes part only in the cluster warm-ups it starts (mount --warmup-accept lets others'): %w", syscall.EPERM)
+		}
 		return a.warmAssigned(m), nil
 	}
 	if r, err, ok := a.policy().serveServer(ctx, m); ok {
@@ -705,6 +724,7 @@ func (a *Agent) open(ctx context.Context, m wire.Msg, path string, flags uint32)
 	if !ok {
 		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	a.ownCaps.put(or.Cap)
 	if flags&syscall.O_TRUNC != 0 {
 		a.wb.discard(or.Attr.Ino) // the server emptied the file: its dirty data is moot
 	}

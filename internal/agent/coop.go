@@ -154,17 +154,24 @@ func (c *coop) onForward(fw *wire.Forward) {
 		}
 		reply = c.answer(id, v, c.localState(id))
 	}
+	why := reply.Answer.String()
 	if reply.Answer == directory.Send {
 		if data, ok := c.a.forPeer(id, v); ok {
-			_, me := c.a.sess.params()
-			c.toPeer(fw.RequesterAddr, &wire.PeerData{Token: fw.Token, File: fw.File, Index: fw.Index,
-				Version: fw.Version, Holder: me, Data: data})
-			return
+			// The block goes only to the client the server's capability
+			// names, proved on the connection it is sent on.
+			conn, err := c.peer(fw.RequesterAddr)
+			if err == nil && c.a.servable(conn, &fw.Cap, id, fw.Version) {
+				_, me := c.a.sess.params()
+				c.send(conn, fw.RequesterAddr, &wire.PeerData{Token: fw.Token, File: fw.File, Index: fw.Index,
+					Version: fw.Version, Holder: me, Data: data})
+				return
+			}
+			why = "no valid capability"
 		}
 	}
 	_, me := c.a.sess.params()
 	c.toPeer(fw.RequesterAddr, &wire.PeerNack{Token: fw.Token, File: fw.File, Index: fw.Index,
-		Holder: me, Reason: reply.Answer.String()})
+		Holder: me, Reason: why})
 }
 
 // answer runs the holder state machine and carries out its side effects.
@@ -204,10 +211,15 @@ func (c *coop) sendDiscard(ids []block.ID, onDemand bool) {
 // toPeer sends a one-way message to a requester, dialing it if needed.
 func (c *coop) toPeer(addr string, m wire.Msg) {
 	conn, err := c.peer(addr)
-	if err == nil {
-		err = conn.Send(m)
-	}
 	if err != nil {
+		c.a.log.Warn("cannot answer a forwarded request", "requester", addr, "err", err)
+		return
+	}
+	c.send(conn, addr, m)
+}
+
+func (c *coop) send(conn *wire.Conn, addr string, m wire.Msg) {
+	if err := conn.Send(m); err != nil {
 		c.a.log.Warn("cannot answer a forwarded request", "requester", addr, "err", err)
 	}
 }

@@ -181,6 +181,7 @@ func (f *file) handle(ctx context.Context) (uint64, error) {
 		f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
 		return 0, fmt.Errorf("reopen %s after reconnecting: the file was replaced: %w", f.path, syscall.EIO)
 	}
+	f.a.ownCaps.put(or.Cap)
 	f.mu.Lock()
 	f.h, f.gen = or.Handle, gen
 	f.mu.Unlock()

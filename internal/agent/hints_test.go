@@ -53,7 +53,7 @@ func newHintsAgent(t *testing.T, addr, policy string, cacheBlocks int, listen st
 	}
 	m := obs.NewMetrics()
 	cfg := agent.Config{Server: addr, Policy: policy, Metrics: m, CacheSize: int64(cacheBlocks * hbs),
-		Listen: listen, ReadAhead: 1, ForwardTimeout: 2 * time.Second, ReconnectTimeout: time.Second}
+		Listen: listen, ReadAhead: 1, ForwardTimeout: 2 * time.Second, ReconnectTimeout: time.Second, WarmupAccept: true}
 	if policy == "wholefile" {
 		// Whole files live in the disk tier; the tests' files are small.
 		cfg.Disk, cfg.WholeFileMinSize = agent.DiskConfig{Dir: t.TempDir(), Size: 1 << 20}, -1

@@ -79,6 +79,7 @@ func (a *Agent) openRead(ctx context.Context, p string, flags uint32) (*file, wi
 	if !ok {
 		return nil, wire.Attr{}, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
 	}
+	a.ownCaps.put(od.Cap)
 	attr := od.Attr
 	if at, ok := a.commitIno(ctx, attr.Ino); ok {
 		// Another open file here held writes of it (pipe.go): they are on

@@ -82,7 +82,7 @@ func (n *peerNet) accept() {
 
 func (n *peerNet) handshake(nc net.Conn, admitted func()) *wire.Conn {
 	bs, _ := n.a.sess.params()
-	hs, err := wire.ServerHandshake(nc, n.a.cfg.Security, wire.HelloReply{BlockSize: uint32(bs), Policy: n.policy},
+	hs, err := wire.ServerHandshakeAs(nc, n.a.cfg.Security, wire.HelloReply{BlockSize: uint32(bs), Policy: n.policy}, n.a.identity,
 		func(hs *wire.Handshake) (wire.Welcome, error) {
 			if hs.Hello.Role != wire.RolePeer {
 				return wire.Welcome{}, fmt.Errorf("this is a client's peer listener, not a server: %w", syscall.EPROTO)
@@ -99,6 +99,7 @@ func (n *peerNet) handshake(nc net.Conn, admitted func()) *wire.Conn {
 		Handler:  n.handler,
 		Observer: obs.WireObserver{M: n.a.metrics, Kind: obs.KindPeer},
 		Name:     "peer " + nc.RemoteAddr().String(),
+		PeerKey:  hs.PeerKey,
 	})
 }
 
@@ -132,8 +133,8 @@ func (n *peerNet) peer(addr string) (*wire.Conn, error) {
 	}
 	_, me := n.a.sess.params()
 	host, _, _ := net.SplitHostPort(addr)
-	hs, err := wire.ClientHandshake(ctx, nc, n.a.cfg.Security, host,
-		wire.Hello{Role: wire.RolePeer, Name: fmt.Sprintf("%s (client %d)", n.a.cfg.Name, me)})
+	hs, err := wire.ClientHandshakeAs(ctx, nc, n.a.cfg.Security, host,
+		wire.Hello{Role: wire.RolePeer, Name: fmt.Sprintf("%s (client %d)", n.a.cfg.Name, me)}, n.a.identity)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -142,6 +143,7 @@ func (n *peerNet) peer(addr string) (*wire.Conn, error) {
 		Handler:  n.handler,
 		Observer: obs.WireObserver{M: n.a.metrics, Kind: obs.KindPeer},
 		Name:     "peer " + addr,
+		PeerKey:  hs.PeerKey,
 	})
 	return p.conn, nil
 }

@@ -62,6 +62,10 @@ type hintsClient struct {
 	// when another client opens one, which ends it. Reopening such a file
 	// needs no hand-out (seed 002: no newer hints exist).
 	last map[uint64]uint64
+	// prov keeps the capabilities that came with master copies forwarded
+	// here: the copy's provenance, shown when it is forwarded on or sent
+	// to the discard cache (phints_admit.go).
+	prov capStore
 
 	fwd   chan struct{} // bounds the forwards in flight
 	stats hintsStats
@@ -388,6 +392,10 @@ func (h *hintsClient) fetch(ctx context.Context, f *file, id block.ID, v uint64)
 // fromPeers follows the hints for a block from holder to holder, at most
 // hints.DefaultMaxHops of them; nil means "ask the server".
 func (h *hintsClient) fromPeers(ctx context.Context, f *file, id block.ID, v uint64, to hints.ClientID) *wire.BlockReply {
+	cp := h.a.ownCaps.get(id.File, v)
+	if !cp.Valid() {
+		return nil // no peer would serve it: read from the server
+	}
 	h.stats.lookups.Add(1)
 	for hops := 1; hops <= hints.DefaultMaxHops; hops++ {
 		h.mu.Lock()
@@ -399,7 +407,7 @@ func (h *hintsClient) fromPeers(ctx context.Context, f *file, id block.ID, v uin
 			return nil
 		}
 		hb, err := h.read(ctx, addr, &wire.HintsRead{File: id.File, Index: id.Index, Version: v,
-			Hops: uint32(hops), From: me, FromBoot: h.boot})
+			Hops: uint32(hops), From: me, FromBoot: h.boot, Cap: cp})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -584,7 +592,7 @@ func (h *hintsClient) forward(ev hints.Eviction, data []byte) {
 			var r wire.Msg
 			r, err = conn.Call(ctx, &wire.HintsForward{File: ev.Block.File, Index: ev.Block.Index,
 				Version: uint64(ev.Version), Stamp: int64(ev.Stamp), FromOldest: int64(ev.FromOldest),
-				From: me, FromBoot: h.boot, Data: data})
+				From: me, FromBoot: h.boot, Cap: h.provenance(ev.Block.File, uint64(ev.Version)), Data: data})
 			cancel()
 			if a, ok := r.(*wire.HintsForwardAck); ok {
 				ack = a
@@ -612,12 +620,17 @@ func (h *hintsClient) forward(ev hints.Eviction, data []byte) {
 }
 
 // servePeer answers peers: lookups and forwarded master copies.
-func (h *hintsClient) servePeer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+func (h *hintsClient) servePeer(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	switch m := m.(type) {
 	case *wire.HintsRead:
+		if !h.a.servable(c, &m.Cap, block.ID{File: m.File, Index: m.Index}, m.Version) {
+			// Neither the block nor a hint: the requester asks the server,
+			// which checks its permission.
+			return &wire.HintsBlock{Kind: wire.HintsServer, Boot: h.boot}, nil
+		}
 		return h.serveRead(m), nil
 	case *wire.HintsForward:
-		return h.acceptForward(m), nil
+		return h.acceptForward(ctx, m), nil
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	}
@@ -665,54 +678,13 @@ func (h *hintsClient) serveRead(m *wire.HintsRead) *wire.HintsBlock {
 	return &wire.HintsBlock{Kind: wire.HintsServer, Holder: me, Boot: h.boot}
 }
 
-// acceptForward takes a master copy a peer evicted: the state machine
-// places it by its age and may evict a block for it; a young master copy
-// evicted so goes to the server's discard cache.
-func (h *hintsClient) acceptForward(m *wire.HintsForward) *wire.HintsForwardAck {
-	id := block.ID{File: m.File, Index: m.Index}
-	v := block.Version(m.Version)
-	h.stats.forwardsReceived.Add(1)
-	h.mu.Lock()
-	if h.hc == nil {
-		h.mu.Unlock()
-		return &wire.HintsForwardAck{Oldest: int64(hints.Free), Boot: h.boot}
-	}
-	ack := h.hc.AcceptForward(now(), hints.ClientID(m.From), hints.BootID(m.FromBoot), id, v, hints.Time(m.Stamp), hints.Time(m.FromOldest))
-	kept, _ := h.hc.Cached(id, v)
-	h.mu.Unlock()
-	// The victim leaves the memory tier before the forwarded block enters
-	// it (the tier would otherwise make room by its own order).
-	victim := ack.Victim
-	switch victim.Kind {
-	case hints.EvictDiscard:
-		data := m.Data
-		if victim.Block != id {
-			var ok bool
-			data, ok = h.a.cache.Get(victim.Block, victim.Version)
-			h.a.cache.Remove(victim.Block)
-			if !ok {
-				break
-			}
-		}
-		h.toDiscardCache(victim, data)
-	case hints.EvictDrop:
-		if victim.Block != id {
-			h.a.cache.Remove(victim.Block)
-		}
-	}
-	if kept {
-		h.a.cache.Put(id, v, m.Data)
-	}
-	return &wire.HintsForwardAck{Oldest: int64(ack.Oldest.Age), Boot: uint64(ack.Oldest.Boot), Kept: kept}
-}
-
 // toDiscardCache sends a young master copy to the server's discard cache.
 func (h *hintsClient) toDiscardCache(ev hints.Eviction, data []byte) {
 	h.stats.discards.Add(1)
 	conn, _, err := h.a.sess.current(context.Background())
 	if err == nil {
 		err = conn.Send(&wire.HintsDiscard{File: ev.Block.File, Index: ev.Block.Index, Version: uint64(ev.Version),
-			Stamp: int64(ev.Stamp), Data: data})
+			Stamp: int64(ev.Stamp), Cap: h.provenance(ev.Block.File, uint64(ev.Version)), Data: data})
 	}
 	if err != nil {
 		h.a.log.Debug("young master copy not sent to the discard cache", "err", err)
@@ -788,6 +760,6 @@ type hintsStats struct {
 	stale, holderFailures, badBlocks, digestRequests                atomic.Uint64
 	imported, lookupsServed, served                                 atomic.Uint64
 	forwards, forwardFailures, forwardsSkipped                      atomic.Uint64
-	forwardsReceived, discards                                      atomic.Uint64
+	forwardsReceived, discards, badForwards                         atomic.Uint64
 	lost, localOpens                                                atomic.Uint64
 }

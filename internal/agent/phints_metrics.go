@@ -36,6 +36,7 @@ var hintsClientMetrics = []struct {
 	{"coopfs_hints_forwards_skipped_total", "Master copies dropped because too many forwards were in flight.", func(s *hintsStats) *atomic.Uint64 { return &s.forwardsSkipped }},
 	{"coopfs_hints_forwards_received_total", "Master copies peers forwarded to this client.", func(s *hintsStats) *atomic.Uint64 { return &s.forwardsReceived }},
 	{"coopfs_hints_lost_total", "Lookups for a block the policy believed cached here but the memory and disk tiers no longer held.", func(s *hintsStats) *atomic.Uint64 { return &s.lost }},
+	{"coopfs_hints_forwards_refused_total", "Master copies peers forwarded that failed their check (no capability of the server's, or not the server's SHA-256) and were not kept.", func(s *hintsStats) *atomic.Uint64 { return &s.badForwards }},
 	{"coopfs_hints_discards_total", "Young master copies sent to the server's discard cache.", func(s *hintsStats) *atomic.Uint64 { return &s.discards }},
 }
 

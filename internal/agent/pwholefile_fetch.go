@@ -253,7 +253,7 @@ func (w *wholeClient) readChunk(ctx context.Context, ft *fetchRun, h wire.WholeH
 	if err != nil {
 		return 0, err
 	}
-	req := &wire.WholeRead{File: ft.ino, Version: ft.v, Index: r.First, Count: uint32(r.Count)}
+	req := &wire.WholeRead{File: ft.ino, Version: ft.v, Index: r.First, Count: uint32(r.Count), Cap: w.a.ownCaps.get(ft.ino, ft.v)}
 	if ft.partial {
 		req.Wait = w.partialWait()
 	}

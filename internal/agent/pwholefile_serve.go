@@ -54,9 +54,12 @@ func (a *arrivals) signal() {
 func (w *wholeClient) arrived() { w.wake.signal() }
 
 // servePeer answers peers' requests.
-func (w *wholeClient) servePeer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Msg, error) {
+func (w *wholeClient) servePeer(ctx context.Context, c *wire.Conn, m wire.Msg) (wire.Msg, error) {
 	switch m := m.(type) {
 	case *wire.WholeRead:
+		if !w.a.servable(c, &m.Cap, block.ID{File: m.File, Index: m.Index}, m.Version) {
+			return nil, fmt.Errorf("segment of file %d at version %d: %w: %w", m.File, m.Version, wire.ErrCapability, syscall.EACCES)
+		}
 		return w.serveRead(ctx, m)
 	case *wire.Ping:
 		return &wire.OK{}, nil

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,8 +27,10 @@ type session struct {
 	sec         *wire.Security
 	serverName  string // the name the server's certificate must carry
 	hello       wire.Hello
-	timeout     time.Duration // how long to keep redialing before failing a call
-	callTimeout time.Duration // how long one request may wait for its reply
+	identity    ed25519.PrivateKey // the key this client proves to the server and its peers
+	capKeys     *wire.CapVerifier  // learns the server's capability key at each connection
+	timeout     time.Duration      // how long to keep redialing before failing a call
+	callTimeout time.Duration      // how long one request may wait for its reply
 	log         *slog.Logger
 	metrics     *obs.Metrics
 	handler     wire.Handler
@@ -135,11 +138,14 @@ func (s *session) dialOnce(ctx context.Context) error {
 	hello := s.hello
 	s.mu.Unlock()
 	hs, c, err := Dial(ctx, DialConfig{Addr: s.addr, Security: s.sec, ServerName: s.serverName, Hello: hello,
-		Handler: s.handler, Metrics: s.metrics})
+		Identity: s.identity, Handler: s.handler, Metrics: s.metrics})
 	if err != nil {
 		return err
 	}
 	hr, w := hs.Reply, hs.Welcome
+	if s.capKeys != nil {
+		s.capKeys.SetKey(w.CapKey)
+	}
 	registered := s.register != nil && s.register(ctx, c)
 	s.mu.Lock()
 	if s.closed {
@@ -175,13 +181,14 @@ func (s *session) dialOnce(ctx context.Context) error {
 
 // DialConfig says how to reach a coopfs server (or a proxy) as a client.
 type DialConfig struct {
-	Addr       string         // HOST:PORT
-	Security   *wire.Security // TLS and authentication
-	ServerName string         // the name the server's certificate must carry ("" : the host of Addr)
-	Hello      wire.Hello     // Role, Name, BootID, Listen of the dialer
-	Handler    wire.Handler   // serves what the server sends on its own (forwards, pings)
-	Metrics    *obs.Metrics   // counts the connection's messages (kind "server"); nil: none
-	Name       string         // the connection's name in errors; default "server ADDR"
+	Addr       string             // HOST:PORT
+	Security   *wire.Security     // TLS and authentication
+	ServerName string             // the name the server's certificate must carry ("" : the host of Addr)
+	Hello      wire.Hello         // Role, Name, BootID, Listen of the dialer
+	Identity   ed25519.PrivateKey // the identity key proved to the server (capabilities name it); nil: none
+	Handler    wire.Handler       // serves what the server sends on its own (forwards, pings)
+	Metrics    *obs.Metrics       // counts the connection's messages (kind "server"); nil: none
+	Name       string             // the connection's name in errors; default "server ADDR"
 }
 
 // Dial makes one connection to a server: TCP, the handshake (TLS and
@@ -201,7 +208,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*wire.Handshake, *wire.Conn, err
 	if name == "" {
 		name, _, _ = net.SplitHostPort(cfg.Addr)
 	}
-	hs, err := wire.ClientHandshake(ctx, nc, cfg.Security, name, cfg.Hello)
+	hs, err := wire.ClientHandshakeAs(ctx, nc, cfg.Security, name, cfg.Hello, cfg.Identity)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

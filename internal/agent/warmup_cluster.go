@@ -60,14 +60,20 @@ func (a *Agent) WarmCluster(ctx context.Context, items []WarmItem, names []strin
 	for i, it := range items {
 		start.Items[i] = wire.WarmupItem{Path: it.Path, Off: it.Off, Len: it.Len, Size: it.Size}
 	}
+	done := a.warm.starting()
 	r, _, err := a.sess.call(ctx, start, false)
+	st, ok := r.(*wire.WarmupStarted)
+	if err == nil && ok {
+		a.warm.started(st.Job)
+	}
+	done()
 	if err != nil {
 		return ClusterProgress{}, err
 	}
-	st, ok := r.(*wire.WarmupStarted)
 	if !ok {
 		return ClusterProgress{}, fmt.Errorf("warm-up start: unexpected reply %v", r.Type())
 	}
+	defer a.warm.ended(st.Job)
 	a.log.Info("cluster warm-up started", "job", st.Job, "clients", len(st.Clients))
 	t := time.NewTicker(warmPoll)
 	defer t.Stop()
@@ -105,6 +111,45 @@ type warmers struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	own   map[uint64]bool // jobs this client started
+	start int             // WarmupStarts awaiting their reply
+}
+
+// accepts says whether to work on an assignment of job: one this client
+// started (or is starting: the server's first assignment may come before
+// its answer), or any with all (mount --warmup-accept).
+func (w *warmers) accepts(all bool, job uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return all || w.own[job] || w.start > 0
+}
+
+func (w *warmers) starting() func() {
+	w.mu.Lock()
+	w.start++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		w.start--
+		w.mu.Unlock()
+	}
+}
+
+func (w *warmers) started(job uint64) {
+	w.mu.Lock()
+	if w.own == nil {
+		w.own = make(map[uint64]bool)
+	}
+	w.own[job] = true
+	w.mu.Unlock()
+}
+
+func (w *warmers) ended(job uint64) {
+	w.mu.Lock()
+	delete(w.own, job)
+	w.mu.Unlock()
 }
 
 func (w *warmers) init() {

@@ -24,13 +24,18 @@ type openFile struct {
 // handles maps handle numbers to open files. Handles belong to the
 // connection that opened them and are closed when it goes away.
 //
-// INVARIANT: count[c] is the number of handles in m owned by c.
+// INVARIANT: count[c] is the number of handles in m owned by c;
+// byAddr[a] the number owned by connections from address a; len(m) is at
+// most maxTotal.
 // INVARIANT: nwrote[c] is the number of keys of wrote with connection c.
 type handles struct {
-	mu    sync.Mutex
-	next  uint64
-	m     map[uint64]*openFile
-	count map[*wire.Conn]int
+	maxPerAddr, maxTotal int // caps across connections (Limits); 0: none
+
+	mu     sync.Mutex
+	next   uint64
+	m      map[uint64]*openFile
+	count  map[*wire.Conn]int
+	byAddr map[string]int
 	// wrote: the files each connection opened for writing, while it lasts
 	// (at most maxWroteFiles each): write delegations are granted on them.
 	wrote  map[connFile]struct{}
@@ -49,16 +54,19 @@ type connFile struct {
 const maxWroteFiles = 1 << 16
 
 func newHandles() *handles {
-	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int),
+	return &handles{m: make(map[uint64]*openFile), count: make(map[*wire.Conn]int), byAddr: make(map[string]int),
 		wrote: make(map[connFile]struct{}), nwrote: make(map[*wire.Conn]int)}
 }
 
 // add registers an open file, unless its connection already holds max
-// handles: then it returns 0 and the caller closes the file.
+// handles, or its address or the server its caps: then it returns 0 and
+// the caller closes the file.
 func (h *handles) add(of *openFile, max int) uint64 {
+	ip := ownerIP(of.owner)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.count[of.owner] >= max {
+	if h.count[of.owner] >= max || (h.maxPerAddr > 0 && h.byAddr[ip] >= h.maxPerAddr) ||
+		(h.maxTotal > 0 && len(h.m) >= h.maxTotal) {
 		return 0
 	}
 	h.count[of.owner]++
@@ -68,9 +76,17 @@ func (h *handles) add(of *openFile, max int) uint64 {
 			h.nwrote[of.owner]++
 		}
 	}
+	h.byAddr[ip]++
 	h.next++
 	h.m[h.next] = of
 	return h.next
+}
+
+func ownerIP(c *wire.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.RemoteIP()
 }
 
 // drop forgets handle n (h.mu held).
@@ -78,6 +94,10 @@ func (h *handles) drop(n uint64, of *openFile) {
 	delete(h.m, n)
 	if h.count[of.owner]--; h.count[of.owner] <= 0 {
 		delete(h.count, of.owner)
+	}
+	ip := ownerIP(of.owner)
+	if h.byAddr[ip]--; h.byAddr[ip] <= 0 {
+		delete(h.byAddr, ip)
 	}
 }
 
@@ -145,6 +165,7 @@ func (h *handles) closeAll() {
 	h.m = make(map[uint64]*openFile)
 	h.count = make(map[*wire.Conn]int)
 	h.wrote, h.nwrote = make(map[connFile]struct{}), make(map[*wire.Conn]int)
+	h.byAddr = make(map[string]int)
 	h.mu.Unlock()
 	for _, of := range m {
 		of.f.Close()

@@ -44,6 +44,21 @@ type Limits struct {
 	// MaxFiles bounds the server's per-file tables (versions); the least
 	// recently used entries are dropped past it. Default 1<<20.
 	MaxFiles int
+	// The caps above hold per connection; these hold for all the
+	// connections from one address (an IPv6 /64) and for all clients
+	// together, so that opening more connections does not multiply them.
+	// MaxHandlesPerAddr defaults to 16384, MaxHandlesTotal to 65536,
+	// MaxInFlightPerAddr to 256 MiB, MaxInFlightTotal to 1 GiB.
+	MaxHandlesPerAddr, MaxHandlesTotal   int
+	MaxInFlightPerAddr, MaxInFlightTotal int64
+	// MaxLocks is the byte-range locks one connection may hold, and
+	// MaxLocksTotal those of all clients; past them F_SETLK fails with
+	// ENOLCK. Defaults 4096 and 65536.
+	MaxLocks, MaxLocksTotal int
+	// IdleTimeout: a client connection silent this long is pinged, and
+	// closed when it stays silent as long again (an idle mount answers
+	// pings, and stays). Default 60s.
+	IdleTimeout time.Duration
 }
 
 // DefaultLimits are the limits a zero Limits gets.
@@ -56,6 +71,14 @@ var DefaultLimits = Limits{
 	DirCursors:       16,
 	ReplyCache:       8192,
 	MaxFiles:         1 << 20,
+
+	MaxHandlesPerAddr:  16384,
+	MaxHandlesTotal:    65536,
+	MaxInFlightPerAddr: 256 << 20,
+	MaxInFlightTotal:   1 << 30,
+	MaxLocks:           4096,
+	MaxLocksTotal:      65536,
+	IdleTimeout:        60 * time.Second,
 }
 
 func (l *Limits) setDefaults() {
@@ -68,6 +91,13 @@ func (l *Limits) setDefaults() {
 	setIfZero(&l.DirCursors, d.DirCursors)
 	setIfZero(&l.ReplyCache, d.ReplyCache)
 	setIfZero(&l.MaxFiles, d.MaxFiles)
+	setIfZero(&l.MaxHandlesPerAddr, max(d.MaxHandlesPerAddr, l.MaxHandles))
+	setIfZero(&l.MaxHandlesTotal, max(d.MaxHandlesTotal, l.MaxHandlesPerAddr))
+	setIfZero(&l.MaxInFlightPerAddr, max(d.MaxInFlightPerAddr, l.MaxInFlightBytes))
+	setIfZero(&l.MaxInFlightTotal, max(d.MaxInFlightTotal, l.MaxInFlightPerAddr))
+	setIfZero(&l.MaxLocks, d.MaxLocks)
+	setIfZero(&l.MaxLocksTotal, max(d.MaxLocksTotal, l.MaxLocks))
+	setIfZero(&l.IdleTimeout, d.IdleTimeout)
 }
 
 func setIfZero[T comparable](p *T, v T) {
@@ -90,6 +120,16 @@ func (l *Limits) validate() error {
 	case l.MaxLockWaiters < 1, l.DirCursors < 1, l.ReplyCache < 1, l.MaxFiles < 1:
 		return fmt.Errorf("lock waiters %d, directory cursors %d, reply cache %d, files %d: want each at least 1",
 			l.MaxLockWaiters, l.DirCursors, l.ReplyCache, l.MaxFiles)
+	case l.MaxHandlesPerAddr < l.MaxHandles || l.MaxHandlesTotal < l.MaxHandlesPerAddr:
+		return fmt.Errorf("handles %d per connection, %d per address, %d in total: want each at least the one before",
+			l.MaxHandles, l.MaxHandlesPerAddr, l.MaxHandlesTotal)
+	case l.MaxInFlightPerAddr < l.MaxInFlightBytes || l.MaxInFlightTotal < l.MaxInFlightPerAddr:
+		return fmt.Errorf("in-flight bytes %d per connection, %d per address, %d in total: want each at least the one before",
+			l.MaxInFlightBytes, l.MaxInFlightPerAddr, l.MaxInFlightTotal)
+	case l.MaxLocks < 1 || l.MaxLocksTotal < l.MaxLocks:
+		return fmt.Errorf("locks %d per connection, %d in total: want at least 1, and the total at least the per-connection cap", l.MaxLocks, l.MaxLocksTotal)
+	case l.IdleTimeout < time.Second:
+		return fmt.Errorf("idle timeout %s: want at least 1s", l.IdleTimeout)
 	}
 	return nil
 }

@@ -15,21 +15,11 @@ func (s *Server) limitMetrics() []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		gauge("coopfs_server_locks_held", "Advisory locks (fcntl ranges and flock) the server holds for its clients.", func() float64 {
-			s.locks.mu.Lock()
-			defer s.locks.mu.Unlock()
-			n := 0
-			for _, f := range s.locks.files {
-				n += len(f.locks)
-			}
+			n, _ := s.locks.counts()
 			return float64(n)
 		}),
 		gauge("coopfs_server_lock_waiters", "Blocking lock requests waiting in the server.", func() float64 {
-			s.locks.mu.Lock()
-			defer s.locks.mu.Unlock()
-			n := 0
-			for _, w := range s.locks.waiting {
-				n += w
-			}
+			_, n := s.locks.counts()
 			return float64(n)
 		}),
 		counter("coopfs_server_write_replays_total", "Resent writes answered without applying them again (reply cache or a file's append record).", func() float64 {

@@ -50,18 +50,38 @@ type fileLocks struct {
 	wake    chan struct{} // closed and replaced whenever a lock goes away or weakens
 }
 
-// lockTable is every lock the server holds. It does no I/O and owns no
+// lockTable is every lock the server holds, in shards by inode: each has
+// its own mutex, so that a change to one file's lock list (rebuilt on each
+// change) holds up only the files of its shard. It does no I/O and owns no
 // goroutine; blocked requests wait on a file's wake channel.
 //
 // INVARIANT: no two locks of different owners in one lock space of a file
 // conflict (overlap with at least one write lock); a file with neither
-// locks nor waiters has no entry.
+// locks nor waiters has no entry; total is the number of locks in all
+// shards and held[c] those of client c.
 type lockTable struct {
-	mu         sync.Mutex
-	files      map[uint64]*fileLocks
-	cancels    map[waitKey]map[chan struct{}]struct{} // blocked requests, by who waits where
-	waiting    map[uint32]int                         // blocked requests per client
+	shards     [lockShards]lockShard
 	maxWaiting int
+
+	// cmu guards the counts; it is taken inside a shard's mutex, never
+	// the other way round.
+	cmu     sync.Mutex
+	waiting map[uint32]int // blocked requests per client
+	// held counts the locks of each client and total those of all: a
+	// client past maxHeld, or the server past maxTotal, gets ENOLCK, so
+	// that no file's list grows without bound.
+	held              map[uint32]int
+	total             int
+	maxHeld, maxTotal int
+}
+
+// lockShards is the number of shards of the lock table.
+const lockShards = 64
+
+type lockShard struct {
+	mu      sync.Mutex
+	files   map[uint64]*fileLocks
+	cancels map[waitKey]map[chan struct{}]struct{} // blocked requests, by who waits where
 }
 
 type waitKey struct {
@@ -70,27 +90,88 @@ type waitKey struct {
 }
 
 func newLockTable(maxWaiting int) *lockTable {
-	return &lockTable{files: make(map[uint64]*fileLocks), cancels: make(map[waitKey]map[chan struct{}]struct{}),
-		waiting: make(map[uint32]int), maxWaiting: maxWaiting}
+	t := &lockTable{waiting: make(map[uint32]int), maxWaiting: maxWaiting, held: make(map[uint32]int)}
+	for i := range t.shards {
+		t.shards[i].files = make(map[uint64]*fileLocks)
+		t.shards[i].cancels = make(map[waitKey]map[chan struct{}]struct{})
+	}
+	return t
 }
 
-func (t *lockTable) file(ino uint64) *fileLocks {
-	f := t.files[ino]
+func (t *lockTable) shard(ino uint64) *lockShard { return &t.shards[ino%lockShards] }
+
+// each calls f with every file's locks, one shard locked at a time.
+func (t *lockTable) each(f func(ino uint64, fl *fileLocks)) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for ino, fl := range sh.files {
+			f(ino, fl)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// counts returns the locks held and the requests waiting, in all.
+func (t *lockTable) counts() (held, waiting int) {
+	t.cmu.Lock()
+	defer t.cmu.Unlock()
+	for _, w := range t.waiting {
+		waiting += w
+	}
+	return t.total, waiting
+}
+
+// count adds delta locks to client's (the shard's mu held).
+func (t *lockTable) count(client uint32, delta int) {
+	t.cmu.Lock()
+	defer t.cmu.Unlock()
+	t.total += delta
+	if t.held[client] += delta; t.held[client] <= 0 {
+		delete(t.held, client)
+	}
+}
+
+// room says whether client may hold delta more locks (the shard's mu held).
+func (t *lockTable) room(client uint32, delta int) bool {
+	t.cmu.Lock()
+	defer t.cmu.Unlock()
+	return (t.maxHeld <= 0 || t.held[client]+delta <= t.maxHeld) && (t.maxTotal <= 0 || t.total+delta <= t.maxTotal)
+}
+
+// setLocked applies o's lock lk to f unless it would take o or the server
+// past its cap (sh.mu held).
+func (t *lockTable) setLocked(sh *lockShard, ino uint64, f *fileLocks, o lockOwner, flock bool, lk wire.Lock, handle uint64) error {
+	old := f.locks
+	changed := f.apply(o, flock, lk, handle) // leaves old as it was
+	delta := len(f.locks) - len(old)
+	if delta > 0 && !t.room(o.client, delta) {
+		f.locks = old
+		sh.tidy(ino, f, false)
+		return syscall.ENOLCK
+	}
+	t.count(o.client, delta)
+	sh.tidy(ino, f, changed)
+	return nil
+}
+
+func (sh *lockShard) file(ino uint64) *fileLocks {
+	f := sh.files[ino]
 	if f == nil {
 		f = &fileLocks{wake: make(chan struct{})}
-		t.files[ino] = f
+		sh.files[ino] = f
 	}
 	return f
 }
 
-// tidy drops an unused entry and wakes the waiters of a changed one (t.mu held).
-func (t *lockTable) tidy(ino uint64, f *fileLocks, changed bool) {
+// tidy drops an unused entry and wakes the waiters of a changed one (sh.mu held).
+func (sh *lockShard) tidy(ino uint64, f *fileLocks, changed bool) {
 	if changed {
 		close(f.wake)
 		f.wake = make(chan struct{})
 	}
 	if len(f.locks) == 0 && f.waiters == 0 {
-		delete(t.files, ino)
+		delete(sh.files, ino)
 	}
 }
 
@@ -155,9 +236,10 @@ func (t *lockTable) test(ino uint64, o lockOwner, flock bool, lk wire.Lock) wire
 	if flock {
 		lk = wholeFile(lk)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c := conflict(t.files[ino], o, flock, lk)
+	sh := t.shard(ino)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := conflict(sh.files[ino], o, flock, lk)
 	if c == nil {
 		return wire.Lock{Type: wire.LockUnlock}
 	}
@@ -177,28 +259,25 @@ func (t *lockTable) set(ctx context.Context, ino uint64, o lockOwner, flock, wai
 	}
 	key := waitKey{ino, o}
 	var cancel chan struct{}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	sh := t.shard(ino)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	for {
-		f := t.files[ino]
+		f := sh.files[ino]
 		if lk.Type == wire.LockUnlock || conflict(f, o, flock, lk) == nil {
-			f = t.file(ino)
-			changed := f.apply(o, flock, lk, handle)
-			t.tidy(ino, f, changed)
-			return nil
+			return t.setLocked(sh, ino, sh.file(ino), o, flock, lk, handle)
 		}
 		if !wait {
 			return syscall.EAGAIN
 		}
 		if cancel == nil {
-			if t.waiting[o.client] >= t.maxWaiting {
+			if cancel = t.addWaiter(sh, key, f); cancel == nil {
 				return syscall.ENOLCK
 			}
-			cancel = t.addWaiter(key, f)
-			defer t.dropWaiter(key, cancel)
+			defer t.dropWaiter(sh, key, cancel)
 		}
 		wake := f.wake
-		t.mu.Unlock()
+		sh.mu.Unlock()
 		var err error
 		select {
 		case <-wake:
@@ -207,71 +286,88 @@ func (t *lockTable) set(ctx context.Context, ino uint64, o lockOwner, flock, wai
 		case <-ctx.Done():
 			err = syscall.ETIMEDOUT
 		}
-		t.mu.Lock()
+		sh.mu.Lock()
 		if err != nil {
 			return err
 		}
 	}
 }
 
-// addWaiter registers a blocked request (t.mu held).
-func (t *lockTable) addWaiter(key waitKey, f *fileLocks) chan struct{} {
-	ch := make(chan struct{})
-	if t.cancels[key] == nil {
-		t.cancels[key] = make(map[chan struct{}]struct{})
+// addWaiter registers a blocked request (sh.mu held), or returns nil when
+// its client has maxWaiting already.
+func (t *lockTable) addWaiter(sh *lockShard, key waitKey, f *fileLocks) chan struct{} {
+	t.cmu.Lock()
+	if t.waiting[key.owner.client] >= t.maxWaiting {
+		t.cmu.Unlock()
+		return nil
 	}
-	t.cancels[key][ch] = struct{}{}
 	t.waiting[key.owner.client]++
+	t.cmu.Unlock()
+	ch := make(chan struct{})
+	if sh.cancels[key] == nil {
+		sh.cancels[key] = make(map[chan struct{}]struct{})
+	}
+	sh.cancels[key][ch] = struct{}{}
 	f.waiters++
 	return ch
 }
 
-// dropWaiter unregisters a blocked request that ended (t.mu held).
-func (t *lockTable) dropWaiter(key waitKey, ch chan struct{}) {
-	if set := t.cancels[key]; set != nil {
+// dropWaiter unregisters a blocked request that ended (sh.mu held).
+func (t *lockTable) dropWaiter(sh *lockShard, key waitKey, ch chan struct{}) {
+	if set := sh.cancels[key]; set != nil {
 		delete(set, ch)
 		if len(set) == 0 {
-			delete(t.cancels, key)
+			delete(sh.cancels, key)
 		}
 	}
+	t.cmu.Lock()
 	if t.waiting[key.owner.client]--; t.waiting[key.owner.client] <= 0 {
 		delete(t.waiting, key.owner.client)
 	}
-	f := t.files[key.ino]
+	t.cmu.Unlock()
+	f := sh.files[key.ino]
 	f.waiters--
-	t.tidy(key.ino, f, false)
+	sh.tidy(key.ino, f, false)
 }
 
 // cancel ends o's blocked requests on file ino, if there are any.
 func (t *lockTable) cancel(ino uint64, o lockOwner) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for ch := range t.cancels[waitKey{ino, o}] {
+	sh := t.shard(ino)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for ch := range sh.cancels[waitKey{ino, o}] {
 		close(ch)
 	}
-	delete(t.cancels, waitKey{ino, o})
+	delete(sh.cancels, waitKey{ino, o})
 }
 
 // dropWhere removes the locks of file ino (every file when all) that match.
 func (t *lockTable) dropWhere(ino uint64, all bool, match func(*heldLock) bool) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	n := 0
-	for i, f := range t.files {
-		if !all && i != ino {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		if !all && sh != t.shard(ino) {
 			continue
 		}
-		kept := f.locks[:0:0]
-		for _, l := range f.locks {
-			if match(&l) {
-				n++
+		sh.mu.Lock()
+		for fi, f := range sh.files {
+			if !all && fi != ino {
 				continue
 			}
-			kept = append(kept, l)
+			kept := f.locks[:0:0]
+			for _, l := range f.locks {
+				if match(&l) {
+					n++
+					t.count(l.owner.client, -1)
+					continue
+				}
+				kept = append(kept, l)
+			}
+			changed := len(kept) != len(f.locks)
+			f.locks = kept
+			sh.tidy(fi, f, changed)
 		}
-		changed := len(kept) != len(f.locks)
-		f.locks = kept
-		t.tidy(i, f, changed)
+		sh.mu.Unlock()
 	}
 	return n
 }

@@ -17,7 +17,7 @@ func rng(typ uint32, start, end uint64) wire.Lock {
 // checkNoConflict checks the table's invariant.
 func checkNoConflict(t *testing.T, tb *lockTable) {
 	t.Helper()
-	for ino, f := range tb.files {
+	tb.each(func(ino uint64, f *fileLocks) {
 		for i, a := range f.locks {
 			for _, b := range f.locks[i+1:] {
 				if a.owner != b.owner && a.flock == b.flock && a.overlaps(b.start, b.end) &&
@@ -29,7 +29,7 @@ func checkNoConflict(t *testing.T, tb *lockTable) {
 		if len(f.locks) == 0 && f.waiters == 0 {
 			t.Fatalf("file %d: empty entry kept", ino)
 		}
-	}
+	})
 }
 
 func TestLockTableRangesAndOwners(t *testing.T) {
@@ -66,8 +66,10 @@ func TestLockTableRangesAndOwners(t *testing.T) {
 	if n := tb.releaseOwner(7, a, false); n != 2 {
 		t.Fatalf("released %d locks of a, want 2", n)
 	}
-	if len(tb.files) != 0 {
-		t.Fatalf("entries left: %v", tb.files)
+	left := 0
+	tb.each(func(uint64, *fileLocks) { left++ })
+	if held, _ := tb.counts(); left != 0 || held != 0 {
+		t.Fatalf("%d entries and %d locks counted left", left, held)
 	}
 }
 
@@ -78,7 +80,7 @@ func TestLockTableWaitWakeCancel(t *testing.T) {
 	tb.set(ctx, 3, a, true, false, rng(wire.LockWrite, 0, 0), 1)
 	got := make(chan error, 1)
 	go func() { got <- tb.set(ctx, 3, b, true, true, rng(wire.LockWrite, 0, 0), 2) }()
-	waitFor(t, func() bool { tb.mu.Lock(); defer tb.mu.Unlock(); return tb.waiting[2] == 1 })
+	waitFor(t, func() bool { tb.cmu.Lock(); defer tb.cmu.Unlock(); return tb.waiting[2] == 1 })
 	if err := tb.set(ctx, 3, b, false, true, rng(wire.LockWrite, 0, 0), 2); err != nil {
 		t.Fatalf("fcntl lock while the flock waits: %v", err)
 	}
@@ -95,7 +97,7 @@ func TestLockTableWaitWakeCancel(t *testing.T) {
 	}
 	// a now waits for b and is cancelled.
 	go func() { got <- tb.set(ctx, 3, a, true, true, rng(wire.LockRead, 0, 0), 1) }()
-	waitFor(t, func() bool { tb.mu.Lock(); defer tb.mu.Unlock(); return tb.waiting[1] == 1 })
+	waitFor(t, func() bool { tb.cmu.Lock(); defer tb.cmu.Unlock(); return tb.waiting[1] == 1 })
 	tb.cancel(3, a)
 	if err := <-got; !errors.Is(err, syscall.EINTR) {
 		t.Fatalf("cancelled waiter: %v, want EINTR", err)
@@ -108,8 +110,12 @@ func TestLockTableWaitWakeCancel(t *testing.T) {
 	checkNoConflict(t, tb)
 	tb.releaseClient(1)
 	tb.releaseClient(2)
-	if len(tb.files) != 0 || len(tb.cancels) != 0 || len(tb.waiting) != 0 {
-		t.Fatalf("left behind: files %v cancels %v waiting %v", tb.files, tb.cancels, tb.waiting)
+	files, cancels := 0, 0
+	for i := range tb.shards {
+		files, cancels = files+len(tb.shards[i].files), cancels+len(tb.shards[i].cancels)
+	}
+	if files != 0 || cancels != 0 || len(tb.waiting) != 0 || tb.total != 0 || len(tb.held) != 0 {
+		t.Fatalf("left behind: files %d cancels %d waiting %v locks %d %v", files, cancels, tb.waiting, tb.total, tb.held)
 	}
 }
 

@@ -31,7 +31,7 @@ func (s *Server) openRead(c *wire.Conn, m *wire.OpenRead) (*wire.OpenData, error
 	if err != nil {
 		return nil, err
 	}
-	r := &wire.OpenData{Handle: or.Handle, Attr: or.Attr}
+	r := &wire.OpenData{Handle: or.Handle, Attr: or.Attr, Cap: or.Cap}
 	a := &r.Attr
 	if a.Mode&syscall.S_IFMT != syscall.S_IFREG || a.Size > uint64(m.Max) || a.Size > uint64(s.cfg.BlockSize) {
 		return r, nil

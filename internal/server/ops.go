@@ -466,7 +466,7 @@ func (s *Server) open(c *wire.Conn, p string, flags, mode uint32, uid, gid *uint
 		f.Close()
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", p, s.cfg.Limits.MaxHandles, syscall.EMFILE)
 	}
-	return &wire.OpenReply{Handle: h, Attr: r.Attr}, nil
+	return &wire.OpenReply{Handle: h, Attr: r.Attr, Cap: s.openCap(c, flags, &r.Attr)}, nil
 }
 
 func (s *Server) remove(p string, dir bool) error {
@@ -679,7 +679,7 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 		return false
 	}
 	err = holder.conn.Send(&wire.Forward{File: id.File, Index: id.Index, Version: v,
-		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token})
+		Requester: cl.id, RequesterAddr: cl.listen, Token: m.Token, Cap: s.caps.issue(cl.key, id.File, v)})
 	if err != nil {
 		// The holder is gone: count the miss against it and serve.
 		s.coop.decide(cl.id, id, v, uint32(act.To), false)

@@ -43,6 +43,7 @@ type hintsPolicy struct {
 
 	opens, handouts, hinted, exportFails       atomic.Uint64
 	offered, kept, discardHits, digestRequests atomic.Uint64
+	refused                                    atomic.Uint64 // discards that failed their check
 }
 
 type discarded struct {
@@ -309,6 +310,14 @@ func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wir
 	case *wire.HintsDiscard:
 		p.offered.Add(1)
 		b := block.ID{File: m.File, Index: m.Index}
+		if why := p.discardable(b, m); why != "" {
+			// The discard cache's bytes are served as the server's own:
+			// only the file's true bytes at that version enter it.
+			p.refused.Add(1)
+			p.s.log.Warn("refused a block for the discard cache", "client", c.Name(), "file", m.File,
+				"index", m.Index, "version", m.Version, "why", why)
+			return nil, nil, true
+		}
 		p.mu.Lock()
 		if p.hs.AcceptDiscard(b, block.Version(m.Version), hints.Time(m.Stamp)) {
 			p.discard[b] = discarded{version: m.Version, data: m.Data}
@@ -317,6 +326,10 @@ func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wir
 		p.mu.Unlock()
 		return nil, nil, true
 	case *wire.HintsDigest:
+		if m.Handle == 0 {
+			r, err := p.digestByCap(m)
+			return r, err, true
+		}
 		r, err := p.digest(c, m)
 		return r, err, true
 	case *wire.Discard, *wire.PeerReport:
@@ -374,6 +387,47 @@ func (p *hintsPolicy) open(ctx context.Context, c *wire.Conn, cl *client, m *wir
 	return reply, nil
 }
 
+// discardable says why a block offered to the discard cache may not enter
+// it ("" when it may): the sender shows a capability this server issued
+// for the file and version (it, or the client that forwarded it the copy,
+// could read the file), and the bytes are the block's at that version by
+// the server's digest — from its table (every block the server served
+// from its export under hints was hashed) or its memory cache. A block
+// whose digest is unknown is refused: reading the export to check it
+// would cost the disk read the discard cache saves.
+func (p *hintsPolicy) discardable(b block.ID, m *wire.HintsDiscard) string {
+	if err := p.s.caps.provenance(&m.Cap, m.File, m.Version); err != nil {
+		return err.Error()
+	}
+	sum, ok := p.s.digestKnown(b, m.Version)
+	switch {
+	case !ok:
+		return "the server knows no digest of the block at that version"
+	case !wire.DigestMatches(m.Data, sum):
+		return "the block's SHA-256 differs from the server's"
+	}
+	return ""
+}
+
+// digestByCap answers a digest question about a file the asker may not
+// hold open (a master copy was forwarded to it): it shows a capability
+// this server issued for the file and version instead of a handle. Only
+// digests known without reading the export are given.
+func (p *hintsPolicy) digestByCap(m *wire.HintsDigest) (*wire.HintsDigestRep, error) {
+	p.digestRequests.Add(1)
+	if err := p.s.caps.provenance(&m.Cap, m.File, m.Version); err != nil {
+		return nil, fmt.Errorf("digest of file %d: %w: %w", m.File, err, syscall.EACCES)
+	}
+	r := &wire.HintsDigestRep{Version: m.Version}
+	end := m.Index + uint64(max(1, min(m.Count, MaxDigestRun)))
+	for idx := m.Index; idx < end; idx++ {
+		if sum, ok := p.s.digestKnown(block.ID{File: m.File, Index: idx}, m.Version); ok {
+			r.Digests = append(r.Digests, wire.BlockDigestMsg{Index: idx, Digest: sum})
+		}
+	}
+	return r, nil
+}
+
 // MaxDigestRun bounds the blocks one HintsDigest hashes.
 const MaxDigestRun = 16
 
@@ -429,6 +483,7 @@ var hintsServerMetrics = []struct {
 	{"coopfs_hints_export_failures_total", "Last openers that did not hand their hints over in time (marked down).", false},
 	{"coopfs_hints_discard_offered_total", "Young master copies clients sent to the discard cache.", false},
 	{"coopfs_hints_discard_kept_total", "Young master copies the discard cache kept.", false},
+	{"coopfs_hints_discard_refused_total", "Blocks refused for the discard cache: no capability of the server's for the file and version, or not the server's digest.", false},
 	{"coopfs_hints_discard_cache_hits_total", "Misses served from the discard cache.", false},
 	{"coopfs_hints_discard_cache_blocks", "Blocks in the discard cache.", true},
 	{"coopfs_hints_digest_requests_total", "Digests clients asked for to check a peer's block.", false},
@@ -445,7 +500,7 @@ func (p *hintsPolicy) Collect(ch chan<- prometheus.Metric) {
 	n := p.hs.MemoryLen()
 	p.mu.Unlock()
 	vals := []float64{float64(p.opens.Load()), float64(p.handouts.Load()), float64(p.hinted.Load()),
-		float64(p.exportFails.Load()), float64(p.offered.Load()), float64(p.kept.Load()),
+		float64(p.exportFails.Load()), float64(p.offered.Load()), float64(p.kept.Load()), float64(p.refused.Load()),
 		float64(p.discardHits.Load()), float64(n), float64(p.digestRequests.Load())}
 	for i, m := range hintsServerMetrics {
 		t := prometheus.CounterValue

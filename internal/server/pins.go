@@ -181,7 +181,7 @@ func (s *Server) openPinned(c *wire.Conn, m *wire.OpenPinned) (*wire.OpenReply, 
 		return nil, fmt.Errorf("open %s: this client already holds %d open files on the server: %w", m.Path, s.cfg.Limits.MaxHandles, syscall.EMFILE)
 	}
 	s.pinnedOpens.Add(1)
-	return &wire.OpenReply{Handle: h, Attr: a.Attr}, nil
+	return &wire.OpenReply{Handle: h, Attr: a.Attr, Cap: s.openCap(c, flags, &a.Attr)}, nil
 }
 
 // lookup is lstat that pins a regular file it finds (LookupPinned).

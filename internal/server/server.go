@@ -172,6 +172,8 @@ type Server struct {
 	exportFd    int      // exportDir's descriptor
 	openat2     bool     // the kernel resolves beneath the export (resolve.go)
 	bootID      uint64
+	caps        *capabilities // the read capabilities it issues (capability.go)
+	inflight    *inflight     // in-flight budgets per address and in total (quota.go)
 	versions    *versions
 	cache       *mem.Cache
 	handles     *handles
@@ -233,6 +235,13 @@ func New(cfg Config) (*Server, error) {
 	s.recalls = newRecalls(s.cbs, cfg.Logger, cfg.RecallTimeout, cfg.RecallTimeoutPolicy)
 	s.cbs.beforeDrop = s.recalls.orphanLocked
 	s.ddelegs = newDirDelegs()
+	if s.caps, err = newCapabilities(); err != nil {
+		root.Close()
+		return nil, err
+	}
+	s.inflight = newInflight(cfg.Limits)
+	s.locks.maxHeld, s.locks.maxTotal = cfg.Limits.MaxLocks, cfg.Limits.MaxLocksTotal
+	s.handles.maxPerAddr, s.handles.maxTotal = cfg.Limits.MaxHandlesPerAddr, cfg.Limits.MaxHandlesTotal
 	s.cbs.elsewhere = s.ddelegs.heldElsewhere
 	if err := s.initCreds(); err != nil {
 		root.Close()
@@ -346,6 +355,7 @@ type client struct {
 	// boot id, which any member may claim.
 	session uint64
 	cert    string // the name in its certificate (certificate mode), else ""
+	key     []byte // the identity key it proved in the handshake; capabilities name it
 	// parents: replies to entry changes carry the parent's attributes
 	// (wire.ParentAttrs, entry.go).
 	parents atomic.Bool
@@ -360,11 +370,11 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		h := hs.Hello
 		s.mu.Lock()
 		s.nextID++
-		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert}
+		cl = client{id: s.nextID, name: h.Name, listen: h.Listen, bootID: h.BootID, cert: hs.PeerCert, key: hs.PeerKey}
 		s.mu.Unlock()
 		sid, _ := s.cfg.Security.Session(h.Session, hs.PeerCert)
 		cl.session = wire.SessionKey(sid)
-		return wire.Welcome{ClientID: cl.id, Session: sid}, nil
+		return wire.Welcome{ClientID: cl.id, Session: sid, CapKey: s.caps.public()}, nil
 	})
 	admitted()
 	if err != nil {
@@ -376,9 +386,13 @@ func (s *Server) handshake(nc net.Conn, admitted func()) {
 		nc.Close()
 		return
 	}
+	pools, leave := s.inflight.join(remoteIP(nc))
+	defer leave()
 	c := wire.NewConn(hs.Conn, hs.Reader, wire.ConnConfig{
 		Handler:          wire.HandlerFunc(s.serveClient),
 		MaxInFlightBytes: s.cfg.Limits.MaxInFlightBytes,
+		InFlightPools:    pools,
+		IdleTimeout:      s.cfg.Limits.IdleTimeout,
 		HandlerTimeout:   s.cfg.Limits.HandlerTimeout,
 		Inline:           inline,
 		InlineQuick:      quick,

@@ -45,14 +45,15 @@ func (w *warmJobs) warming(id uint32) bool {
 
 // warmRun is one job and what the server needs to drive it.
 type warmRun struct {
-	id       uint64
-	job      *warmup.Job // guarded by warmJobs.mu
-	conns    map[warmup.Member]*wire.Conn
-	names    map[warmup.Member]string
-	listens  map[warmup.Member]string // peer listeners ("" none)
-	uid, gid uint32
-	ended    chan struct{} // closed when the job is over
-	endOnce  sync.Once
+	id        uint64
+	initiator uint32      // the client that started it
+	job       *warmup.Job // guarded by warmJobs.mu
+	conns     map[warmup.Member]*wire.Conn
+	names     map[warmup.Member]string
+	listens   map[warmup.Member]string // peer listeners ("" none)
+	uid, gid  uint32
+	ended     chan struct{} // closed when the job is over
+	endOnce   sync.Once
 }
 
 // warmPushTimeout bounds the push of one assignment (the client answers
@@ -63,7 +64,7 @@ const warmPushTimeout = 30 * time.Second
 func (s *Server) serveWarmup(c *wire.Conn, cl *client, m wire.Msg) (wire.Msg, error, bool) {
 	switch m := m.(type) {
 	case *wire.WarmupStart:
-		r, err := s.startWarmup(m)
+		r, err := s.startWarmup(cl, m)
 		return r, err, true
 	case *wire.WarmupReport:
 		s.warmReport(cl, m)
@@ -109,7 +110,48 @@ func (s *Server) warmMembers(names []string) ([]warmup.Member, map[warmup.Member
 	return ids, conns, byID, listens, nil
 }
 
-func (s *Server) startWarmup(m *wire.WarmupStart) (wire.Msg, error) {
+// Bounds of the cluster warm-ups: jobs under way in all, per initiating
+// client, and items in one job. A job's members each read what it names,
+// so these bound what one member can make the cluster do (a member takes
+// part in others' jobs only with mount --warmup-accept).
+const (
+	MaxWarmJobs          = 4
+	MaxWarmJobsPerClient = 1
+	MaxWarmItems         = 1 << 16
+)
+
+// warmRoom says why a job of client cl with n items may not start ("" when
+// it may); s.warm.mu held.
+func (s *Server) warmRoom(cl *client, n int) string {
+	if n > MaxWarmItems {
+		return fmt.Sprintf("%d items: at most %d in one warm-up", n, MaxWarmItems)
+	}
+	all, mine := 0, 0
+	for _, run := range s.warm.jobs {
+		if run.job.Phase() == warmup.Done {
+			continue
+		}
+		all++
+		if run.initiator == cl.id {
+			mine++
+		}
+	}
+	switch {
+	case mine >= MaxWarmJobsPerClient:
+		return fmt.Sprintf("this client has %d warm-up under way (the cap): wait for it to end", mine)
+	case all >= MaxWarmJobs:
+		return fmt.Sprintf("%d warm-ups under way (the cap): try again later", all)
+	}
+	return ""
+}
+
+func (s *Server) startWarmup(cl *client, m *wire.WarmupStart) (wire.Msg, error) {
+	if cl == nil {
+		return nil, syscall.EPROTO
+	}
+	if len(m.Items) > MaxWarmItems {
+		return nil, fmt.Errorf("cluster warm-up: %d items: at most %d in one: %w", len(m.Items), MaxWarmItems, syscall.EINVAL)
+	}
 	if s.cfg.Policy == "none" {
 		return nil, fmt.Errorf("the server runs policy none, under which clients never fetch from their peers: a --cluster warm-up would take every byte from the server once per client; serve with --policy directory or hints, or run `coopfs warmup` on each client: %w", syscall.EOPNOTSUPP)
 	}
@@ -130,11 +172,15 @@ func (s *Server) startWarmup(m *wire.WarmupStart) (wire.Msg, error) {
 		return nil, fmt.Errorf("cluster warm-up: %v: %w", err, syscall.EINVAL)
 	}
 	s.warm.mu.Lock()
+	if why := s.warmRoom(cl, len(m.Items)); why != "" {
+		s.warm.mu.Unlock()
+		return nil, fmt.Errorf("cluster warm-up: %s: %w", why, syscall.EBUSY)
+	}
 	if s.warm.jobs == nil {
 		s.warm.jobs = make(map[uint64]*warmRun)
 	}
 	s.warm.next++
-	run := &warmRun{id: s.warm.next, job: job, conns: conns, names: names, listens: listens, uid: m.UID, gid: m.GID, ended: make(chan struct{})}
+	run := &warmRun{id: s.warm.next, initiator: cl.id, job: job, conns: conns, names: names, listens: listens, uid: m.UID, gid: m.GID, ended: make(chan struct{})}
 	s.warm.jobs[run.id] = run
 	s.warm.active.Add(1)
 	s.warm.mu.Unlock()

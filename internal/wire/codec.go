@@ -107,6 +107,15 @@ func (d *decoder) raw(limit int) []byte {
 	return p
 }
 
+// optRaw is raw for an optional field: nil when empty.
+func (d *decoder) optRaw(limit int) []byte {
+	p := d.raw(limit)
+	if len(p) == 0 {
+		return nil
+	}
+	return p
+}
+
 func (d *decoder) str() string { return string(d.raw(maxString)) }
 
 // count reads a list length and checks it against maxList and against the

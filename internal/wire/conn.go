@@ -81,6 +81,20 @@ type ConnConfig struct {
 	// Value, when not nil, is stored in Conn.Value before the connection
 	// reads its first request, so that no handler can see it unset.
 	Value any
+	// InFlightPools are budgets shared with other connections (all of one
+	// address's, all of the process's) that a request's bytes are taken
+	// from as well as MaxInFlightBytes; each must hold at least
+	// MaxInFlightBytes. Without MaxInFlightBytes they are not used.
+	InFlightPools []*semaphore.Weighted
+	// IdleTimeout, when set, bounds the silence of the other end: with no
+	// frame for that long the connection pings it (an idle client answers,
+	// so a long-lived idle mount stays), and with still none for as long
+	// again it closes. A frame once begun must be complete within twice
+	// IdleTimeout.
+	IdleTimeout time.Duration
+	// PeerKey is the identity key the other end proved in the handshake
+	// (Handshake.PeerKey): the client a capability must name.
+	PeerKey []byte
 }
 
 // inlineMode is how a request is served (ConnConfig.Inline).
@@ -141,6 +155,17 @@ type Conn struct {
 	cancel  context.CancelFunc
 	Value   atomic.Value // the owner's per-connection state (e.g. the client id)
 }
+
+// RemoteIP is the address the other end is counted by (ConnLimits): its
+// IPv4 address, or the /64 of its IPv6 one.
+func (c *Conn) RemoteIP() string { return remoteIP(c.nc) }
+
+// RemoteIP is the address nc's other end is counted by (Conn.RemoteIP).
+func RemoteIP(nc net.Conn) string { return remoteIP(nc) }
+
+// PeerKey is the identity key the other end proved in the handshake, nil if
+// it showed none.
+func (c *Conn) PeerKey() []byte { return c.cfg.PeerKey }
 
 // NewConn starts the read loop of a connection whose handshake is done. br
 // must be the reader the handshake used (it may hold buffered bytes).
@@ -304,7 +329,12 @@ func (c *Conn) forget(id uint64) {
 func (c *Conn) readLoop() {
 	hdr := make([]byte, HeaderSize)
 	for {
-		h, m, err := readFrameCRC(c.br, hdr, c.cfg.Limits, c.crc)
+		err := c.awaitFrame()
+		var h header
+		var m Msg
+		if err == nil {
+			h, m, err = readFrameCRC(c.br, hdr, c.cfg.Limits, c.crc)
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.EOF
@@ -353,7 +383,54 @@ func (c *Conn) reserve(h header) int64 {
 		<-c.sem
 		return -1
 	}
+	for i, p := range c.cfg.InFlightPools {
+		if err := p.Acquire(c.ctx, n); err != nil {
+			for _, q := range c.cfg.InFlightPools[:i] {
+				q.Release(n)
+			}
+			c.mem.Release(n)
+			<-c.sem
+			return -1
+		}
+	}
 	return n
+}
+
+// releaseHeld gives a request's bytes back to every budget they came from.
+func (c *Conn) releaseHeld(n int64) {
+	for _, p := range c.cfg.InFlightPools {
+		p.Release(n)
+	}
+	c.mem.Release(n)
+}
+
+// ErrIdle: the other end sent nothing, not even an answer to a ping.
+var ErrIdle = errors.New("the other end went silent")
+
+// awaitFrame waits for the next frame's first byte under IdleTimeout,
+// pinging the other end once when it is silent that long, and then gives
+// the rest of the frame its own deadline.
+func (c *Conn) awaitFrame() error {
+	idle := c.cfg.IdleTimeout
+	if idle <= 0 {
+		return nil
+	}
+	for pinged := false; ; pinged = true {
+		c.nc.SetReadDeadline(time.Now().Add(idle))
+		_, err := c.br.Peek(1)
+		if err == nil {
+			c.nc.SetReadDeadline(time.Now().Add(2 * idle))
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+		if pinged {
+			return fmt.Errorf("%w: nothing for %s, not even an answer to a ping", ErrIdle, 2*idle)
+		}
+		go c.CallTimeout(c.ctx, &Ping{}, idle) // its answer is a frame
+	}
 }
 
 func (c *Conn) deliver(id uint64, m Msg) {
@@ -387,7 +464,7 @@ func (c *Conn) serveWith(s *served, m Msg, held int64) {
 	defer func() {
 		c.wd.end(s)
 		if held > 0 {
-			c.mem.Release(held)
+			c.releaseHeld(held)
 		}
 		<-c.sem
 	}()

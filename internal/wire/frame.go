@@ -141,15 +141,14 @@ func readFrameCRC(r *bufio.Reader, hdr []byte, lim Limits, crc bool) (header, Ms
 	if err != nil {
 		return h, nil, err
 	}
-	meta := make([]byte, h.metaLen)
-	if _, err := io.ReadFull(r, meta); err != nil {
-		return h, nil, unexpected(err)
+	meta, err := readSection(r, h.metaLen)
+	if err != nil {
+		return h, nil, err
 	}
 	var data []byte
 	if h.dataLen > 0 {
-		data = make([]byte, h.dataLen)
-		if _, err := io.ReadFull(r, data); err != nil {
-			return h, nil, unexpected(err)
+		if data, err = readSection(r, h.dataLen); err != nil {
+			return h, nil, err
 		}
 	}
 	m, err := decodeMsg(h, meta, data, crc)
@@ -183,6 +182,39 @@ func decodeMsg(h header, meta, data []byte, crc bool) (Msg, error) {
 		p.setPayload(data)
 	}
 	return m, nil
+}
+
+// upfront is the largest section allocated before its bytes arrive (a
+// block of the default size and its frame's metadata); a larger one grows
+// as its bytes arrive, so that a header alone cannot make a process
+// allocate the limit (Limits): a peer that claims 16 MiB and sends none
+// costs this much.
+const upfront = 1 << 20
+
+// readSection reads a section of n bytes.
+func readSection(r io.Reader, n uint32) ([]byte, error) {
+	if n <= upfront {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, unexpected(err)
+		}
+		return b, nil
+	}
+	b := make([]byte, 0, upfront)
+	for uint32(len(b)) < n {
+		if len(b) == cap(b) {
+			// Doubling: what is copied stays below n in all.
+			nb := make([]byte, len(b), min(2*cap(b), int(n)))
+			copy(nb, b)
+			b = nb
+		}
+		m, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, unexpected(err)
+		}
+	}
+	return b, nil
 }
 
 func unexpected(err error) error {

@@ -3,10 +3,12 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,11 @@ var (
 // slow dialer is dropped after it.
 const HandshakeTimeout = 10 * time.Second
 
+// FirstByteTimeout bounds how long a listener waits for a dialer's first
+// byte: a dialer sends its TLS ClientHello or Hello at once, and a silent
+// connection holds a handshake slot (ConnLimits.MaxUnauth) only this long.
+const FirstByteTimeout = 2 * time.Second
+
 const nonceSize = 32
 
 // exporterLabel names the keying material the secret proofs are bound to.
@@ -40,6 +47,9 @@ type Handshake struct {
 	Reply    *HelloReply
 	Welcome  *Welcome
 	PeerCert string // the common name of the other end's verified certificate, "" if none
+	// PeerKey is the identity key the other end proved it holds (it
+	// signed this handshake's transcript with it), nil if it showed none.
+	PeerKey ed25519.PublicKey
 }
 
 // transcript is what the secret proofs cover: the session binding (TLS
@@ -92,7 +102,42 @@ func (t *transcript) proof(secret []byte, label string, extra []byte) []byte {
 const (
 	labelListener = "coopfs listener proof v2"
 	labelDialer   = "coopfs dialer proof v2"
+
+	labelListenerID = "coopfs listener identity v1"
+	labelDialerID   = "coopfs dialer identity v1"
 )
+
+// signed is what an identity signature covers: the label, the session
+// binding, the Hello and the HelloReply. The binding is unique to this TLS
+// session, so a signature cannot be replayed on another connection.
+func (t *transcript) signed(label string) []byte {
+	var b []byte
+	for _, p := range [][]byte{[]byte(label), t.binding, t.hello, t.reply} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+// identify signs the transcript with id (nil: no identity shown).
+func (t *transcript) identify(id ed25519.PrivateKey, label string) (key, sig []byte) {
+	if id == nil {
+		return nil, nil
+	}
+	return id.Public().(ed25519.PublicKey), ed25519.Sign(id, t.signed(label))
+}
+
+// verifyIdentity checks an identity the other end showed: nil and no
+// error when it showed none.
+func (t *transcript) verifyIdentity(key, sig []byte, label string) (ed25519.PublicKey, error) {
+	if len(key) == 0 && len(sig) == 0 {
+		return nil, nil
+	}
+	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, t.signed(label), sig) {
+		return nil, fmt.Errorf("%w: the other end's identity signature does not verify", ErrAuth)
+	}
+	return ed25519.PublicKey(key), nil
+}
 
 func newNonce() []byte {
 	n := make([]byte, nonceSize)
@@ -150,6 +195,12 @@ func expect[T Msg](h *handshakeIO) (T, error) {
 // it could replay. serverName is the name the listener's certificate must
 // carry (certificate mode). On success nc belongs to the Handshake's Conn.
 func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName string, hello Hello) (*Handshake, error) {
+	return ClientHandshakeAs(ctx, nc, sec, serverName, hello, nil)
+}
+
+// ClientHandshakeAs is ClientHandshake proving identity key id (nil: none)
+// to the listener, which capabilities can then name.
+func ClientHandshakeAs(ctx context.Context, nc net.Conn, sec *Security, serverName string, hello Hello, id ed25519.PrivateKey) (*Handshake, error) {
 	deadline := time.Now().Add(HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -187,7 +238,9 @@ func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName
 		h.send(&Error{Errno: uint32(syscall.EACCES), Msg: ErrAuth.Error()}, 0)
 		return nil, fmt.Errorf("the listener's proof: %w", ErrAuth)
 	}
-	if err := h.send(&Auth{Proof: t.proof(sec.secret, labelDialer, hr.Proof)}, 0); err != nil {
+	auth := &Auth{Proof: t.proof(sec.secret, labelDialer, hr.Proof)}
+	auth.IDKey, auth.IDSig = t.identify(id, labelDialerID)
+	if err := h.send(auth, 0); err != nil {
 		return nil, fmt.Errorf("send auth: %w", err)
 	}
 	w, err := expect[*Welcome](h)
@@ -197,6 +250,9 @@ func ClientHandshake(ctx context.Context, nc net.Conn, sec *Security, serverName
 			return nil, ErrAuth
 		}
 		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	if hs.PeerKey, err = t.verifyIdentity(w.IDKey, w.IDSig, labelListenerID); err != nil {
+		return nil, err
 	}
 	hs.Reader, hs.Hello, hs.Reply, hs.Welcome = h.br, &hello, hr, w
 	return hs, nil
@@ -225,6 +281,13 @@ func clientTransport(ctx context.Context, nc net.Conn, sec *Security, serverName
 // A dialer with the wrong secret is told so and gets ErrAuth back here as
 // well. On error the Handshake, if not nil, holds the Hello for logs.
 func ServerHandshake(nc net.Conn, sec *Security, reply HelloReply, welcome func(*Handshake) (Welcome, error)) (*Handshake, error) {
+	return ServerHandshakeAs(nc, sec, reply, nil, welcome)
+}
+
+// ServerHandshakeAs is ServerHandshake proving identity key id (nil: none)
+// in the Welcome; the dialer's identity, if it showed one, is verified
+// before welcome is called (Handshake.PeerKey).
+func ServerHandshakeAs(nc net.Conn, sec *Security, reply HelloReply, id ed25519.PrivateKey, welcome func(*Handshake) (Welcome, error)) (*Handshake, error) {
 	nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer nc.SetDeadline(time.Time{})
 	conn, err := serverTransport(nc, sec)
@@ -265,11 +328,16 @@ func ServerHandshake(nc net.Conn, sec *Security, reply HelloReply, welcome func(
 		h.send(&Error{Errno: uint32(syscall.EACCES), Msg: ErrAuth.Error()}, FlagReply)
 		return hs, ErrAuth
 	}
+	if hs.PeerKey, err = t.verifyIdentity(auth.IDKey, auth.IDSig, labelDialerID); err != nil {
+		h.send(&Error{Errno: uint32(syscall.EACCES), Msg: err.Error()}, FlagReply)
+		return hs, err
+	}
 	w, err := welcome(hs)
 	if err != nil {
 		h.send(errorMsg(err), FlagReply)
 		return hs, err
 	}
+	w.IDKey, w.IDSig = t.identify(id, labelListenerID)
 	if err := h.send(&w, FlagReply); err != nil {
 		return hs, fmt.Errorf("send welcome: %w", err)
 	}
@@ -304,9 +372,12 @@ func readHello(h *handshakeIO, sec *Security, nc net.Conn) (*Hello, error) {
 // clear message, and runs the TLS handshake.
 func serverTransport(nc net.Conn, sec *Security) (net.Conn, error) {
 	var first [1]byte
+	deadline := time.Now().Add(HandshakeTimeout)
+	nc.SetReadDeadline(time.Now().Add(FirstByteTimeout))
 	if _, err := io.ReadFull(nc, first[:]); err != nil {
-		return nil, fmt.Errorf("handshake: %w", err)
+		return nil, fmt.Errorf("handshake: no first byte within %s: %w", FirstByteTimeout, err)
 	}
+	nc.SetReadDeadline(deadline)
 	pc := &peekedConn{Conn: nc, first: first[:]}
 	isTLS := first[0] == tlsRecordHandshake
 	switch {

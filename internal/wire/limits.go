@@ -17,6 +17,11 @@ type ConnLimits struct {
 	MaxConns   int // connections at once, authenticated or not; default 1024
 	MaxPerAddr int // connections at once from one IP address; default 128
 	MaxUnauth  int // connections still in their handshake; default 64
+	// MaxUnauthPerAddr caps the handshakes in progress from one address
+	// (an IPv6 address counts by its /64): one host that opens silent
+	// connections takes this many of the MaxUnauth slots, not all of them.
+	// Default 16.
+	MaxUnauthPerAddr int
 }
 
 // Defaults of ConnLimits.
@@ -24,6 +29,8 @@ const (
 	DefaultMaxConns   = 1024
 	DefaultMaxPerAddr = 128
 	DefaultMaxUnauth  = 64
+
+	DefaultMaxUnauthPerAddr = 16
 )
 
 // SetDefaults fills in zero fields.
@@ -37,6 +44,9 @@ func (l *ConnLimits) SetDefaults() {
 	if l.MaxUnauth <= 0 {
 		l.MaxUnauth = DefaultMaxUnauth
 	}
+	if l.MaxUnauthPerAddr <= 0 {
+		l.MaxUnauthPerAddr = min(DefaultMaxUnauthPerAddr, l.MaxUnauth)
+	}
 }
 
 // Gate admits accepted connections under ConnLimits. It is safe for
@@ -49,6 +59,7 @@ type Gate struct {
 	total    int
 	unauth   int
 	perAddr  map[string]int
+	unauthAt map[string]int // handshakes in progress per address
 	rejected uint64
 	warned   time.Time
 }
@@ -59,7 +70,7 @@ func NewGate(lim ConnLimits, log *slog.Logger) *Gate {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{lim: lim, log: log, perAddr: make(map[string]int)}
+	return &Gate{lim: lim, log: log, perAddr: make(map[string]int), unauthAt: make(map[string]int)}
 }
 
 // Admit counts nc in, or closes it and returns ok false when a cap is
@@ -75,6 +86,8 @@ func (g *Gate) Admit(nc net.Conn) (release, authenticated func(), ok bool) {
 		why = fmt.Sprintf("%d connections open (the cap)", g.total)
 	case g.perAddr[ip] >= g.lim.MaxPerAddr:
 		why = fmt.Sprintf("%d connections open from %s (the cap per address)", g.perAddr[ip], ip)
+	case g.unauthAt[ip] >= g.lim.MaxUnauthPerAddr:
+		why = fmt.Sprintf("%d handshakes in progress from %s (the cap per address)", g.unauthAt[ip], ip)
 	case g.unauth >= g.lim.MaxUnauth:
 		why = fmt.Sprintf("%d handshakes in progress (the cap)", g.unauth)
 	}
@@ -95,12 +108,16 @@ func (g *Gate) Admit(nc net.Conn) (release, authenticated func(), ok bool) {
 	g.total++
 	g.unauth++
 	g.perAddr[ip]++
+	g.unauthAt[ip]++
 	g.mu.Unlock()
 	var authOnce, relOnce sync.Once
 	authenticated = func() {
 		authOnce.Do(func() {
 			g.mu.Lock()
 			g.unauth--
+			if g.unauthAt[ip]--; g.unauthAt[ip] <= 0 {
+				delete(g.unauthAt, ip)
+			}
 			g.mu.Unlock()
 		})
 	}
@@ -125,9 +142,15 @@ func (g *Gate) Refused() uint64 {
 	return g.rejected
 }
 
+// remoteIP is the address a dialer is counted by: its IPv4 address, or
+// the /64 of its IPv6 address (one host is usually given a whole /64).
 func remoteIP(nc net.Conn) string {
-	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+	a, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return nc.RemoteAddr().String()
 	}
-	return nc.RemoteAddr().String()
+	if a.IP.To4() == nil && len(a.IP) == net.IPv6len {
+		return a.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return a.IP.String()
 }

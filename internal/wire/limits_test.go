@@ -1,7 +1,11 @@
 package wire
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,3 +71,62 @@ func TestGateCaps(t *testing.T) {
 		t.Errorf("refused = %d, want 2", g.Refused())
 	}
 }
+
+// An outsider opens silent connections from one address: it takes the
+// handshake slots of that address only, and a dialer from another address
+// still completes its handshake through the same listener; a silent
+// connection is dropped after FirstByteTimeout.
+func TestSilentConnectionsFromOneAddressBlockNoOne(t *testing.T) {
+	sec := withTLS("a cluster secret of more than 128 bits")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go AcceptLoop(ctx, ln, ConnLimits{}, nil, func(nc net.Conn, authenticated func()) {
+		hs, err := ServerHandshake(nc, sec, HelloReply{BlockSize: 4096, Policy: "none"},
+			func(*Handshake) (Welcome, error) { return Welcome{ClientID: 1}, nil })
+		authenticated()
+		if err != nil {
+			nc.Close()
+			return
+		}
+		defer hs.Conn.Close()
+		io.Copy(io.Discard, hs.Conn)
+	})
+	// The outsider: DefaultMaxUnauth silent connections from 127.0.0.2.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range DefaultMaxUnauth {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	nc, err := net.Dial("tcp", ln.Addr().String()) // from 127.0.0.1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := ClientHandshake(t.Context(), nc, sec, "", Hello{Role: RoleClient, Name: "legit"}); err != nil {
+		t.Fatalf("a legitimate handshake failed beside one host's silent connections: %v", err)
+	}
+	// Every silent connection is closed by the listener: refused at once,
+	// or dropped after its first-byte deadline.
+	for i, c := range silent {
+		c.SetReadDeadline(time.Now().Add(HandshakeTimeout))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Fatalf("silent connection %d: %v, want closed by the listener", i, err)
+		}
+	}
+}
+
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/ed25519"
 	"fmt"
 
 	"github.com/coopfs/coopfs/internal/block"
@@ -227,12 +228,18 @@ type HelloReply struct {
 	BootID    uint64
 }
 
-// Auth carries the dialer's proof of the secret.
+// Auth carries the dialer's proof of the secret and, from a client, its
+// identity: an Ed25519 key and its signature over the handshake
+// (handshake.go), which capabilities name.
 type Auth struct {
 	Proof []byte // the dialer's proof of the secret (handshake.go)
+	IDKey []byte // the dialer's identity key, empty if none
+	IDSig []byte // its signature over this handshake
 }
 
-// Welcome accepts the connection.
+// Welcome accepts the connection. A server sends the key its capabilities
+// are signed with; a client's peer listener proves its identity key as the
+// dialer does in Auth.
 type Welcome struct {
 	ClientID uint32 // the id the server knows this client by (0 for peers)
 	// Session names the client's exactly-once state (the server's reply
@@ -241,6 +248,9 @@ type Welcome struct {
 	// Hello.Session by a client that reconnects (SessionIDSize bytes;
 	// empty from a peer's listener).
 	Session []byte
+	CapKey  []byte // the server's Ed25519 capability key, empty from peers
+	IDKey   []byte // the listener's identity key, empty if none
+	IDSig   []byte
 }
 
 // Error is the reply to a failed request.
@@ -345,6 +355,7 @@ type AttrReply struct{ Attr Attr }
 type OpenReply struct {
 	Handle uint64
 	Attr   Attr
+	Cap    Capability // to read Attr.Version through peers (none for a write-only open)
 }
 
 // ReadDirReply is one page of a directory; More says another page follows.
@@ -404,6 +415,7 @@ type Forward struct {
 	Requester            uint32 // client id
 	RequesterAddr        string // the requester's peer listener
 	Token                uint64
+	Cap                  Capability // the requester's, for the holder to check
 }
 
 // PeerData carries a forwarded block to its requester.
@@ -467,12 +479,32 @@ func (m *HelloReply) decode(d *decoder) {
 	m.BootID = d.u64()
 }
 
-func (*Auth) Type() Type             { return TAuth }
-func (m *Auth) encode(e *encoder)    { e.bytes(m.Proof) }
-func (m *Auth) decode(d *decoder)    { m.Proof = d.raw(64) }
-func (*Welcome) Type() Type          { return TWelcome }
-func (m *Welcome) encode(e *encoder) { e.u32(m.ClientID); e.bytes(m.Session) }
-func (m *Welcome) decode(d *decoder) { m.ClientID = d.u32(); m.Session = d.raw(SessionIDSize) }
+func (*Auth) Type() Type { return TAuth }
+func (m *Auth) encode(e *encoder) {
+	e.bytes(m.Proof)
+	e.bytes(m.IDKey)
+	e.bytes(m.IDSig)
+}
+func (m *Auth) decode(d *decoder) {
+	m.Proof = d.raw(64)
+	m.IDKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDSig = d.optRaw(ed25519.SignatureSize)
+}
+func (*Welcome) Type() Type { return TWelcome }
+func (m *Welcome) encode(e *encoder) {
+	e.u32(m.ClientID)
+	e.bytes(m.Session)
+	e.bytes(m.CapKey)
+	e.bytes(m.IDKey)
+	e.bytes(m.IDSig)
+}
+func (m *Welcome) decode(d *decoder) {
+	m.ClientID = d.u32()
+	m.Session = d.raw(SessionIDSize)
+	m.CapKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDKey = d.optRaw(ed25519.PublicKeySize)
+	m.IDSig = d.optRaw(ed25519.SignatureSize)
+}
 
 func (*Error) Type() Type { return TError }
 func (m *Error) encode(e *encoder) {
@@ -682,10 +714,12 @@ func (*OpenReply) Type() Type { return TOpenReply }
 func (m *OpenReply) encode(e *encoder) {
 	e.u64(m.Handle)
 	encodeAttr(e, &m.Attr)
+	encodeCap(e, &m.Cap)
 }
 func (m *OpenReply) decode(d *decoder) {
 	m.Handle = d.u64()
 	decodeAttr(d, &m.Attr)
+	decodeCap(d, &m.Cap)
 }
 
 func (*ReadDirReply) Type() Type { return TReadDirReply }
@@ -791,6 +825,7 @@ func (m *Forward) encode(e *encoder) {
 	e.u32(m.Requester)
 	e.str(m.RequesterAddr)
 	e.u64(m.Token)
+	encodeCap(e, &m.Cap)
 }
 func (m *Forward) decode(d *decoder) {
 	m.File = d.u64()
@@ -799,6 +834,7 @@ func (m *Forward) decode(d *decoder) {
 	m.Requester = d.u32()
 	m.RequesterAddr = d.str()
 	m.Token = d.u64()
+	decodeCap(d, &m.Cap)
 }
 
 func (*PeerData) Type() Type { return TPeerData }

@@ -89,6 +89,7 @@ type HintsRead struct {
 	Hops                 uint32
 	From                 uint32
 	FromBoot             uint64
+	Cap                  Capability // the requester's, for this file and version
 }
 
 // HintsBlock kinds.
@@ -120,6 +121,7 @@ type HintsForward struct {
 	FromOldest           int64
 	From                 uint32
 	FromBoot             uint64
+	Cap                  Capability // one the server issued for this file and version: the copy's provenance
 	Data                 []byte
 }
 
@@ -136,6 +138,7 @@ type HintsForwardAck struct {
 type HintsDiscard struct {
 	File, Index, Version uint64
 	Stamp                int64
+	Cap                  Capability // one the server issued for this file and version
 	Data                 []byte
 }
 
@@ -146,6 +149,7 @@ type HintsDiscard struct {
 type HintsDigest struct {
 	Handle, File, Index, Version uint64
 	Count                        uint32
+	Cap                          Capability // instead of a Handle: a forwarded copy's provenance
 }
 
 // HintsDigestRep answers HintsDigest; Version is the file's current
@@ -267,6 +271,7 @@ func (m *HintsRead) encode(e *encoder) {
 	e.u32(m.Hops)
 	e.u32(m.From)
 	e.u64(m.FromBoot)
+	encodeCap(e, &m.Cap)
 }
 func (m *HintsRead) decode(d *decoder) {
 	m.File = d.u64()
@@ -275,6 +280,7 @@ func (m *HintsRead) decode(d *decoder) {
 	m.Hops = d.u32()
 	m.From = d.u32()
 	m.FromBoot = d.u64()
+	decodeCap(d, &m.Cap)
 }
 
 func (*HintsBlock) Type() Type { return THintsBlock }
@@ -310,6 +316,7 @@ func (m *HintsForward) encode(e *encoder) {
 	e.i64(m.FromOldest)
 	e.u32(m.From)
 	e.u64(m.FromBoot)
+	encodeCap(e, &m.Cap)
 }
 func (m *HintsForward) decode(d *decoder) {
 	m.File = d.u64()
@@ -319,6 +326,7 @@ func (m *HintsForward) decode(d *decoder) {
 	m.FromOldest = d.i64()
 	m.From = d.u32()
 	m.FromBoot = d.u64()
+	decodeCap(d, &m.Cap)
 }
 func (m *HintsForward) payload() []byte     { return m.Data }
 func (m *HintsForward) setPayload(p []byte) { m.Data = p }
@@ -341,12 +349,14 @@ func (m *HintsDiscard) encode(e *encoder) {
 	e.u64(m.Index)
 	e.u64(m.Version)
 	e.i64(m.Stamp)
+	encodeCap(e, &m.Cap)
 }
 func (m *HintsDiscard) decode(d *decoder) {
 	m.File = d.u64()
 	m.Index = d.u64()
 	m.Version = d.u64()
 	m.Stamp = d.i64()
+	decodeCap(d, &m.Cap)
 }
 func (m *HintsDiscard) payload() []byte     { return m.Data }
 func (m *HintsDiscard) setPayload(p []byte) { m.Data = p }
@@ -358,6 +368,7 @@ func (m *HintsDigest) encode(e *encoder) {
 	e.u64(m.Index)
 	e.u64(m.Version)
 	e.u32(m.Count)
+	encodeCap(e, &m.Cap)
 }
 func (m *HintsDigest) decode(d *decoder) {
 	m.Handle = d.u64()
@@ -365,6 +376,7 @@ func (m *HintsDigest) decode(d *decoder) {
 	m.Index = d.u64()
 	m.Version = d.u64()
 	m.Count = d.u32()
+	decodeCap(d, &m.Cap)
 }
 
 func (*HintsDigestRep) Type() Type { return THintsDigestRep }

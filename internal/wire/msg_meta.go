@@ -44,6 +44,7 @@ type OpenData struct {
 	Attr    Attr
 	HasData bool
 	Layer   uint8
+	Cap     Capability // to read Attr.Version through peers
 	Data    []byte
 }
 
@@ -174,12 +175,14 @@ func (m *OpenData) encode(e *encoder) {
 	encodeAttr(e, &m.Attr)
 	e.boolean(m.HasData)
 	e.u32(uint32(m.Layer))
+	encodeCap(e, &m.Cap)
 }
 func (m *OpenData) decode(d *decoder) {
 	m.Handle = d.u64()
 	decodeAttr(d, &m.Attr)
 	m.HasData = d.boolean()
 	m.Layer = uint8(d.u32())
+	decodeCap(d, &m.Cap)
 }
 func (m *OpenData) payload() []byte     { return m.Data }
 func (m *OpenData) setPayload(p []byte) { m.Data = p }

@@ -92,6 +92,7 @@ type WholeDrop struct {
 type WholeRead struct {
 	File, Version, Index uint64
 	Count, Wait          uint32
+	Cap                  Capability // the requester's, for this file and version
 }
 
 // WholeData answers WholeRead: the blocks back to back in Data, Lens
@@ -217,6 +218,7 @@ func (m *WholeRead) encode(e *encoder) {
 	e.u64(m.Index)
 	e.u32(m.Count)
 	e.u32(m.Wait)
+	encodeCap(e, &m.Cap)
 }
 func (m *WholeRead) decode(d *decoder) {
 	m.File = d.u64()
@@ -224,6 +226,7 @@ func (m *WholeRead) decode(d *decoder) {
 	m.Index = d.u64()
 	m.Count = d.u32()
 	m.Wait = d.u32()
+	decodeCap(d, &m.Cap)
 }
 
 func (*WholeDigests) Type() Type          { return TWholeDigests }

@@ -290,7 +290,7 @@ func (b *bench) warmup(ctx context.Context) error {
 	b.rep.WarmTree = tree
 	run := func(policy, mode string, f func(ctx context.Context, cl *nscluster.Cluster) error) error {
 		b.progress("warmup: %s under %s, %d clients", mode, policy, b.cfg.WarmClients)
-		cl, err := b.start(ctx, policy, b.cfg.WarmClients, exp, "--cache-size", cacheFor(tree)) // every mount holds the tree
+		cl, err := b.start(ctx, policy, b.cfg.WarmClients, exp, "--cache-size", cacheFor(tree), "--warmup-accept") // every mount holds the tree
 		if err == errSkip {
 			return nil
 		}
