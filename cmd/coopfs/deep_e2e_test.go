@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// deepDepth directories of deepComponent (255 bytes, NAME_MAX) put the
+// bottom of the tree more than 3 × PATH_MAX bytes from the export root.
+const deepDepth = 50
+
+var deepComponent = strings.Repeat("d", 255)
+
+// deepPathLen is the length of the bottom directory's path from its root.
+const deepPathLen = len("deep") + deepDepth*256
+
+// deepChain makes (when mk) or opens the chain root/deep/ddd…/ddd… one
+// directory at a time, as a process whose working directory is deep does
+// (a path of that length is ENAMETOOLONG to the kernel), and returns the
+// bottom directory open for reading.
+func deepChain(t *testing.T, root string, mk bool) int {
+	t.Helper()
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := append([]string{"deep"}, slicesRepeat(deepComponent, deepDepth)...)
+	for i, name := range names {
+		if mk {
+			if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+				unix.Close(fd)
+				t.Fatalf("mkdir at depth %d under %s: %v", i, root, err)
+			}
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatalf("open directory at depth %d under %s: %v", i, root, err)
+		}
+		fd = next
+	}
+	return fd
+}
+
+func slicesRepeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// deepLog records the steps of deepOps: each step's errno (or ok) and
+// what it showed.
+type deepLog struct{ lines []string }
+
+func (l *deepLog) add(step string, err error, format string, args ...any) {
+	res := "ok"
+	if err != nil {
+		var e syscall.Errno
+		if errors.As(err, &e) {
+			res = unix.ErrnoName(e)
+		} else {
+			res = err.Error()
+		}
+	}
+	l.lines = append(l.lines, fmt.Sprintf("%s: %s %s", step, res, fmt.Sprintf(format, args...)))
+}
+
+// stat is fstatat(d, name) without following, as a line: the type,
+// permission bits, size, link count and owner (not times or numbers that
+// differ between file systems).
+func (l *deepLog) stat(d int, name string) {
+	var st unix.Stat_t
+	err := unix.Fstatat(d, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		l.add("stat "+name, err, "")
+		return
+	}
+	size := st.Size
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		size = 0 // a directory's size is the file system's own
+	}
+	l.add("stat "+name, nil, "type %o mode %o size %d nlink %d owner %d:%d",
+		st.Mode&unix.S_IFMT, st.Mode&0o7777, size, st.Nlink, st.Uid, st.Gid)
+}
+
+func (l *deepLog) readdir(d int, name string) {
+	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		l.add("readdir "+name, err, "")
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	ns, err := f.Readdirnames(-1)
+	sort.Strings(ns)
+	l.add("readdir "+name, err, "%v", ns)
+}
+
+// writeAt creates (or opens) name under d and writes data at off.
+func (l *deepLog) writeAt(d int, name string, flags int, data []byte, off int64) {
+	fd, err := unix.Openat(d, name, flags|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		l.add("open "+name, err, "")
+		return
+	}
+	defer unix.Close(fd)
+	n, err := unix.Pwrite(fd, data, off)
+	l.add("write "+name, err, "%d bytes at %d", n, off)
+	if err == nil {
+		l.add("fsync "+name, unix.Fsync(fd), "")
+	}
+}
+
+// read reads name under d whole and says whether it holds want.
+func (l *deepLog) read(d int, name string, want []byte) {
+	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		l.add("read "+name, err, "")
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(f)
+	l.add("read "+name, err, "%d bytes, as written %v", b.Len(), bytes.Equal(b.Bytes(), want))
+}
+
+func (l *deepLog) xattrs(fd int, what string) {
+	l.add("setxattr "+what, unix.Fsetxattr(fd, "user.deep", []byte("value"), 0), "")
+	buf := make([]byte, 64)
+	n, err := unix.Fgetxattr(fd, "user.deep", buf)
+	l.add("getxattr "+what, err, "%q", buf[:max(n, 0)])
+	n, err = unix.Flistxattr(fd, buf)
+	l.add("listxattr "+what, err, "%q", buf[:max(n, 0)])
+	l.add("removexattr "+what, unix.Fremovexattr(fd, "user.deep"), "")
+	_, err = unix.Fgetxattr(fd, "user.deep", buf)
+	l.add("getxattr removed "+what, err, "")
+}
+
+// deepOps makes the deep chain under root and runs every kind of
+// operation at its bottom; it leaves "keep" there holding data.
+func deepOps(t *testing.T, root string, data []byte) []string {
+	t.Helper()
+	d := deepChain(t, root, true)
+	defer unix.Close(d)
+	l := &deepLog{}
+	tail := []byte("tail")
+	l.writeAt(d, "f", unix.O_CREAT|unix.O_EXCL, data, 0)
+	l.writeAt(d, "f", 0, tail, int64(len(data))+100)
+	want := append(append(append([]byte{}, data...), make([]byte, 100)...), tail...)
+	l.stat(d, "f")
+	l.read(d, "f", want)
+	l.add("mkdir sub", unix.Mkdirat(d, "sub", 0o750), "")
+	l.writeAt(d, "sub/g", unix.O_CREAT|unix.O_EXCL, []byte("g"), 0)
+	l.readdir(d, ".")
+	l.add("rename f f2", unix.Renameat(d, "f", d, "f2"), "")
+	l.stat(d, "f")
+	l.stat(d, "f2")
+	l.read(d, "f2", want)
+	l.add("link f2 l", unix.Linkat(d, "f2", d, "l", 0), "")
+	l.stat(d, "l")
+	l.add("chmod f2", unix.Fchmodat(d, "f2", 0o600, 0), "")
+	l.stat(d, "l")
+	l.add("chown f2", unix.Fchownat(d, "f2", 1, 2, unix.AT_SYMLINK_NOFOLLOW), "")
+	l.stat(d, "f2")
+	ts := []unix.Timespec{unix.NsecToTimespec(1e18), unix.NsecToTimespec(2e18)}
+	l.add("utimes f2", unix.UtimesNanoAt(d, "f2", ts, unix.AT_SYMLINK_NOFOLLOW), "")
+	var st unix.Stat_t
+	err := unix.Fstatat(d, "f2", &st, unix.AT_SYMLINK_NOFOLLOW)
+	l.add("stat times f2", err, "%d %d", st.Atim.Nano(), st.Mtim.Nano())
+	if fd, err := unix.Openat(d, "f2", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		l.add("open f2", err, "")
+	} else {
+		l.xattrs(fd, "f2")
+		unix.Close(fd)
+	}
+	l.xattrs(d, "the bottom directory")
+	l.add("symlink s", unix.Symlinkat("f2", d, "s"), "")
+	target := make([]byte, 64)
+	n, err := unix.Readlinkat(d, "s", target)
+	l.add("readlink s", err, "%q", target[:max(n, 0)])
+	l.stat(d, "s")
+	l.add("mknod fifo", unix.Mknodat(d, "fifo", unix.S_IFIFO|0o644, 0), "")
+	l.stat(d, "fifo")
+	l.add("rename sub sub2", unix.Renameat(d, "sub", d, "sub2"), "")
+	l.stat(d, "sub2/g")
+	l.read(d, "sub2/g", []byte("g"))
+	l.add("rmdir full", unix.Unlinkat(d, "sub2", unix.AT_REMOVEDIR), "")
+	if fd, err := unix.Openat(d, "f2", unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+		l.add("open f2 to truncate", err, "")
+	} else {
+		l.add("ftruncate f2", unix.Ftruncate(fd, 5), "")
+		unix.Close(fd)
+	}
+	l.add("truncate by path", unix.Truncate(fmt.Sprintf("/proc/self/fd/%d/l", d), 3), "")
+	l.stat(d, "f2")
+	l.read(d, "l", data[:3])
+	for _, name := range []string{"l", "s", "f2", "fifo", "sub2/g"} {
+		l.add("unlink "+name, unix.Unlinkat(d, name, 0), "")
+	}
+	l.add("rmdir sub2", unix.Unlinkat(d, "sub2", unix.AT_REMOVEDIR), "")
+	l.stat(d, "f2")
+	l.readdir(d, ".")
+	l.writeAt(d, "keep", unix.O_CREAT|unix.O_EXCL, data, 0)
+	l.read(d, "keep", data)
+	return l.lines
+}
+
+// wantDeepLike fails unless got (a coopfs mount's transcript) is ext4's.
+func wantDeepLike(t *testing.T, got, ext4 []string) {
+	t.Helper()
+	if strings.Join(got, "\n") == strings.Join(ext4, "\n") {
+		return
+	}
+	for i := range max(len(got), len(ext4)) {
+		g, e := "(none)", "(none)"
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(ext4) {
+			e = ext4[i]
+		}
+		if g != e {
+			t.Errorf("step %d: coopfs %q, ext4 %q", i, g, e)
+		}
+	}
+}
+
+// wantDeepKeep fails unless the export holds data in "keep" at the bottom
+// of the chain.
+func wantDeepKeep(t *testing.T, export string, data []byte) {
+	t.Helper()
+	d := deepChain(t, export, false)
+	defer unix.Close(d)
+	l := &deepLog{}
+	l.read(d, "keep", data)
+	if want := fmt.Sprintf("read keep: ok %d bytes, as written true", len(data)); l.lines[0] != want {
+		t.Errorf("the export's file at the bottom: %s, want %s", l.lines[0], want)
+	}
+}
+
+// TestE2EDeepPaths: a tree whose bottom is more than 3 × PATH_MAX bytes
+// from the export root is used through a coopfs mount as on ext4 — create,
+// stat, readdir, rename, link, unlink, chmod, chown, utimes, truncate,
+// xattrs, symlinks, special files, a read and a write — under every policy,
+// through a proxy and on write-back mounts, and the export ends up with
+// what was written.
+func TestE2EDeepPaths(t *testing.T) {
+	needFUSE(t)
+	if deepPathLen <= 3*unix.PathMax {
+		t.Fatalf("the tree is %d bytes deep, not more than 3 × PATH_MAX", deepPathLen)
+	}
+	data := patterned(300<<10+17, 32)
+	ext4 := deepOps(t, newExport(t), data)
+	t.Logf("on ext4, %d bytes below the export root:\n%s", deepPathLen, strings.Join(ext4, "\n"))
+	cases := []struct {
+		name   string
+		mount  func(t *testing.T, srv *e2eServer) (m *e2eMount, flush func())
+		policy string
+	}{
+		{name: "none", policy: "none"},
+		{name: "directory", policy: "directory"},
+		{name: "hints", policy: "hints"},
+		{name: "wholefile", policy: "wholefile"},
+		{name: "proxy", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
+			px := startProxy(t, srv.addr)
+			return startMount(t, px.addr), nil
+		}},
+		{name: "writeback", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
+			m := wbMount(t, srv, filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h")
+			return m, func() { flushMount(t, m) }
+		}},
+		{name: "proxy-writeback", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
+			px := startProxy(t, srv.addr, wbProxyArgs(filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h")...)
+			return startMount(t, px.addr), func() { flushProxy(t, px) }
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var extra []string
+			if c.policy != "" {
+				extra = []string{"--policy", c.policy}
+			}
+			srv := startServer(t, newExport(t), extra...)
+			var m *e2eMount
+			var flush func()
+			if c.mount != nil {
+				m, flush = c.mount(t, srv)
+			} else {
+				m = startMount(t, srv.addr)
+			}
+			wantDeepLike(t, deepOps(t, m.dir, data), ext4)
+			if flush != nil {
+				flush()
+			}
+			wantDeepKeep(t, srv.export, data)
+		})
+	}
+}
