@@ -213,7 +213,7 @@ func TestResolveLongPathsStayInTheExport(t *testing.T) {
 		call(t, c, &wire.Unlink{Path: at("victim")})
 		escaped(what)
 		if !existsAt(l.outBottom, "victim") {
-				}
+		}
 	}
 
 	// A symbolic link in place of a directory at each of three depths.
@@ -264,4 +264,3 @@ func TestResolveLongPathsStayInTheExport(t *testing.T) {
 		t.Errorf("after the race the bottom's file is inode %d, want %d", got, ino)
 	}
 }
-

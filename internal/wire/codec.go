@@ -33,9 +33,9 @@ type encoder struct {
 	long bool
 }
 
-func (e *encoder) u64(v uint64)   { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) u32(v uint32)   { e.u64(uint64(v)) }
-func (e *encoder) i64(v int64)    { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) u64(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) u32(v uint32) { e.u64(uint64(v)) }
+func (e *encoder) i64(v int64)  { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string) {
 	e.long = e.long || len(s) > maxString
 	e.u64(uint64(len(s)))
