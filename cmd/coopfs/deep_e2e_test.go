@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -212,9 +213,44 @@ func deepOps(t *testing.T, root string, data []byte) []string {
 	l.add("rmdir sub2", unix.Unlinkat(d, "sub2", unix.AT_REMOVEDIR), "")
 	l.stat(d, "f2")
 	l.readdir(d, ".")
+	l.more(d)
 	l.writeAt(d, "keep", unix.O_CREAT|unix.O_EXCL, data, 0)
 	l.read(d, "keep", data)
 	return l.lines
+}
+
+// more is deepOps's operations on open files: an append, fallocate,
+// advisory locks and copy_file_range.
+func (l *deepLog) more(d int) {
+	l.writeAt(d, "a", unix.O_CREAT|unix.O_EXCL, []byte("one"), 0)
+	l.writeAt(d, "a", unix.O_APPEND, []byte("two"), 0)
+	l.read(d, "a", []byte("onetwo"))
+	fd, err := unix.Openat(d, "a", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		l.add("open a", err, "")
+		return
+	}
+	l.add("fallocate a", unix.Fallocate(fd, 0, 0, 1<<20), "")
+	l.add("flock a", unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB), "")
+	l.add("funlock a", unix.Flock(fd, unix.LOCK_UN), "")
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 10}
+	l.add("fcntl lock a", unix.FcntlFlock(uintptr(fd), unix.F_SETLK, &lk), "")
+	unix.Close(fd)
+	l.stat(d, "a")
+	src, err1 := unix.Openat(d, "a", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	dst, err2 := unix.Openat(d, "copy", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err := errors.Join(err1, err2); err != nil {
+		l.add("open for copy", err, "")
+	} else {
+		n, err := unix.CopyFileRange(src, nil, dst, nil, 6, 0)
+		l.add("copy_file_range", err, "%d", n)
+	}
+	unix.Close(src)
+	unix.Close(dst)
+	l.read(d, "copy", []byte("onetwo"))
+	for _, name := range []string{"a", "copy"} {
+		l.add("unlink "+name, unix.Unlinkat(d, name, 0), "")
+	}
 }
 
 // wantDeepLike fails unless got (a coopfs mount's transcript) is ext4's.
@@ -280,6 +316,24 @@ func TestE2EDeepPaths(t *testing.T) {
 		{name: "writeback", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
 			m := wbMount(t, srv, filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h")
 			return m, func() { flushMount(t, m) }
+		}},
+		{name: "writeback-crash", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
+			// Killed with its data dirty: a new mount on the cache
+			// writes it back from its journal (the paths it records).
+			cache := filepath.Join(t.TempDir(), "cache")
+			m := wbMount(t, srv, cache, "--write-back-delay", "1h")
+			return m, func() {
+				m.cmd.Process.Kill()
+				<-m.done
+				exec.Command("fusermount3", "-u", "-z", m.dir).Run()
+				d := deepChain(t, srv.export, false)
+				var st unix.Stat_t
+				if err := unix.Fstatat(d, "keep", &st, 0); err == nil && st.Size != 0 {
+					t.Errorf("the export has %d bytes of keep before the restart: nothing was left to the journal", st.Size)
+				}
+				unix.Close(d)
+				flushMount(t, wbMount(t, srv, cache))
+			}
 		}},
 		{name: "proxy-writeback", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
 			px := startProxy(t, srv.addr, wbProxyArgs(filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h")...)
