@@ -196,24 +196,38 @@ func TestResolveLongPathsStayInTheExport(t *testing.T) {
 	ino := inside()
 	escaped := func(what string) {
 		t.Helper()
-		if existsAt(l.outBottom, "new") {
-			t.Fatalf("%s: a create made a file outside the export", what)
+		for _, name := range []string{"new", "newdir", "newlink", "newhard"} {
+			if existsAt(l.outBottom, name) {
+				t.Fatalf("%s: a request made %s outside the export", what, name)
+			}
 		}
 		if !existsAt(l.outBottom, "victim") {
 			t.Fatalf("%s: an unlink removed a file outside the export", what)
 		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(l.outBottom, "secret", &st, 0); err != nil || st.Mode&0o777 != 0o644 {
+			t.Fatalf("%s: a chmod changed a file outside the export (%v, mode %o)", what, err, st.Mode&0o777)
+		}
 	}
+	// try sends requests of every way the server resolves (openat2 in
+	// chunks, and os.Root's walk for mkdir, symlink, link and chmod)
+	// through the path, and undoes what they did inside.
 	try := func(what string) {
 		t.Helper()
 		if r, err := call(t, c, &wire.Lookup{Path: at("secret")}); err == nil && r.(*wire.AttrReply).Attr.Ino != ino {
 			t.Fatalf("%s: a lookup found a file outside the export", what)
 		}
 		call(t, c, &wire.Create{Path: at("new"), Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
-		call(t, c, &wire.Unlink{Path: at("new")})
+		call(t, c, &wire.Mkdir{Path: at("newdir"), Mode: 0o755})
+		call(t, c, &wire.Symlink{Target: "secret", Path: at("newlink")})
+		call(t, c, &wire.Link{Old: at("secret"), New: at("newhard")})
+		call(t, c, &wire.SetAttr{Path: at("secret"), Valid: wire.SetMode, Mode: 0o600})
 		call(t, c, &wire.Unlink{Path: at("victim")})
 		escaped(what)
-		if !existsAt(l.outBottom, "victim") {
+		for _, name := range []string{"new", "newlink", "newhard"} {
+			call(t, c, &wire.Unlink{Path: at(name)})
 		}
+		call(t, c, &wire.Rmdir{Path: at("newdir")})
 	}
 
 	// A symbolic link in place of a directory at each of three depths.
