@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/coopfs/coopfs/internal/wire"
 )
 
 // deepDepth directories of deepComponent (255 bytes, NAME_MAX) put the
@@ -360,5 +362,55 @@ func TestE2EDeepPaths(t *testing.T) {
 			}
 			wantDeepKeep(t, srv.export, data)
 		})
+	}
+}
+
+// TestE2EDeepPathsPastTheLimit: a chain made one directory at a time
+// reaches the protocol's limit on a path (wire.MaxPath, 64 KiB from the
+// export root): the directory past it fails with ENAMETOOLONG, and the
+// mount goes on serving (the request is refused before it is sent, where
+// the server's decoder would drop the connection).
+func TestE2EDeepPathsPastTheLimit(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t))
+	m := startMount(t, srv.addr)
+	fd, err := unix.Open(m.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unix.Close(fd) }()
+	p := "deep"
+	for depth := 0; ; depth++ {
+		err := unix.Mkdirat(fd, filepath.Base(p), 0o755)
+		if len(p) > wire.MaxPath {
+			if !errors.Is(err, unix.ENAMETOOLONG) {
+				t.Fatalf("mkdir %d bytes below the export root: %v, want ENAMETOOLONG", len(p), err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("mkdir at depth %d (%d bytes below the export root): %v", depth, len(p), err)
+		}
+		next, err := unix.Openat(fd, filepath.Base(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open at depth %d: %v", depth, err)
+		}
+		unix.Close(fd)
+		fd = next
+		p += "/" + deepComponent
+	}
+	l := &deepLog{}
+	l.writeAt(fd, "f", unix.O_CREAT|unix.O_EXCL, []byte("last"), 0)
+	l.read(fd, "f", []byte("last"))
+	root, err := unix.Open(m.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("the mount after the refusal: %v", err)
+	}
+	defer unix.Close(root)
+	l.stat(root, "deep")
+	for _, line := range l.lines {
+		if !strings.Contains(line, ": ok ") || strings.Contains(line, "false") {
+			t.Errorf("after the refusal: %s", line)
+		}
 	}
 }
