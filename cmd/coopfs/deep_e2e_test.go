@@ -414,3 +414,46 @@ func TestE2EDeepPathsPastTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EDeepPathsMetaDiskRestart: a mount with a disk cache keeps the
+// attributes and listings of the deep tree on disk (records that hold
+// their 12 KiB paths); a new mount process on the same cache revalidates
+// them and sees a file changed directly in the export meanwhile.
+func TestE2EDeepPathsMetaDiskRestart(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t))
+	cache := filepath.Join(t.TempDir(), "cache")
+	var metrics string
+	mount := func() *e2eMount {
+		metrics = e2eFreeAddr(t)
+		return startMount(t, srv.addr, "--disk-cache", cache, "--disk-cache-size", "64MiB", "--metrics", metrics)
+	}
+	data := patterned(100<<10, 33)
+	m := mount()
+	ext4 := deepOps(t, newExport(t), data)
+	wantDeepLike(t, deepOps(t, m.dir, data), ext4)
+	m.cleanup(t)
+
+	changed := patterned(5000, 34)
+	d := deepChain(t, srv.export, false)
+	l := &deepLog{}
+	l.writeAt(d, "keep", unix.O_TRUNC, changed, 0)
+	unix.Close(d)
+	m = mount()
+	d = deepChain(t, m.dir, false)
+	defer unix.Close(d)
+	l.read(d, "keep", changed)
+	l.readdir(d, ".")
+	for _, line := range l.lines {
+		if !strings.Contains(line, ": ok ") || strings.Contains(line, "false") {
+			t.Errorf("%s", line)
+		}
+	}
+	if got := l.lines[len(l.lines)-1]; got != "readdir .: ok [keep]" {
+		t.Errorf("the bottom directory after the restart: %s, want [keep]", got)
+	}
+	byType := scrape(t, metrics).SumBy("coopfs_messages_total", "type", map[string]string{"dir": "out"})
+	if byType["Revalidate"] == 0 {
+		t.Errorf("the restarted mount sent no Revalidate: the metadata kept on disk was not used (%v)", byType)
+	}
+}
