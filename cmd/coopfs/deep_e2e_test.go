@@ -255,7 +255,7 @@ func (l *deepLog) more(d int) {
 	}
 }
 
-// wantDeepLike fails unless got (a coopfs mount's transcript) is ext4's.
+// wantDeepLike fails unless got (a coopfs mount's transcript) is want (ext4's, mostly).
 func wantDeepLike(t *testing.T, got, ext4 []string) {
 	t.Helper()
 	if strings.Join(got, "\n") == strings.Join(ext4, "\n") {
@@ -270,7 +270,7 @@ func wantDeepLike(t *testing.T, got, ext4 []string) {
 			e = ext4[i]
 		}
 		if g != e {
-			t.Errorf("step %d: coopfs %q, ext4 %q", i, g, e)
+			t.Errorf("step %d: %q, want %q", i, g, e)
 		}
 	}
 }
@@ -456,4 +456,53 @@ func TestE2EDeepPathsMetaDiskRestart(t *testing.T) {
 	if byType["Revalidate"] == 0 {
 		t.Errorf("the restarted mount sent no Revalidate: the metadata kept on disk was not used (%v)", byType)
 	}
+}
+
+// TestE2EDeepPathsTwoMounts: two mounts of one server share the deep tree
+// under the server's callbacks: a write-back mount's dirty file at the
+// bottom is recalled when the other opens it; what one writes, renames
+// and removes there the other sees at once (its cached attributes, entries
+// and listings are broken).
+func TestE2EDeepPathsTwoMounts(t *testing.T) {
+	needFUSE(t)
+	srv := startServer(t, newExport(t), "--recall-timeout", "10s")
+	a := wbMount(t, srv, filepath.Join(t.TempDir(), "cache"), "--write-back-delay", "1h")
+	b := startMount(t, srv.addr)
+	data := patterned(200<<10, 35)
+	ext4 := deepOps(t, newExport(t), data)
+	wantDeepLike(t, deepOps(t, a.dir, data), ext4)
+	da := deepChain(t, a.dir, false)
+	defer unix.Close(da)
+	db := deepChain(t, b.dir, false)
+	defer unix.Close(db)
+	l := &deepLog{}
+	l.read(db, "keep", data) // recalled from a
+	l.readdir(db, ".")
+	l.readdir(da, ".") // both have the listing now
+	next := patterned(7000, 36)
+	l.writeAt(db, "new", unix.O_CREAT|unix.O_EXCL, next, 0)
+	l.read(da, "new", next)
+	l.readdir(da, ".")
+	l.add("rename keep kept", unix.Renameat(db, "keep", db, "kept"), "")
+	l.stat(da, "keep")
+	l.read(da, "kept", data)
+	l.add("unlink new", unix.Unlinkat(da, "new", 0), "")
+	l.stat(db, "new")
+	l.readdir(db, ".")
+	want := []string{
+		fmt.Sprintf("read keep: ok %d bytes, as written true", len(data)),
+		"readdir .: ok [keep]",
+		"readdir .: ok [keep]",
+		fmt.Sprintf("write new: ok %d bytes at 0", len(next)),
+		"fsync new: ok ",
+		fmt.Sprintf("read new: ok %d bytes, as written true", len(next)),
+		"readdir .: ok [keep new]",
+		"rename keep kept: ok ",
+		"stat keep: ENOENT ",
+		fmt.Sprintf("read kept: ok %d bytes, as written true", len(data)),
+		"unlink new: ok ",
+		"stat new: ENOENT ",
+		"readdir .: ok [kept]",
+	}
+	wantDeepLike(t, l.lines, want)
 }
