@@ -255,22 +255,23 @@ func (l *deepLog) more(d int) {
 	}
 }
 
-// wantDeepLike fails unless got (a coopfs mount's transcript) is want (ext4's, mostly).
-func wantDeepLike(t *testing.T, got, ext4 []string) {
+// wantDeepLike fails unless got (a coopfs mount's transcript) is want
+// (ext4's, or what a scenario expects), step by step.
+func wantDeepLike(t *testing.T, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") == strings.Join(ext4, "\n") {
+	if strings.Join(got, "\n") == strings.Join(want, "\n") {
 		return
 	}
-	for i := range max(len(got), len(ext4)) {
-		g, e := "(none)", "(none)"
+	for i := range max(len(got), len(want)) {
+		g, w := "(none)", "(none)"
 		if i < len(got) {
 			g = got[i]
 		}
-		if i < len(ext4) {
-			e = ext4[i]
+		if i < len(want) {
+			w = want[i]
 		}
-		if g != e {
-			t.Errorf("step %d: %q, want %q", i, g, e)
+		if g != w {
+			t.Errorf("step %d: %q, want %q", i, g, w)
 		}
 	}
 }
