@@ -312,6 +312,9 @@ func TestE2EDeepPaths(t *testing.T) {
 		{name: "directory", policy: "directory"},
 		{name: "hints", policy: "hints"},
 		{name: "wholefile", policy: "wholefile"},
+		{name: "no-callbacks", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
+			return startMount(t, srv.addr, "--no-callbacks"), nil
+		}},
 		{name: "proxy", mount: func(t *testing.T, srv *e2eServer) (*e2eMount, func()) {
 			px := startProxy(t, srv.addr)
 			return startMount(t, px.addr), nil
