@@ -44,8 +44,11 @@ const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 // fall: a client's kernel resolves symbolic links itself and looks a path
 // up one component at a time, so a symbolic link in a path it sends means
 // the export changed under it, and the request fails with ELOOP — as an
-// open of a final symbolic link does (openable). Paths under pathMax bytes,
-// nearly all of them, keep their single openat2 from the export.
+// open of a final symbolic link does (openable). (The requests made
+// through os.Root — mkdir, symlink, link, chmod, chown, readlink — walk one
+// component at a time at any length, and follow a link that stays in the
+// export.) Paths under pathMax bytes, nearly all of them, keep their single
+// openat2 from the export.
 
 // pathMax is the longest path one openat2 resolves (PATH_MAX less its NUL).
 const pathMax = unix.PathMax - 1
