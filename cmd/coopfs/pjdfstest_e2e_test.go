@@ -170,6 +170,24 @@ func runPjdfstest(t *testing.T, bin, config, dir string) pjdfstestRun {
 // client root (--squash none): pjdfstest runs as root and switches to other
 // users itself, and needs root's powers (chown, mknod) as on a local disk.
 func TestPjdfstest(t *testing.T) {
+	comparePjdfstest(t, "")
+}
+
+// TestPjdfstestDeep is TestPjdfstest run in a directory two levels below
+// the mount's root (and below ext4's directory), both levels NAME_MAX
+// bytes long. The suite makes paths of up to PATH_MAX − 1 bytes from the
+// root of the file system namespace (it makes its base path absolute), so
+// the directory is also bind-mounted at a short path and the suite run
+// there: its longest paths are then more than PATH_MAX bytes from the
+// export root, as a process whose working directory is deep makes them,
+// and the server resolves them in chunks.
+func TestPjdfstestDeep(t *testing.T) {
+	comparePjdfstest(t, filepath.Join(strings.Repeat("a", 255), strings.Repeat("b", 255)))
+}
+
+// comparePjdfstest runs the suite in sub (a relative path, "" for the top)
+// of an ext4 directory and of a coopfs mount, and compares.
+func comparePjdfstest(t *testing.T, sub string) {
 	needFUSE(t)
 	bin, nobodyGroup := needPjdfstest(t)
 	base := ext4Dir(t)
@@ -179,13 +197,16 @@ func TestPjdfstest(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{local, export} {
-		// Writable by the users pjdfstest switches to, as its book asks.
-		if err := os.Mkdir(d, 0o777); err != nil {
+	for _, d := range []string{filepath.Join(local, sub), filepath.Join(export, sub)} {
+		// Writable by the users pjdfstest switches to, as its book asks,
+		// and every directory above reachable by them.
+		if err := os.MkdirAll(d, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(d, 0o777); err != nil {
-			t.Fatal(err)
+		for p := d; len(p) > len(base); p = filepath.Dir(p) {
+			if err := os.Chmod(p, 0o777); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	config := filepath.Join(base, "pjdfstest.toml")
@@ -195,14 +216,21 @@ func TestPjdfstest(t *testing.T) {
 	srv := startServer(t, export)
 	m := startMountAt(t, srv.addr, mnt)
 
-	ext4 := runPjdfstest(t, bin, config, local)
-	coop := runPjdfstest(t, bin, config, m.dir)
-	report := fmt.Sprintf("pjdfstest on ext4:   %s (%.1fs)\npjdfstest on coopfs: %s (%.1fs)\n",
-		ext4.summary, ext4.took.Seconds(), coop.summary, coop.took.Seconds())
+	localDir, coopDir := local, m.dir
+	where := ""
+	if sub != "" {
+		where = " two levels down"
+		localDir = bindAt(t, filepath.Join(local, sub), filepath.Join(base, "lb"))
+		coopDir = bindAt(t, filepath.Join(m.dir, sub), filepath.Join(base, "mb"))
+	}
+	ext4 := runPjdfstest(t, bin, config, localDir)
+	coop := runPjdfstest(t, bin, config, coopDir)
+	report := fmt.Sprintf("pjdfstest on ext4%s:   %s (%.1fs)\npjdfstest on coopfs%s: %s (%.1fs)\n",
+		where, ext4.summary, ext4.took.Seconds(), where, coop.summary, coop.took.Seconds())
 	fmt.Print(report)
 	t.Log("\n" + report)
 	if f := os.Getenv("COOPFS_PJDFSTEST_SUMMARY"); f != "" {
-		if err := os.WriteFile(f, []byte(report), 0o644); err != nil {
+		if err := appendFile(f, report); err != nil {
 			t.Errorf("write %s: %v", f, err)
 		}
 	}
@@ -222,8 +250,40 @@ func TestPjdfstest(t *testing.T) {
 	}
 	sort.Strings(regressions)
 	if len(regressions) > 0 {
-		t.Errorf("%d pjdfstest tests pass on ext4 but not on coopfs:\n%s", len(regressions), strings.Join(regressions, "\n"))
+		t.Errorf("%d pjdfstest tests pass on ext4%s but not on coopfs:\n%s", len(regressions), where, strings.Join(regressions, "\n"))
 	}
+}
+
+// bindAt bind-mounts directory src at the new directory dst (unmounted
+// when the test ends) and returns dst.
+func bindAt(t *testing.T, src, dst string) string {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(src, dst, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mount %s: %v", dst, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dst, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dst, err)
+		}
+	})
+	return dst
+}
+
+// appendFile appends s to file f (the summary `make test` prints holds
+// every run of the suite).
+func appendFile(f, s string) error {
+	w, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteString(s); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
 }
 
 func countResult(r pjdfstestRun, res string) int { return len(names(r, res)) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,75 @@ import (
 // resolveFlags are the openat2 resolve flags of every lookup.
 const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
+// Paths longer than one openat2 takes. The kernel refuses a path of
+// PATH_MAX bytes or more (ENAMETOOLONG) though it reaches any depth one
+// directory at a time, and a client's kernel sends the server paths from
+// the export root, however deep its working directory. Such a path is
+// resolved in chunks of whole components, each under pathMax bytes, each
+// beneath the directory the chunk before it opened (O_PATH), so that every
+// step stays beneath a directory that is itself beneath the export: a
+// symbolic link or "..", in any chunk, cannot climb above the chunk's
+// start, let alone out of the export, and a directory renamed while the
+// walk holds it is still in the export (no request moves anything out of
+// it). The chunks of a long path, its last one too, are resolved with
+// RESOLVE_NO_SYMLINKS, so that its result never depends on where the cuts
+// fall: a client's kernel resolves symbolic links itself and looks a path
+// up one component at a time, so a symbolic link in a path it sends means
+// the export changed under it, and the request fails with ELOOP — as an
+// open of a final symbolic link does (openable). (The requests made
+// through os.Root — mkdir, symlink, link, chmod, chown, readlink — walk one
+// component at a time at any length, and follow a link that stays in the
+// export.) Paths under pathMax bytes, nearly all of them, keep their single
+// openat2 from the export.
+
+// pathMax is the longest path one openat2 resolves (PATH_MAX less its NUL).
+const pathMax = unix.PathMax - 1
+
+// longResolveFlags are the resolve flags of every chunk of a long path.
+const longResolveFlags = resolveFlags | unix.RESOLVE_NO_SYMLINKS
+
+// beneath returns the directory p (cleaned) is resolved from, what is left
+// of p to resolve from it and the resolve flags to do so: the export, p
+// itself and resolveFlags for a path under pathMax bytes; for a longer one,
+// the directory its leading chunks lead to (opened O_PATH), its last chunk
+// and longResolveFlags. The caller closes dirfd with closeBeneath.
+func (s *Server) beneath(p string) (dirfd int, rest string, res uint64, err error) {
+	if len(p) <= pathMax {
+		return s.exportFd, p, resolveFlags, nil
+	}
+	if strings.Contains("/"+p+"/", "/../") {
+		// clean never leaves one, but a walk in chunks must not meet one:
+		// it would climb above its chunk's start.
+		return -1, "", 0, &os.PathError{Op: "open", Path: p, Err: syscall.EACCES}
+	}
+	dirfd, rest = s.exportFd, p
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: longResolveFlags}
+	for len(rest) > pathMax {
+		cut := strings.LastIndexByte(rest[:pathMax+1], '/')
+		if cut <= 0 {
+			s.closeBeneath(dirfd)
+			return -1, "", 0, &os.PathError{Op: "open", Path: p, Err: syscall.ENAMETOOLONG}
+		}
+		fd, err := openat2(dirfd, rest[:cut], p, &how)
+		s.closeBeneath(dirfd)
+		if err != nil {
+			return -1, "", 0, err
+		}
+		dirfd, rest = fd, rest[cut+1:]
+	}
+	if rest == "" {
+		rest = "." // p ended in the slash of a directory the last chunk opened
+	}
+	return dirfd, rest, longResolveFlags, nil
+}
+
+// closeBeneath closes a directory beneath returned, unless it is the export.
+func (s *Server) closeBeneath(dirfd int) {
+	if dirfd != s.exportFd && dirfd >= 0 {
+		unix.Close(dirfd)
+	}
+}
+
 // initResolve checks once whether the kernel has openat2.
 func (s *Server) initResolve() {
 	fd, err := s.openBeneath(".", unix.O_PATH|unix.O_DIRECTORY)
@@ -40,9 +110,20 @@ func (s *Server) initResolve() {
 // openBeneath opens p (cleaned, relative to the export) with flags,
 // resolved beneath the export. It returns a descriptor the caller closes.
 func (s *Server) openBeneath(p string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags}
+	dirfd, rest, res, err := s.beneath(p)
+	if err != nil {
+		return -1, err
+	}
+	defer s.closeBeneath(dirfd)
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: res}
+	return openat2(dirfd, rest, p, &how)
+}
+
+// openat2 is one openat2 of rest from dirfd (p, the whole path, names it
+// in errors), retried when a signal or a racing rename interrupts it.
+func openat2(dirfd int, rest, p string, how *unix.OpenHow) (int, error) {
 	for tries := 0; ; tries++ {
-		fd, err := unix.Openat2(s.exportFd, p, &how)
+		fd, err := unix.Openat2(dirfd, rest, how)
 		switch {
 		case err == nil:
 			return fd, nil
@@ -51,7 +132,7 @@ func (s *Server) openBeneath(p string, flags int) (int, error) {
 			// (RESOLVE_BENEATH then refuses rather than guess); try again.
 			continue
 		case err == unix.EXDEV:
-			return -1, &os.PathError{Op: "open", Path: p, Err: syscall.EACCES}
+			err = syscall.EACCES
 		}
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -126,22 +207,20 @@ func (s *Server) openParentFast(dir string) (f *os.File, ok bool, err error) {
 // openFileBeneath is os.Root.OpenFile through openat2: flags as open(2),
 // mode's permission bits (with set-id and sticky) for a file it creates.
 func (s *Server) openFileBeneath(p string, flags int, mode uint32) (*os.File, error) {
-	how := unix.OpenHow{Flags: uint64(flags&validOpenFlags | unix.O_CLOEXEC), Resolve: resolveFlags}
+	dirfd, rest, res, err := s.beneath(p)
+	if err != nil {
+		return nil, err
+	}
+	defer s.closeBeneath(dirfd)
+	how := unix.OpenHow{Flags: uint64(flags&validOpenFlags | unix.O_CLOEXEC), Resolve: res}
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 {
 		how.Mode = uint64(mode & 0o7777)
 	}
-	for tries := 0; ; tries++ {
-		fd, err := unix.Openat2(s.exportFd, p, &how)
-		switch {
-		case err == nil:
-			return os.NewFile(uintptr(fd), p), nil
-		case err == unix.EINTR || (err == unix.EAGAIN && tries < 8):
-			continue
-		case err == unix.EXDEV:
-			err = syscall.EACCES
-		}
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	fd, err := openat2(dirfd, rest, p, &how)
+	if err != nil {
+		return nil, err
 	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // validOpenFlags are the open(2) flags openat2 accepts (the kernel's

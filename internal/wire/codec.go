@@ -12,17 +12,35 @@ var ErrMalformed = errors.New("malformed message")
 
 // Per-field limits of the metadata encoding.
 const (
-	maxString = 64 << 10 // a path or a symlink target
-	maxList   = 1 << 16  // entries of a directory page or a discard batch
+	maxString = MaxPath // a path or a symlink target
+	maxList   = 1 << 16 // entries of a directory page or a discard batch
 )
 
-// encoder appends varint-encoded fields to a buffer.
-type encoder struct{ b []byte }
+// MaxPath is the longest path (from the export root) or other string a
+// message carries: 16 × PATH_MAX. The server resolves a path of any length
+// up to it (in chunks under PATH_MAX, internal/server resolve.go); a
+// request naming a longer one fails at the sender with ENAMETOOLONG, as
+// it would have to at the receiver's decoder (which drops the connection
+// on a string past its limit). The bound keeps what one path costs in the
+// server's and agents' tables keyed by path to 64 KiB.
+const MaxPath = 64 << 10
 
-func (e *encoder) u64(v uint64)   { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) u32(v uint32)   { e.u64(uint64(v)) }
-func (e *encoder) i64(v int64)    { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) str(s string)   { e.u64(uint64(len(s))); e.b = append(e.b, s...) }
+// encoder appends varint-encoded fields to a buffer. long is set when a
+// string or byte field is longer than the decoder takes (the frame must
+// not be sent).
+type encoder struct {
+	b    []byte
+	long bool
+}
+
+func (e *encoder) u64(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) u32(v uint32) { e.u64(uint64(v)) }
+func (e *encoder) i64(v int64)  { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string) {
+	e.long = e.long || len(s) > maxString
+	e.u64(uint64(len(s)))
+	e.b = append(e.b, s...)
+}
 func (e *encoder) bytes(p []byte) { e.u64(uint64(len(p))); e.b = append(e.b, p...) }
 func (e *encoder) boolean(v bool) {
 	if v {

@@ -42,9 +42,18 @@ func ErrnoOf(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// maxErrorMsg bounds an error reply's text: an error that names a long
+// path (or two) says enough in its first bytes, and a text past maxString
+// would not decode.
+const maxErrorMsg = 4 << 10
+
 // errorMsg turns a handler's error into its reply.
 func errorMsg(err error) *Error {
-	return &Error{Errno: uint32(ErrnoOf(err)), Msg: err.Error()}
+	msg := err.Error()
+	if len(msg) > maxErrorMsg {
+		msg = msg[:maxErrorMsg] + "…"
+	}
+	return &Error{Errno: uint32(ErrnoOf(err)), Msg: msg}
 }
 
 // ErrClosed is returned by calls on a connection that has closed.

@@ -109,6 +109,13 @@ func appendFrame(buf []byte, m Msg, flags uint8, id uint64) (head, data []byte) 
 // TLS connection: its AEAD authenticates every byte, and the CRC's pass
 // over the data would only cost CPU).
 func appendFrameCRC(buf []byte, m Msg, flags uint8, id uint64, crc bool) (head, data []byte) {
+	head, data, _ = appendFrameLong(buf, m, flags, id, crc)
+	return head, data
+}
+
+// appendFrameLong is appendFrameCRC that also reports a string field past
+// what the decoder takes (maxString): such a frame must not be sent.
+func appendFrameLong(buf []byte, m Msg, flags uint8, id uint64, crc bool) (head, data []byte, long bool) {
 	buf = append(buf[:0], make([]byte, HeaderSize)...)
 	e := encoder{b: buf}
 	m.encode(&e)
@@ -121,7 +128,7 @@ func appendFrameCRC(buf []byte, m Msg, flags uint8, id uint64, crc bool) (head, 
 		h.crc = Checksum(data)
 	}
 	putHeader(e.b, h)
-	return e.b, data
+	return e.b, data, e.long
 }
 
 // readFrame reads one frame and decodes its message. The header has its own

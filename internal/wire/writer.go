@@ -32,7 +32,12 @@ func (c *Conn) write(m Msg, flags uint8, id uint64) error {
 	if c.closed.Load() {
 		return c.Err()
 	}
-	head, data := appendFrameCRC(nil, m, flags, id, c.crc)
+	head, data, long := appendFrameLong(nil, m, flags, id, c.crc)
+	if long {
+		// The receiver's decoder would refuse it and drop the connection.
+		return &RemoteError{Errno: syscall.ENAMETOOLONG,
+			Msg: fmt.Sprintf("%v: a path or name longer than %d bytes (the protocol's limit)", m.Type(), MaxPath)}
+	}
 	if uint32(len(head)-HeaderSize) > c.cfg.Limits.MaxMeta || uint32(len(data)) > c.cfg.Limits.MaxData {
 		return fmt.Errorf("send %v: %w", m.Type(), ErrFrameTooLarge)
 	}
