@@ -72,7 +72,7 @@ func DefaultScaleConfig() ScaleConfig {
 // scaleMessageCostUS is the live server's CPU per directory message,
 // measured on this machine (docs/benchmarks-coop.md, "The coordinator at
 // scale").
-const scaleMessageCostUS = 20
+const scaleMessageCostUS = 34
 
 func (c ScaleConfig) withDefaults() ScaleConfig {
 	d := DefaultScaleConfig()
