@@ -2,7 +2,6 @@ package study
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -41,8 +40,8 @@ func (r *ScaleResult) Report() *Report {
 	}
 	rep.Tables = append(rep.Tables, t)
 
-	line := func(name, title, ylabel string, dirOnly bool, y func(ScalePoint) float64) Plot {
-		pl := Plot{Name: name, Title: title, XLabel: "clients (log10)", YLabel: ylabel}
+	line := func(name, title, ylabel string, dirOnly, logY bool, y func(ScalePoint) float64) Plot {
+		pl := Plot{Name: name, Title: title, XLabel: "clients", YLabel: ylabel, LogX: true, LogY: logY}
 		for _, pat := range scalePatterns {
 			for _, alg := range c.Algorithms {
 				s := Series{Label: alg + " " + pat}
@@ -51,7 +50,7 @@ func (r *ScaleResult) Report() *Report {
 					if !ok || dirOnly && p.Footprint.Bytes() == 0 {
 						continue
 					}
-					s.X = append(s.X, log10(float64(n)))
+					s.X = append(s.X, float64(n))
 					s.Y = append(s.Y, y(p))
 				}
 				if len(s.X) > 0 {
@@ -62,14 +61,14 @@ func (r *ScaleResult) Report() *Report {
 		return pl
 	}
 	rep.Plots = append(rep.Plots,
-		line("msgs-per-access", "Server messages per access", "messages / access", false, func(p ScalePoint) float64 { return p.MsgsPerAccess }),
-		line("msgs-per-client-s", fmt.Sprintf("Server messages per client-second (%g reads/s a client)", c.Rate), "messages / client-second", false,
+		line("msgs-per-access", "Server messages per access", "messages / access", false, false, func(p ScalePoint) float64 { return p.MsgsPerAccess }),
+		line("msgs-per-client-s", fmt.Sprintf("Server messages per client-second (%g reads/s a client)", c.Rate), "messages / client-second", false, false,
 			func(p ScalePoint) float64 { return p.MsgsPerClientSecond }),
-		line("memory", "Directory memory", "MB (log10)", true, func(p ScalePoint) float64 { return log10(float64(p.Footprint.Bytes()) / 1e6) }),
-		line("depth-mean", "Forward depth, mean (directory: holders still waiting; hints: extra hops)", "mean depth", false,
-			func(p ScalePoint) float64 { return p.Depth.Mean }),
-		line("depth-max", "Forward depth, maximum (directory: holders still waiting; hints: extra hops)", "max depth", false,
-			func(p ScalePoint) float64 { return float64(p.Depth.Max) }))
+		line("memory", "Directory memory", "MB", true, true, func(p ScalePoint) float64 { return float64(p.Footprint.Bytes()) / 1e6 }),
+		line("depth-mean", "Forward depth, mean (directory: holders still waiting; hints: extra hops)", "1 + mean depth", false, true,
+			func(p ScalePoint) float64 { return 1 + p.Depth.Mean }),
+		line("depth-max", "Forward depth, maximum (directory: holders still waiting; hints: extra hops)", "1 + max depth", false, true,
+			func(p ScalePoint) float64 { return 1 + float64(p.Depth.Max) }))
 	rep.Notes = append(rep.Notes,
 		fmt.Sprintf("open loop: each client issues %g block reads a second (128 KiB blocks), starting at a uniformly random time within %v; the checkpoint is one file of %d blocks every client reads in order; the training set %d files of %d blocks, each client reading %d whole files picked Zipf(%g)",
 			c.Rate, c.Stagger, c.CheckpointBlocks, c.Files, c.FileBlocks, c.Reads, c.Alpha),
@@ -81,11 +80,4 @@ func (r *ScaleResult) Report() *Report {
 		"depth (hints): the extra hops of each local miss (0: the first hint was right, or straight to the server)",
 		"directory memory: directory.Footprint at the end of the run (slab, index, holder lists beyond 64 clients, client state, forward ring); the dense index carries the simulator's own words too")
 	return rep
-}
-
-func log10(x float64) float64 {
-	if x <= 0 {
-		return 0
-	}
-	return math.Log10(x)
 }
