@@ -80,6 +80,14 @@ func TestScaleQuick(t *testing.T) {
 		}
 	}
 	t.Log(txt.String())
+
+	st, err := LookupStudy("scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Run(context.Background(), &Env{Quick: true, Params: sim.DefaultParams()}); err != nil || len(r.Rows) != len(res.Points) {
+		t.Fatalf("registered study: %v, %d rows", err, len(r.Rows))
+	}
 }
 
 // The fan-out workload yields every client's reads, in time order, the
