@@ -49,7 +49,7 @@ func clientTimes(res []*Result) []ClientTimes {
 	return out
 }
 
-// Percentiles of a sample: the median and the maximum.
+// medianMax returns the median and the maximum of xs (0, 0 if empty).
 func medianMax(xs []float64) (float64, float64) {
 	if len(xs) == 0 {
 		return 0, 0
