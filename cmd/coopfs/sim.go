@@ -29,7 +29,7 @@ Subcommands:
          coopfs sim run --trace F[,F2...] --format FMT --algo A,B [--json]
          coopfs sim run --gen PATTERN --algo A,B [--json]
   study  run a whole study and write its tables and plots
-         coopfs sim study sarkar|nfscc|nasd [--quick] [--out DIR]
+         coopfs sim study sarkar|nfscc|sprite|nasd|scale [--quick] [--out DIR]
   gen    write a generated workload in the coopfs trace format
          coopfs sim gen PATTERN [--clients N --accesses N --seed S ...] > file
   convert  convert a trace between formats (coopfs, lirs, txt, oracleGeneral, oracleGeneralOpNS, csv)

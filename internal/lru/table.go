@@ -1,5 +1,7 @@
 package lru
 
+import "unsafe"
+
 // Hasher is a key of a Table: comparable, with its own hash.
 type Hasher interface {
 	comparable
@@ -39,6 +41,12 @@ type tslot[K Hasher, V any] struct {
 
 // Len returns the number of keys.
 func (t *Table[K, V]) Len() int { return t.n }
+
+// Bytes returns the memory the table's slots take (their capacity: the
+// table never shrinks), not counting what its keys or values point to.
+func (t *Table[K, V]) Bytes() int64 {
+	return int64(cap(t.slots)) * int64(unsafe.Sizeof(tslot[K, V]{}))
+}
 
 // Get returns k's value.
 func (t *Table[K, V]) Get(k K) (V, bool) {

@@ -50,3 +50,26 @@ func TestTable(t *testing.T) {
 		t.Fatal("clear")
 	}
 }
+
+// Bytes follows the slots' capacity: nothing for the zero table, a slot's
+// size times the slots once keys are in, and it never shrinks.
+func TestTableBytes(t *testing.T) {
+	var tb Table[key, int32]
+	if tb.Bytes() != 0 {
+		t.Fatalf("empty table: %d bytes", tb.Bytes())
+	}
+	for i := range 1000 {
+		tb.Put(key{1, uint64(i)}, int32(i))
+	}
+	const slot = 8 + 16 + 8 // hash, key, value padded
+	if b := tb.Bytes(); b < 1000*slot || b%slot != 0 {
+		t.Fatalf("1000 keys: %d bytes", b)
+	}
+	full := tb.Bytes()
+	for i := range 1000 {
+		tb.Delete(key{1, uint64(i)})
+	}
+	if tb.Bytes() != full {
+		t.Fatalf("after deletes: %d bytes, was %d", tb.Bytes(), full)
+	}
+}

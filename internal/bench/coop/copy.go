@@ -78,6 +78,9 @@ type CopyRow struct {
 	PerMBps  []float64 `json:"client_mb_s"`
 	Verified bool      `json:"verified"`
 	Stats    Stats     `json:"stats"`
+	// PerClient is each client's time to first and last byte and its
+	// progress (time to full fan-out).
+	PerClient []ClientTimes `json:"per_client,omitempty"`
 }
 
 // CopyReport is the result of RunCopy.
@@ -174,7 +177,7 @@ func copyOnce(ctx context.Context, cm *Common, cc clusterConfig, digest string, 
 	if err != nil {
 		return nil, err
 	}
-	row := &CopyRow{Policy: cc.Policy, Clients: cc.Clients, Stats: st, Verified: true}
+	row := &CopyRow{Policy: cc.Policy, Clients: cc.Clients, Stats: st, Verified: true, PerClient: clientTimes(res)}
 	var first, last int64
 	var n int
 	for i, r := range res {

@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 	case "copy":
 		var cfg CopyConfig
 		clients := fs.String("clients", "1,2,4,8,12", "client counts")
-		policies := fs.String("policies", "none,directory", "policies to compare: none, directory, hints, directory-balanced (serve --forward-choice balanced), directory-serverlast (serve --server-rotation=false); any of them with -insecure (every process with --insecure, no TLS)")
+		policies := fs.String("policies", "none,directory", "policies to compare: none, directory, hints, wholefile, directory-balanced (serve --forward-choice balanced), directory-serverlast (serve --server-rotation=false); any of them with -insecure (every process with --insecure, no TLS)")
 		size := sizeFlag(fs, "size", 100e6, "bytes of the file (100MB, 64MiB...)")
 		fs.StringVar(&cfg.BlockSize, "block-size", "", "serve --block-size (default: the server's, 1MiB)")
 		fs.IntVar(&cfg.ReadAhead, "read-ahead", 0, "mount --read-ahead in blocks (default: the mount's)")
@@ -78,6 +78,11 @@ func Main(ctx context.Context, args []string, ex Exec, stdout, stderr io.Writer)
 				return nil, err
 			}
 			cfg.Policies = parseList(*policies)
+			for _, p := range cfg.Policies {
+				if err := checkPolicy(p); err != nil {
+					return nil, err
+				}
+			}
 			cfg.Common, cfg.Size = cm, int64(*size)
 			r, err := RunCopy(ctx, cfg)
 			if r == nil {
@@ -226,6 +231,22 @@ func parseInts(s string) ([]int, error) {
 		return nil, errors.New("no counts given")
 	}
 	return out, nil
+}
+
+// checkPolicy reports whether p is a policy startCluster runs: a server
+// policy, then -balanced and -serverlast for directory, -insecure for any
+// (cut in startCluster's order).
+func checkPolicy(p string) error {
+	base, _ := strings.CutSuffix(p, "-insecure")
+	base, last := strings.CutSuffix(base, "-serverlast")
+	base, bal := strings.CutSuffix(base, "-balanced")
+	switch {
+	case base == "directory":
+		return nil
+	case !last && !bal && (base == "none" || base == "hints" || base == "wholefile"):
+		return nil
+	}
+	return fmt.Errorf("bench coop: policy %q: want none, directory, hints, wholefile, directory-balanced or directory-serverlast, each optionally with -insecure", p)
 }
 
 func parseList(s string) []string {

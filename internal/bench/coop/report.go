@@ -26,11 +26,13 @@ type Plot struct {
 }
 
 // Series is one line or one bar group. Dashed lines are references
-// (link limits), drawn without points.
+// (link limits), drawn without points; Lines are curves of many points
+// (completion over time), drawn without them too.
 type Series struct {
 	Label  string
 	X, Y   []float64
 	Dashed bool
+	Lines  bool
 }
 
 // Save renders the plot to path; the extension picks the format (png, svg).
@@ -71,8 +73,12 @@ func (p Plot) Save(path string) error {
 				return fmt.Errorf("plot %s: %w", p.Name, err)
 			}
 			l.Color = plotutil.Color(i)
-			if s.Dashed {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			if s.Dashed || s.Lines {
+				if s.Dashed {
+					l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				} else {
+					l.Width = vg.Points(1.5)
+				}
 				pl.Add(l)
 				pl.Legend.Add(s.Label, l)
 				continue
@@ -100,19 +106,24 @@ func (r *CopyReport) Table(w io.Writer) {
 	fmt.Fprintf(w, "concurrent copy: %d MB file, server link %s (%.1f MB/s), client links %s (%.1f MB/s)\n",
 		r.Size/1e6, r.ServerLink, r.ServerMBps, r.ClientLink, r.ClientMBps)
 	t := newTab(w)
-	fmt.Fprintln(t, "policy\tN\taggregate MB/s\t% of N×client\tmean client MB/s\tpeer reads\tserver mem reads\tserver disk reads\ttimeouts\tnacks\twaits\tCPU busy\tbytes ok")
+	fmt.Fprintln(t, "policy\tN\taggregate MB/s\t% of N×client\tmean client MB/s\tpeer reads\tserver mem reads\tserver disk reads\ttimeouts\tnacks\twaits\twholefile chunks peer/server\tCPU busy\tbytes ok")
 	for _, row := range r.Rows {
 		s := row.Stats
 		ideal := float64(row.Clients) * r.ClientMBps
-		fmt.Fprintf(t, "%s\t%d\t%.1f\t%.0f%%\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f%%\t%v\n",
+		chunks := "-"
+		if p, sv := s.Total(func(c *ClientStats) float64 { return c.WholePeerChunks }), s.Total(func(c *ClientStats) float64 { return c.WholeServerChunks }); p+sv > 0 {
+			chunks = fmt.Sprintf("%.0f/%.0f", p, sv)
+		}
+		fmt.Fprintf(t, "%s\t%d\t%.1f\t%.0f%%\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.0f%%\t%v\n",
 			row.Policy, row.Clients, row.AggMBps, 100*row.AggMBps/ideal, row.MeanMBps,
 			s.ReadsBy(obs.LayerPeer), s.ReadsBy(obs.LayerServerMemory), s.ReadsBy(obs.LayerServerDisk),
 			s.Total(func(c *ClientStats) float64 { return c.Timeouts }),
 			s.Total(func(c *ClientStats) float64 { return c.Nacks }),
-			s.Total(func(c *ClientStats) float64 { return c.ForwardWaits }),
+			s.Total(func(c *ClientStats) float64 { return c.ForwardWaits }), chunks,
 			100*s.MachineCPUBusy, row.Verified)
 	}
 	t.Flush()
+	r.fanoutTable(w)
 }
 
 // Plots draws aggregate throughput vs N per policy, with the server link
@@ -149,5 +160,5 @@ func (r *CopyReport) Plots() []Plot {
 		}
 		p.Series = append(p.Series, srv, cl)
 	}
-	return []Plot{p}
+	return append([]Plot{p}, r.fanoutPlots()...)
 }

@@ -24,7 +24,12 @@ type ClientStats struct {
 	Nacks           float64            `json:"forwarded_nacks"`
 	Timeouts        float64            `json:"forwarded_timeouts"`
 	CPUSeconds      float64            `json:"cpu_seconds"`
-	Gone            bool               `json:"gone,omitempty"` // the process was dead at the end
+	// The wholefile policy's chunks of whole-file fetches, by source, and
+	// the holders that failed one.
+	WholePeerChunks   float64 `json:"wholefile_peer_chunks,omitempty"`
+	WholeServerChunks float64 `json:"wholefile_server_chunks,omitempty"`
+	WholePeerFailures float64 `json:"wholefile_peer_failures,omitempty"`
+	Gone              bool    `json:"gone,omitempty"` // the process was dead at the end
 }
 
 // Stats are the server's and the mounts' counters over a measured phase
@@ -114,6 +119,9 @@ func statsBetween(before, after Counters) Stats {
 		c.Nacks = diff(a, b, "coopfs_forwarded_nacks_total", nil)
 		c.Timeouts = diff(a, b, "coopfs_forwarded_timeouts_total", nil)
 		c.CPUSeconds = diff(a, b, "process_cpu_seconds_total", nil)
+		c.WholePeerChunks = diff(a, b, "coopfs_wholefile_segments_total", map[string]string{"source": "peer"})
+		c.WholeServerChunks = diff(a, b, "coopfs_wholefile_segments_total", map[string]string{"source": "server"})
+		c.WholePeerFailures = diff(a, b, "coopfs_wholefile_peer_failures_total", nil)
 		s.Clients = append(s.Clients, c)
 	}
 	return s

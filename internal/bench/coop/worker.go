@@ -53,6 +53,48 @@ type Result struct {
 	Mismatches int64   `json:"mismatches,omitempty"`
 	// Phases are the Andrew phases' times in milliseconds, in order.
 	Phases []Phase `json:"phases,omitempty"`
+	// FirstByteNS is when the first read returned data (copy).
+	FirstByteNS int64 `json:"first_byte_unix_ns,omitempty"`
+	// Progress is the bytes read by each time (copy): about a hundred
+	// points over the file, the last at EndNS.
+	Progress []BytesAt `json:"progress,omitempty"`
+}
+
+// BytesAt is a point of a copy's progress: Bytes read by AtNS after the
+// worker's start.
+type BytesAt struct {
+	AtNS  int64 `json:"at_ns"`
+	Bytes int64 `json:"bytes"`
+}
+
+// progressPoints bounds the points of a copy's Progress.
+const progressPoints = 100
+
+// progressRecorder samples a copy's progress: the first byte's time and a
+// point each time another hundredth of size is read.
+type progressRecorder struct {
+	start, first time.Time
+	step, next   int64
+	points       []BytesAt
+}
+
+func newProgress(start time.Time, size int64) *progressRecorder {
+	step := max(size/progressPoints, 1)
+	return &progressRecorder{start: start, step: step, next: step}
+}
+
+func (p *progressRecorder) read(done int64) {
+	if done <= 0 {
+		return
+	}
+	now := time.Now()
+	if p.first.IsZero() {
+		p.first = now
+	}
+	if done >= p.next {
+		p.points = append(p.points, BytesAt{AtNS: now.Sub(p.start).Nanoseconds(), Bytes: done})
+		p.next = (done/p.step + 1) * p.step
+	}
 }
 
 // Phase is one timed phase of the Andrew-style run.
@@ -157,14 +199,25 @@ func RunWorker(ctx context.Context, args []string, stderr io.Writer) error {
 
 // workerCopy reads the whole file with 1 MiB reads (like cp) and hashes it.
 func workerCopy(ctx context.Context, c workerConfig) (*Result, error) {
+	var size int64
+	if st, err := os.Stat(c.file); err == nil {
+		size = st.Size()
+	}
 	start := time.Now()
-	res, err := workload.ReadFile(ctx, c.file, false, workload.SeqOptions{BufSize: 1 << 20, Hash: true})
+	pr := newProgress(start, size)
+	res, err := workload.ReadFile(ctx, c.file, false, workload.SeqOptions{BufSize: 1 << 20, Hash: true, Progress: pr.read})
 	end := time.Now()
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Bytes: res.Bytes, Ops: res.Bytes >> 20, StartNS: start.UnixNano(), EndNS: end.UnixNano(),
-		Digest: res.Digest.String()}
+		Digest: res.Digest.String(), Progress: pr.points}
+	if !pr.first.IsZero() {
+		r.FirstByteNS = pr.first.UnixNano()
+	}
+	if n := len(r.Progress); n == 0 || r.Progress[n-1].Bytes < res.Bytes {
+		r.Progress = append(r.Progress, BytesAt{AtNS: end.Sub(start).Nanoseconds(), Bytes: res.Bytes})
+	}
 	r.Verified = c.digest == "" || r.Digest == c.digest
 	return r, nil
 }

@@ -70,6 +70,7 @@ type Sim struct {
 	done                              []time.Duration // when each client's latest read completed
 	servedRemote                      []uint64        // blocks each client received from peers
 	tch                               toucher         // Touch's state
+	depth                             depths          // the forward depth of cached copies
 }
 
 var _ sim.Algorithm = (*Sim)(nil)
@@ -336,6 +337,7 @@ func (s *Sim) write(a sim.Access, id ref, c *sim.Counters) {
 	c.Msg(a.Client, sim.NodeServer, true)
 	s.serverInsert(id, v, true)
 	s.clientInsert(a.Client, id, v, a.Time, true, c)
+	s.depth.set(a.Client, id.id, 0)
 }
 
 // miss is a read of id (version v) that client cl's cache misses at t: h
@@ -366,6 +368,8 @@ func (s *Sim) miss(cl int, t time.Duration, id ref, v block.Version, h int32, c 
 	}
 	s.done[cl] = t + total
 	s.clientInsert(cl, id, v, t+total, false, c)
+	s.depth.set(cl, id.id, s.depth.last)
+	s.depth.last = 0
 	return out
 }
 
@@ -401,9 +405,12 @@ func (s *Sim) cooperative(t time.Duration, cl int, id ref, v block.Version, c *s
 	switch r.Answer {
 	case directory.Send, directory.Wait:
 		start := arrive
+		d := 0
 		if r.Answer == directory.Wait {
 			start = max(start, n.ready)
+			d = s.depth.of(h, id.id) + 1
 		}
+		s.depth.served(d)
 		begin := start
 		if s.xferCli > 0 { // a link without queueing keeps no clock: reads arrive out of order
 			begin = max(start, s.cliLink[h])

@@ -18,6 +18,8 @@ type Plot struct {
 	Series         []Series
 	Categories     []string // bar plots: the x categories
 	Bars, Stacked  bool
+	// LogX, LogY draw line plots on logarithmic axes (every value > 0).
+	LogX, LogY bool
 }
 
 // Series is one line or one bar group.
@@ -54,8 +56,16 @@ func (p Plot) Save(path string) error {
 			pl.Legend.Add(s.Label, l, sc)
 		}
 	}
+	if p.LogX {
+		pl.X.Scale, pl.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
 	// Headroom above the data, so that the legend (top right) never covers it.
-	pl.Y.Max += (pl.Y.Max - pl.Y.Min) * 0.35
+	if p.LogY {
+		pl.Y.Scale, pl.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		pl.Y.Max *= 30
+	} else {
+		pl.Y.Max += (pl.Y.Max - pl.Y.Min) * 0.35
+	}
 	if err := pl.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("save plot %s: %w", path, err)
 	}

@@ -139,6 +139,7 @@ func Studies() []Study {
 		{Name: "sarkar", Summary: "seed 002: figures 5.1, 5.2, 5.8-5.11, tables 5.3 and 5.7", Run: Sarkar},
 		{Name: "nfscc", Summary: "seed 000: figure 6, tables 2-5 (forward misses with and without discard notifications), queue sweep", Run: NFSCCStudy},
 		{Name: "sprite", Summary: "seed 002 on the four generated Sprite periods (tables 5.1/5.5 statistics): manager load, lookup messages, hint correctness, table 5.7 per period", Run: SpriteStudy},
+		{Name: "scale", Summary: "the coordinator at scale: 100 to 10,000 clients reading a shared checkpoint and a Zipf training set under directory and hints: server messages per access and per client-second, directory memory, forward depth", Run: ScaleStudy},
 		{Name: "nasd", Summary: "seed 004: figures 3-7 (server schemes, 1-Chance variants, nine combinations, client cache and hops sweeps)", Run: NASDStudy},
 	}
 }
