@@ -36,6 +36,7 @@ func benchWorkloads() []benchWorkload {
 		{"replay", "a trace played live on a netns testbed and in the simulator, side by side: hit ratios, messages, hints, read time (root)", false, runBenchReplay},
 		{"proxy", "the caching proxy on a netns testbed: a second client behind a LAN proxy, a warm restart (root)", false, runBenchProxy},
 		{"wholefile", "seed 001's experiments on a netns testbed, per policy: staggered readers, web server, overloaded server, overhead, cluster warm-up (root)", false, runBenchWholefile},
+		{"fio", "fio's sequential, random 4 KiB and small-file jobs on ext4, bindfs and coopfs (write-through, write-back), side by side (root)", false, runBenchFio},
 		{"meta", "metadata and small files: tar x, find+stat, grep -r, du, python import, rm -rf vs ext4 and bindfs; close-to-open across mounts", false, runBenchMeta},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
 	}
