@@ -104,7 +104,10 @@ func (b *bench) randReads(ctx context.Context, t target) {
 		row := b.r.Get(key)
 		args := []string{"--name=" + key, "--filename=" + file, "--rw=randread", "--bs=4k",
 			"--size=" + strconv.FormatInt(b.cfg.Size>>20<<20, 10), "--numjobs=" + strconv.Itoa(randJobs),
-			"--time_based", "--runtime=" + strconv.Itoa(b.cfg.RandSeconds)}
+			"--time_based", "--runtime=" + strconv.Itoa(b.cfg.RandSeconds),
+			// Warm: each file system's caches as seq-read-1 left them
+			// (fio would drop the mount's page cache, not bindfs's ext4).
+			"--invalidate=0"}
 		if direct {
 			args = append(args, "--direct=1")
 		}
