@@ -124,6 +124,7 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 	threads := fs.Int("threads", local.DefaultThreads, "threads of the 4 KiB random reads")
 	randOps := fs.Int("rand-ops", local.DefaultRandOps, "4 KiB random reads per thread and repetition")
 	skipCold := fs.Bool("skip-cold", false, "leave out the cold reads (they drop every cache of the machine)")
+	skipWrites := fs.Bool("skip-writes", false, "leave out the write rows (write-through and write-back against the export and the disk cache's directory)")
 	keep := fs.Bool("keep", false, "keep the test file and the process logs")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
@@ -141,7 +142,7 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 	if *reps < 1 || *threads < 1 || *randOps < 1 {
 		return local.Config{}, out, "", fmt.Errorf("--reps, --threads and --rand-ops must be at least 1 (got %d, %d, %d)", *reps, *threads, *randOps)
 	}
-	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold,
+	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold, SkipWrites: *skipWrites,
 		Keep: *keep, Command: "coopfs bench local " + strings.Join(args, " "),
 		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)}
 	if err := cfg.Validate(); err != nil {
