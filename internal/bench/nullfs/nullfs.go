@@ -23,8 +23,7 @@ const period = 251
 // (fusefs's MaxWrite limit), a multiple of the page size. A reply is a
 // slice of a buffer holding two spans, so a page-aligned read gets a
 // page-aligned slice, as coopfs's reads of its cached blocks do: the
-// kernel's copy out of an unaligned reply straddles two pages per page
-// and made this ceiling lower than the coopfs figure it bounds.
+// ceiling hands the kernel the same kind of buffer as what it bounds.
 const span = 1 << 20
 
 // Byte is the content of the file at offset off.
