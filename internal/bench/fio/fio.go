@@ -234,12 +234,21 @@ func (b *bench) startTarget(ctx context.Context, name string) (target, error) {
 	case TargetPass:
 		return newPassTarget(ctx, sub, filepath.Join(b.dir, "mnt-bindfs"))
 	}
+	// The memory cache holds the 1-job file, as bench local's does, so that
+	// the random reads after seq-read-1 are served by coopfs's cache.
+	cache := b.cfg.Size + b.cfg.Size/8 + 64<<20
 	ccfg := cluster.Config{Binary: b.cfg.Binary, Env: b.cfg.Env, Export: b.export, Clients: 1,
 		Dir: filepath.Join(b.dir, name), Keep: true, Logger: b.cfg.Logger,
-		ServerArgs: []string{"--log-level", "warn"}, MountArgs: []string{"--log-level", "warn"}}
+		ServerArgs: []string{"--log-level", "warn"},
+		MountArgs:  []string{"--log-level", "warn", "--cache-size", strconv.FormatInt(cache, 10)}}
 	if name == TargetCoopWB {
+		// A fresh disk cache per repetition, room for everything the steps
+		// write twice over (dirty data waits there for its write-back).
 		disk := filepath.Join(b.dir, "disk-cache-"+name)
-		size := 3*b.cfg.Size + int64(b.cfg.SmallFiles)*(b.cfg.SmallSize+4096)*2 + 256<<20
+		if err := os.RemoveAll(disk); err != nil {
+			return nil, err
+		}
+		size := 2*(3*b.cfg.Size+int64(b.cfg.SmallFiles)*(b.cfg.SmallSize+4096)) + 1<<30
 		ccfg.MountArgs = append(ccfg.MountArgs, "--disk-cache", disk, "--disk-cache-size", strconv.FormatInt(size, 10),
 			"--write-policy", "write-back")
 	}
