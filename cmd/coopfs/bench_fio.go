@@ -79,5 +79,15 @@ func runBenchFio(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return nil
 	}
-	return report.Output{JSON: out.jsonPath, Dir: out.outDir}.Write(r, "fio", plot, stdout)
+	if err := (report.Output{JSON: out.jsonPath, Dir: out.outDir}).Write(r, "fio", plot, stdout); err != nil {
+		return err
+	}
+	if out.outDir != "" {
+		var units []string
+		for _, u := range r.Units() {
+			units = append(units, fio.UnitFile(u))
+		}
+		fmt.Fprintf(stdout, "the plots are %s/fio-{%s}.{png,svg}\n", out.outDir, strings.Join(units, ","))
+	}
+	return nil
 }
