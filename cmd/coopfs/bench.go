@@ -36,6 +36,7 @@ func benchWorkloads() []benchWorkload {
 		{"replay", "a trace played live on a netns testbed and in the simulator, side by side: hit ratios, messages, hints, read time (root)", false, runBenchReplay},
 		{"proxy", "the caching proxy on a netns testbed: a second client behind a LAN proxy, a warm restart (root)", false, runBenchProxy},
 		{"wholefile", "seed 001's experiments on a netns testbed, per policy: staggered readers, web server, overloaded server, overhead, cluster warm-up (root)", false, runBenchWholefile},
+		{"fio", "fio's sequential, random 4 KiB and small-file jobs on ext4, bindfs and coopfs (write-through, write-back), side by side (root)", false, runBenchFio},
 		{"meta", "metadata and small files: tar x, find+stat, grep -r, du, python import, rm -rf vs ext4 and bindfs; close-to-open across mounts", false, runBenchMeta},
 		{local.NullfsCommand, "mount the do-nothing go-fuse file system (used by bench local)", true, runBenchNullfs},
 	}
@@ -123,6 +124,7 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 	threads := fs.Int("threads", local.DefaultThreads, "threads of the 4 KiB random reads")
 	randOps := fs.Int("rand-ops", local.DefaultRandOps, "4 KiB random reads per thread and repetition")
 	skipCold := fs.Bool("skip-cold", false, "leave out the cold reads (they drop every cache of the machine)")
+	skipWrites := fs.Bool("skip-writes", false, "leave out the write rows (write-through and write-back against the export and the disk cache's directory)")
 	keep := fs.Bool("keep", false, "keep the test file and the process logs")
 	logLevel := fs.String("log-level", "warn", "launcher log level")
 	cpuProfile := fs.String("cpuprofile", "", "") // hidden: profile of this process
@@ -140,7 +142,7 @@ func localFlags(args []string, stderr io.Writer) (local.Config, benchOutput, str
 	if *reps < 1 || *threads < 1 || *randOps < 1 {
 		return local.Config{}, out, "", fmt.Errorf("--reps, --threads and --rand-ops must be at least 1 (got %d, %d, %d)", *reps, *threads, *randOps)
 	}
-	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold,
+	cfg := local.Config{Size: int64(size), Reps: *reps, Threads: *threads, RandOps: *randOps, SkipCold: *skipCold, SkipWrites: *skipWrites,
 		Keep: *keep, Command: "coopfs bench local " + strings.Join(args, " "),
 		Progress: stderr, Logger: obs.NewLogger(stderr, *logLevel)}
 	if err := cfg.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"os"
 	"testing"
 
 	"github.com/coopfs/coopfs/internal/bench/report"
@@ -55,5 +56,55 @@ func TestCheckPaths(t *testing.T) {
 	b.checkPaths(1, before, before, after) // nothing reached the agent, then the page cache was not kept
 	if len(b.r.Notes) != 2 {
 		t.Errorf("notes %q", b.r.Notes)
+	}
+}
+
+// TestEveryCeilingBounds: every compared row is checked against its
+// ceiling (a ceiling below it is reported as broken), and the write rows
+// carry the targets of the single-client work.
+func TestEveryCeilingBounds(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		b := &bench{cfg: Config{SkipWrites: skip}, r: report.New("local", "")}
+		b.cfg.setDefaults()
+		b.declareRows()
+		for _, row := range b.r.Rows {
+			if row.Ceiling != "" && !row.Bound {
+				t.Errorf("%s: its ceiling %s is not checked to bound it", row.Key, row.Ceiling)
+			}
+		}
+		wt, wb := b.r.Get(KeyWTWrite), b.r.Get(KeyWBWrite)
+		if skip {
+			if wt != nil || wb != nil {
+				t.Error("write rows declared with SkipWrites")
+			}
+			continue
+		}
+		if wt == nil || wt.Ceiling != KeyExportWrite || wt.Target != TargetWriteThrough {
+			t.Errorf("write-through row %+v", wt)
+		}
+		if wb == nil || wb.Ceiling != KeyDiskWrite || wb.Target != TargetWriteBack {
+			t.Errorf("write-back row %+v", wb)
+		}
+	}
+}
+
+func TestMountOption(t *testing.T) {
+	// / is always a mount point; its options name no max_read.
+	if v, err := mountOption("/", "max_read"); err != nil || v != "" {
+		t.Errorf("/: %q, %v", v, err)
+	}
+	if _, err := mountOption("/no/such/mount", "max_read"); err == nil {
+		t.Error("no error for a directory that is not a mount point")
+	}
+}
+
+func TestWriteSeq(t *testing.T) {
+	p := t.TempDir() + "/f"
+	mbps, err := writeSeq(t.Context(), p, 3<<20+5)
+	if err != nil || mbps <= 0 {
+		t.Fatalf("%v MB/s: %v", mbps, err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Size() != 3<<20+5 {
+		t.Errorf("%v %v", st, err)
 	}
 }

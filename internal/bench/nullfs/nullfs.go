@@ -15,12 +15,19 @@ import (
 // FileName is the name of the one file in the root of the mount.
 const FileName = "data"
 
-// period of the content pattern: byte i of the file is Byte(i). A prime, so
-// that page- or block-aligned slices never repeat the same bytes.
+// period of the content pattern within a span: a prime, so that pages of a
+// span never repeat the same bytes.
 const period = 251
 
+// span is the length after which the content repeats: the largest request
+// (fusefs's MaxWrite limit), a multiple of the page size. A reply is a
+// slice of a buffer holding two spans, so a page-aligned read gets a
+// page-aligned slice, as coopfs's reads of its cached blocks do: the
+// ceiling hands the kernel the same kind of buffer as what it bounds.
+const span = 1 << 20
+
 // Byte is the content of the file at offset off.
-func Byte(off int64) byte { return byte(off % period) }
+func Byte(off int64) byte { return byte(off % span % period) }
 
 // Stats counts the FUSE read requests served, to tell reads that went
 // through FUSE from reads served by the kernel page cache.
@@ -41,11 +48,10 @@ func MountStats(ctx context.Context, dir string, size int64, cfg fusefs.Config) 
 	if size < 0 {
 		return nil, nil, fmt.Errorf("nullfs: negative size %d", size)
 	}
-	maxRead := cfg.MaxWrite
-	if maxRead <= 0 {
-		maxRead = fusefs.DefaultMaxWrite
+	if cfg.MaxWrite > span {
+		return nil, nil, fmt.Errorf("nullfs: max write %d above %d", cfg.MaxWrite, span)
 	}
-	buf := make([]byte, maxRead+period)
+	buf := make([]byte, 2*span)
 	for i := range buf {
 		buf[i] = Byte(int64(i))
 	}
@@ -81,7 +87,7 @@ type fileNode struct {
 	fs.Inode
 	stats *Stats
 	size  int64
-	buf   []byte // Byte(i) for i in [0, maxRead+period)
+	buf   []byte // Byte(i) for i in [0, 2*span)
 }
 
 var (
@@ -113,8 +119,8 @@ func (f *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 	if off >= f.size {
 		return fuse.ReadResultData(nil), 0
 	}
-	n := min(int64(len(dest)), f.size-off, int64(len(f.buf)-period))
-	start := off % period
+	n := min(int64(len(dest)), f.size-off, span)
+	start := off % span
 	f.stats.Bytes.Add(n)
 	return fuse.ReadResultData(f.buf[start : start+n]), 0
 }

@@ -58,6 +58,11 @@ type Row struct {
 	Target float64 `json:"target,omitempty"`
 	Met    *bool   `json:"met,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Bound says the ceiling row bounds this one: it cannot be faster
+	// than its ceiling, so a ratio above 1 means the ceiling measurement
+	// is broken (Broken), and the report says so.
+	Bound  bool `json:"bound,omitempty"`
+	Broken bool `json:"broken,omitempty"`
 }
 
 // New starts a report.
@@ -97,6 +102,13 @@ func (row *Row) Compare(ceiling string, target float64) *Row {
 	return row
 }
 
+// Bounds is Compare for a ceiling that bounds the row: a ceiling measured
+// below the row's figure is reported as a broken measurement.
+func (row *Row) Bounds(ceiling string, target float64) *Row {
+	row.Bound = true
+	return row.Compare(ceiling, target)
+}
+
 // Finish computes medians, per-repetition ratios and targets.
 func (r *Report) Finish() {
 	for _, row := range r.Rows {
@@ -120,6 +132,15 @@ func (r *Report) Finish() {
 		if row.Target > 0 && len(row.Ratios) > 0 {
 			met := row.Ratio >= row.Target
 			row.Met = &met
+		}
+		row.Broken = row.Bound && len(row.Ratios) > 0 && row.Ratio > 1
+		if row.Broken {
+			row.Met = nil // a ratio to a broken ceiling meets nothing
+			row.Note = fmt.Sprintf("ceiling %s (%s %s) is below %s (%s %s), which it bounds: the ceiling measurement is broken",
+				c.Key, num(c.Median), c.Unit, row.Key, num(row.Median), row.Unit)
+			if n := "BROKEN CEILING: " + row.Note; !slices.Contains(r.Notes, n) {
+				r.Notes = append(r.Notes, n)
+			}
 		}
 	}
 }
@@ -181,6 +202,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				verdict = "MISSED"
 			}
 			target = fmt.Sprintf(">= %.2f %s", row.Target, verdict)
+		}
+		if row.Broken {
+			target = "CEILING BROKEN"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Key, row.Name, num(row.Median), row.Unit,
 			samples(row.Samples), ratio, vs, target)

@@ -115,3 +115,29 @@ func TestPlot(t *testing.T) {
 		t.Error("plotted no rows")
 	}
 }
+
+// A ceiling measured below the figure it bounds is a broken measurement,
+// and the report says so; a plain comparison above 1 is not flagged.
+func TestBrokenCeiling(t *testing.T) {
+	r := New("local", "")
+	r.Row("nullfs", "do-nothing", UnitMBps).Add(804)
+	r.Row("mem", "memory cache", UnitMBps).Bounds("nullfs", 0.8).Add(2566)
+	r.Row("export", "export", UnitMBps).Add(100)
+	r.Row("cached", "served by a cache", UnitMBps).Compare("export", 0).Add(300)
+	r.Row("fine", "below its bound", UnitMBps).Bounds("export", 0).Add(50)
+	r.Finish()
+	r.Finish() // idempotent
+	if !r.Get("mem").Broken || r.Get("cached").Broken || r.Get("fine").Broken {
+		t.Errorf("broken: mem %v cached %v fine %v", r.Get("mem").Broken, r.Get("cached").Broken, r.Get("fine").Broken)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "ceiling nullfs (804 MB/s) is below mem (2566 MB/s)") {
+		t.Errorf("notes %q", r.Notes)
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "3.19   nullfs  CEILING BROKEN") || !strings.Contains(b.String(), "note: BROKEN CEILING") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
