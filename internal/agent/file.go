@@ -463,6 +463,11 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return f.a.wb.write(ctx, f, p, off)
 	}
 	f.wrote.Store(true)
+	return f.writeThrough(ctx, p, off)
+}
+
+// writeThrough writes p at off on the server before it returns.
+func (f *file) writeThrough(ctx context.Context, p []byte, off int64) (int, error) {
 	if held, err := f.holdWrite(ctx, p, off); held {
 		if err != nil {
 			return 0, err

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -173,9 +174,24 @@ func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (in
 		f.mu.Lock()
 		f.attr.Version = b.Tag
 		f.mu.Unlock()
-		return f.block(ctx, b.Index, false)
+		data, err := f.block(ctx, b.Index, false)
+		if errors.Is(err, syscall.EBADF) && f.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+			// The server's handle is write-only, as the open asked; the
+			// rest of the block is read through one opened for reading.
+			return f.readBlockAside(ctx, b.Index)
+		}
+		return data, err
 	}
 	wr, err := w.e.Write(ctx, nf, off, p, fetch)
+	if errors.Is(err, errNoRead) {
+		// The writer may write the file but not read it: the block cannot
+		// be completed here, so this write goes through to the server,
+		// after the file's dirty data (which it may overlap).
+		if err := w.e.FlushIno(ctx, nf.Ino); err != nil {
+			return 0, err
+		}
+		return f.writeThrough(ctx, p, off)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -183,6 +199,44 @@ func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (in
 	f.attr.Version, f.attr.Size, f.attr.Mtime, f.attr.Ctime = wr.Tag, uint64(wr.Size), wr.Mtime, wr.Mtime
 	f.mu.Unlock()
 	return len(p), nil
+}
+
+// errNoRead: the writer may not read the file, whose block a partial
+// write must be completed with.
+var errNoRead = errors.New("the file is not readable by its writer")
+
+// readBlockAside reads block idx from the server through a handle opened
+// for reading as f's caller (f's own is write-only); errNoRead when the
+// caller may not read the file.
+func (f *file) readBlockAside(ctx context.Context, idx uint64) ([]byte, error) {
+	f.mu.Lock()
+	path, ino, v := f.path, f.attr.Ino, f.attr.Version
+	f.mu.Unlock()
+	r, gen, err := f.a.pathCall(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: path, Flags: syscall.O_RDONLY}, true)
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		return nil, fmt.Errorf("read block %d of %s to complete a write: %w", idx, path, errNoRead)
+	}
+	if err != nil {
+		return nil, err
+	}
+	or, ok := r.(*wire.OpenReply)
+	if !ok {
+		return nil, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	defer func() {
+		if !f.a.releases.add(gen, or.Handle) {
+			f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
+		}
+	}()
+	if or.Attr.Ino != ino {
+		return nil, fmt.Errorf("read block %d of %s: the name is now another file: %w", idx, path, syscall.ESTALE)
+	}
+	// A file of its own for the read, at f's version: the read takes the
+	// path f's would (peers, the server), on the readable handle.
+	at := or.Attr
+	at.Version = v
+	rf := &file{a: f.a, path: path, flags: syscall.O_RDONLY, h: or.Handle, gen: gen, attr: at, caller: f.caller}
+	return rf.fetch(ctx, block.ID{File: ino, Index: idx}, v, false)
 }
 
 // sync makes the dirty frames written so far durable: fsync and close of
