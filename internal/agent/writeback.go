@@ -10,6 +10,7 @@ import (
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
+	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 	"github.com/coopfs/coopfs/internal/writeback"
@@ -167,9 +168,6 @@ func (w *writeBack) holds(ino uint64) bool { return w != nil && w.e.Holds(ino) }
 // blocks it covers partly are completed from the tiers, else read through
 // f at the dirty file's version, which f sees from then on.
 func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (int, error) {
-	f.mu.Lock()
-	nf := writeback.NewFile{Ino: f.attr.Ino, Path: f.path, Tag: f.attr.Version, Size: int64(f.attr.Size), Caller: f.caller, HasCaller: true}
-	f.mu.Unlock()
 	fetch := func(ctx context.Context, b writeback.BlockRef) ([]byte, error) {
 		f.mu.Lock()
 		f.attr.Version = b.Tag
@@ -182,24 +180,44 @@ func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (in
 		}
 		return data, err
 	}
-	wr, err := w.e.Write(ctx, nf, off, p, fetch)
-	if errors.Is(err, errNoRead) {
-		// The writer may write the file but not read it: the block cannot
-		// be completed here, so this write goes through to the server,
-		// after the file's dirty data (which it may overlap).
-		if err := w.e.FlushIno(ctx, nf.Ino); err != nil {
+	for try := 0; ; try++ {
+		f.mu.Lock()
+		nf := writeback.NewFile{Ino: f.attr.Ino, Path: f.path, Tag: f.attr.Version, Size: int64(f.attr.Size), Caller: f.caller, HasCaller: true}
+		f.mu.Unlock()
+		wr, err := w.e.Write(ctx, nf, off, p, fetch)
+		var full *disk.FullError
+		if errors.As(err, &full) && try < fullRetries {
+			// Every frame of a block's set is dirty (small files fill
+			// sets long before the cache): write back what is dirty,
+			// which frees them, and write again (the blocks written so
+			// far are written again with the same bytes).
+			if _, ferr := w.e.FlushAll(ctx, nil); ferr != nil {
+				return 0, fmt.Errorf("%w (writing back to make room: %v)", err, ferr)
+			}
+			continue
+		}
+		if errors.Is(err, errNoRead) {
+			// The writer may write the file but not read it: the block
+			// cannot be completed here, so this write goes through to the
+			// server, after the file's dirty data (which it may overlap).
+			if err := w.e.FlushIno(ctx, nf.Ino); err != nil {
+				return 0, err
+			}
+			return f.writeThrough(ctx, p, off)
+		}
+		if err != nil {
 			return 0, err
 		}
-		return f.writeThrough(ctx, p, off)
+		f.mu.Lock()
+		f.attr.Version, f.attr.Size, f.attr.Mtime, f.attr.Ctime = wr.Tag, uint64(wr.Size), wr.Mtime, wr.Mtime
+		f.mu.Unlock()
+		return len(p), nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	f.attr.Version, f.attr.Size, f.attr.Mtime, f.attr.Ctime = wr.Tag, uint64(wr.Size), wr.Mtime, wr.Mtime
-	f.mu.Unlock()
-	return len(p), nil
 }
+
+// fullRetries bounds how often a write that found its block's set full of
+// dirty frames writes everything back and tries again.
+const fullRetries = 2
 
 // errNoRead: the writer may not read the file, whose block a partial
 // write must be completed with.
@@ -282,11 +300,59 @@ func (w *writeBack) released(f *file) {
 	}
 }
 
-// removed is called after path was unlinked: its dirty data is never
+// removed is called after path was unlinked or renamed over: a dirty
+// file with another name here is written back under it, and its open
+// files that named it by path follow; otherwise its dirty data is never
 // written back (an orphan while open here).
 func (w *writeBack) removed(path string) {
+	if w == nil {
+		return
+	}
+	df := w.e.Find(path)
+	w.e.Removed(path)
+	if df == nil {
+		return
+	}
+	now := w.e.PathOf(df.Ino())
+	if now == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f := range w.open {
+		f.mu.Lock()
+		if f.path == path && f.attr.Ino == df.Ino() {
+			f.path = now
+		}
+		f.mu.Unlock()
+	}
+}
+
+// beforeRemove is called before path is unlinked or renamed over. A dirty
+// file that has another name here is written back under it from then on
+// (writeback.Engine.BeforeRemove); one whose other names were made
+// elsewhere (the server's link count says so) is written back first, so
+// that they show its data.
+func (w *writeBack) beforeRemove(ctx context.Context, path string) error {
+	if w == nil {
+		return nil
+	}
+	df := w.e.BeforeRemove(path)
+	if df == nil {
+		return nil
+	}
+	at, err := w.a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
+	if err != nil || at.Ino != df.Ino() || at.Nlink <= 1 {
+		return nil // the removal itself says what is wrong
+	}
+	_, err = w.e.FlushFile(ctx, df)
+	return err
+}
+
+// linked is called after newPath was made a link to oldPath.
+func (w *writeBack) linked(oldPath, newPath string) {
 	if w != nil {
-		w.e.Removed(path)
+		w.e.Linked(oldPath, newPath)
 	}
 }
 
