@@ -19,8 +19,12 @@ import (
 
 // file is an open file of the agent.
 type file struct {
-	a     *Agent
-	path  string
+	a    *Agent
+	path string
+	// links are the file's other names made through this mount since the
+	// open (write-back: when path is removed, the file goes by one of
+	// them); under mu, as path is once the file is open.
+	links []string
 	flags uint32
 	keep  bool
 	// caller opened the file; a reopen after reconnecting is made as them.

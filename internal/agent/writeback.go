@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
@@ -302,26 +305,32 @@ func (w *writeBack) released(f *file) {
 
 // removed is called after path was unlinked or renamed over: a dirty
 // file with another name here is written back under it, and its open
-// files that named it by path follow; otherwise its dirty data is never
-// written back (an orphan while open here).
+// files that named it by path take another of its names; otherwise its
+// dirty data is never written back (an orphan while open here).
 func (w *writeBack) removed(path string) {
 	if w == nil {
 		return
 	}
-	df := w.e.Find(path)
 	w.e.Removed(path)
-	if df == nil {
-		return
-	}
-	now := w.e.PathOf(df.Ino())
-	if now == "" {
-		return
-	}
+	w.unlinkedOpen(path)
+}
+
+// unlinkedOpen makes the open files that named their file by path, now
+// removed, take another of its names: the one its dirty data goes under,
+// else one linked here.
+func (w *writeBack) unlinkedOpen(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for f := range w.open {
 		f.mu.Lock()
-		if f.path == path && f.attr.Ino == df.Ino() {
+		i := slices.Index(f.links, path)
+		switch {
+		case i >= 0:
+			f.links = slices.Delete(f.links, i, i+1)
+		case f.path == path && len(f.links) > 0:
+			f.path, f.links = f.links[0], f.links[1:]
+		}
+		if now := w.e.PathOf(f.attr.Ino); now != "" && f.path == path {
 			f.path = now
 		}
 		f.mu.Unlock()
@@ -349,10 +358,34 @@ func (w *writeBack) beforeRemove(ctx context.Context, path string) error {
 	return err
 }
 
-// linked is called after newPath was made a link to oldPath.
+// flushOpen writes back the dirty data of open file f before an operation
+// the server performs on its data (fallocate: a range zeroed, punched or
+// allocated over dirty blocks, and the size it may give the file).
+func (w *writeBack) flushOpen(ctx context.Context, f *file) error {
+	if w == nil {
+		return nil
+	}
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	return w.e.FlushIno(ctx, ino)
+}
+
+// linked is called after newPath was made a link to oldPath: one more
+// name the dirty file and the open files of it may go by.
 func (w *writeBack) linked(oldPath, newPath string) {
-	if w != nil {
-		w.e.Linked(oldPath, newPath)
+	if w == nil {
+		return
+	}
+	w.e.Linked(oldPath, newPath)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f := range w.open {
+		f.mu.Lock()
+		if f.path == oldPath || slices.Contains(f.links, oldPath) {
+			f.links = append(f.links, newPath)
+		}
+		f.mu.Unlock()
 	}
 }
 
@@ -373,12 +406,18 @@ func (w *writeBack) afterRename(oldPath, newPath string, flags uint32) {
 		return
 	}
 	w.e.AfterRename(oldPath, newPath, flags)
+	if flags&unix.RENAME_EXCHANGE == 0 {
+		w.unlinkedOpen(newPath) // renamed over
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, mv := range writeback.Renames(oldPath, newPath, flags) {
 		for f := range w.open {
 			f.mu.Lock()
 			f.path, _ = writeback.Moved(f.path, mv[0], mv[1])
+			for i := range f.links {
+				f.links[i], _ = writeback.Moved(f.links[i], mv[0], mv[1])
+			}
 			f.mu.Unlock()
 		}
 	}
