@@ -594,7 +594,7 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	a.renamedHere(oldPath, newPath, flags, err) // names.go
 	a.delegs.forgetAttr(parentOf(oldPath))      // deleg.go: link counts, times
 	a.delegs.forgetAttr(parentOf(newPath))
-	if err == nil {
+	if err == nil && !a.wb.renamedToItself(ctx, oldPath, newPath, flags) {
 		a.wb.afterRename(oldPath, newPath, flags)
 	}
 	return err

@@ -423,6 +423,25 @@ func (w *writeBack) afterRename(oldPath, newPath string, flags uint32) {
 	}
 }
 
+// renamedToItself reports whether a rename that succeeded left both names
+// (oldPath and newPath named one file, which POSIX makes a no-op): the
+// dirty file must not be taken for renamed over. It asks the server only
+// when newPath names a dirty file here.
+func (w *writeBack) renamedToItself(ctx context.Context, oldPath, newPath string, flags uint32) bool {
+	if w == nil || flags&unix.RENAME_EXCHANGE != 0 {
+		return false
+	}
+	if oldPath == newPath {
+		return true
+	}
+	df := w.e.Find(newPath)
+	if df == nil {
+		return false
+	}
+	at, err := w.a.attrCall(ctx, &wire.GetAttr{Path: oldPath}, true)
+	return err == nil && at.Ino == df.Ino()
+}
+
 // discard drops file ino's dirty data (an open with O_TRUNC emptied it on
 // the server).
 func (w *writeBack) discard(ino uint64) {
@@ -445,6 +464,13 @@ func (a *Agent) beforeSetAttr(ctx context.Context, path string, of *file, in vfs
 	var df *writeback.File
 	if of == nil {
 		df = w.e.Find(path)
+		if df == nil && w.e.Dirty() {
+			// path may be a link of a dirty file made elsewhere: the
+			// file is known by its number here.
+			if at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true); err == nil {
+				df = w.e.File(at.Ino)
+			}
+		}
 	} else {
 		of.mu.Lock()
 		ino := of.attr.Ino

@@ -33,6 +33,13 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 			ino = hd.ino
 		} else if df := w.e.Find(m.Path); df != nil {
 			ino = df.Ino()
+		} else if w.e.Dirty() {
+			// m.Path may be a link of a dirty file made elsewhere.
+			if r, err := cl.call(ctx, &wire.GetAttr{Path: m.Path}); err == nil {
+				if ar, ok := r.(*wire.AttrReply); ok {
+					ino = ar.Attr.Ino
+				}
+			}
 		}
 		if err := w.flushBefore(ctx, ino); err != nil {
 			return nil, true, err
@@ -130,6 +137,9 @@ func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 			c.linkedHandles(m.Old, m.New)
 		}
 	case *wire.Rename:
+		if cl.renamedToItself(w, m) {
+			return // both names are left (they named one file)
+		}
 		w.e.AfterRename(m.Old, m.New, m.Flags)
 		if m.Flags&renameExchange == 0 {
 			for _, c := range cl.p.clientList() {
@@ -138,6 +148,25 @@ func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 		}
 		cl.p.renamedHandles(m.Old, m.New, m.Flags)
 	}
+}
+
+// renamedToItself reports whether rename m, which succeeded, left both
+// names (they named one file, which POSIX makes a no-op); it asks the
+// upstream only when m.New names a dirty file here.
+func (cl *client) renamedToItself(w *writeBack, m *wire.Rename) bool {
+	if m.Flags&renameExchange != 0 {
+		return false
+	}
+	if m.Old == m.New {
+		return true
+	}
+	df := w.e.Find(m.New)
+	if df == nil {
+		return false
+	}
+	r, err := cl.call(context.Background(), &wire.GetAttr{Path: m.Old})
+	ar, ok := r.(*wire.AttrReply)
+	return err == nil && ok && ar.Attr.Ino == df.Ino()
 }
 
 // renamedHandles moves every client's handles after a rename.

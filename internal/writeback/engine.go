@@ -141,6 +141,13 @@ func (e *Engine) File(ino uint64) *File {
 	return e.files[ino]
 }
 
+// Dirty reports whether any file has dirty data here.
+func (e *Engine) Dirty() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.files) > 0
+}
+
 // Find returns the dirty file at path, or nil.
 func (e *Engine) Find(path string) *File {
 	e.mu.Lock()
