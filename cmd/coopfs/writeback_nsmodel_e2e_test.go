@@ -83,20 +83,20 @@ func TestE2EWriteBackNamespaceModel(t *testing.T) {
 		t.Run(arr, func(t *testing.T) {
 			c := startNSCluster(t, arr)
 			start := time.Now()
-			seqs, ops, stale := 0, 0, 0
+			seqs, ops, drops := 0, 0, 0
 			for i := uint64(0); ; i++ {
 				if dur == 0 && seqs >= nsModelSeqs || dur > 0 && time.Since(start) > dur {
 					break
 				}
-				n, st := runNSSequence(t, c, seed+i, fmt.Sprintf("s%d", i))
-				ops, stale = ops+n, stale+st
+				n, d := runNSSequence(t, c, seed+i, fmt.Sprintf("s%d", i))
+				ops, drops = ops+n, drops+d
 				seqs++
 				if t.Failed() {
 					t.Fatalf("sequence %d failed: COOPFS_WB_MODEL_SEED=%d reproduces it as the first", i, seed+i)
 				}
 			}
 			t.Logf("%s: %d sequences, %d operations in %v (seeds %d to %d); %d dentry cache drops after namespace operations on linked files",
-				arr, seqs, ops, time.Since(start).Round(time.Second), seed, seed+uint64(seqs)-1, stale)
+				arr, seqs, ops, time.Since(start).Round(time.Second), seed, seed+uint64(seqs)-1, drops)
 		})
 	}
 }
@@ -148,7 +148,7 @@ type nsState struct {
 var nsNames = []string{"a", "b", "c", "d/x", "d/y", "e/x", "e/z"}
 
 // runNSSequence plays one sequence under sub and returns how many
-// operations it ran and how many found a link's name stale (step).
+// operations it ran and how many dentry cache drops it made (step).
 func runNSSequence(t *testing.T, c *nsCluster, seed uint64, sub string) (int, int) {
 	t.Helper()
 	s := &nsState{t: t, c: c, ref: t.TempDir(), sub: sub, r: rand.New(rand.NewPCG(seed, 25))}
@@ -158,8 +158,16 @@ func runNSSequence(t *testing.T, c *nsCluster, seed uint64, sub string) (int, in
 		}
 	}()
 	s.both(func(root string) error { return os.MkdirAll(filepath.Join(root, sub, "d"), 0o755) })
+	checkAll := os.Getenv("COOPFS_WB_MODEL_CHECK_ALL") != ""
 	for op := 0; op < nsModelSeqOps && !t.Failed(); op++ {
 		s.step(op)
+		if checkAll && !t.Failed() {
+			// Slow: both mounts' trees after every step, to find the
+			// first one that diverges.
+			for _, m := range []string{c.wb.dir, c.wt.dir} {
+				wantTree(t, fmt.Sprintf("op %d: the tree through %s", op, m), nsTreeState(t, filepath.Join(m, sub)), nsTreeState(t, filepath.Join(s.ref, sub)))
+			}
+		}
 	}
 	if os.Getenv("COOPFS_WB_MODEL_TRACE") != "" {
 		t.Logf("seed %d:\n%s", seed, join(s.trace))
@@ -233,7 +241,7 @@ func (s *nsState) step(op int) {
 	name, other := s.name(), s.name()
 	var what string
 	var f func(root string) ([]byte, error)
-	namespace := false
+	namespace := false // the step links, unlinks or renames
 	bs := 4096
 	switch {
 	case k < 16:
@@ -300,8 +308,8 @@ func (s *nsState) step(op int) {
 		if s.r.IntN(2) == 0 {
 			from, to = to, from
 		}
-		namespace = true
 		what = fmt.Sprintf("rename directory %s %s", from, to)
+		namespace = true
 		f = func(root string) ([]byte, error) { return nil, unix.Rename(s.path(root, from), s.path(root, to)) }
 	case k < 90:
 		what = "mkdir d, e"
@@ -329,18 +337,31 @@ func (s *nsState) step(op int) {
 		return
 	}
 	s.trace = append(s.trace, fmt.Sprintf("op %d: %s on %s", op, what, which))
+	linked := namespace && s.refLinked() // before the step: a link it removes counts
 	want := resultOf(f(s.ref))
 	var got nsResult
 	if err := within(s.t, 60*time.Second, what, func() error { got = resultOf(f(m)); return nil }); err != nil {
 		return
 	}
 	s.trace[len(s.trace)-1] += fmt.Sprintf(" → %v %s", want.errno, want.out)
-	if namespace && s.refLinked() {
-		// A known limit of the FUSE layer, not of write-back: the kernel
-		// names a hard-linked inode to go-fuse without a name, and go-fuse
-		// takes the link it saw last, which the other mount may have
-		// renamed or removed (or given to another file): an operation by
-		// the inode then goes to that name. Fresh lookups name it right.
+	if os.Getenv("COOPFS_WB_MODEL_DEBUG") != "" {
+		for _, root := range []string{s.c.export, s.ref} {
+			s.trace[len(s.trace)-1] += " |"
+			for _, n := range nsNames {
+				if fi, err := os.Lstat(filepath.Join(root, s.sub, n)); err == nil {
+					st := fi.Sys().(*syscall.Stat_t)
+					s.trace[len(s.trace)-1] += fmt.Sprintf(" %s:%d/%d/%d", n, st.Ino%1000, st.Nlink, fi.Size())
+				}
+			}
+		}
+	}
+	if linked || namespace && s.refLinked() {
+		// A limit of the FUSE layer, not of write-back: the kernel names
+		// a hard-linked inode to go-fuse by its number, and go-fuse gives
+		// the path of the link it saw last, which the other mount may
+		// have removed, renamed, or given to another file: an open or a
+		// truncation by the inode would go there. The dentries dropped,
+		// fresh lookups name the inode by the name its caller used.
 		s.drops++
 		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
 	}

@@ -126,6 +126,15 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		}
 		return nil, false, nil
 	}
+	if mv, ok := m.(*wire.Rename); ok {
+		// The file renamed over may live on under another name the
+		// holder does not know: its data must reach it first.
+		if ino := s.inoOf(mv.New); ino != 0 {
+			if err := r.recall(ctx, cl, ino, mv.New); err != nil {
+				return nil, true, err
+			}
+		}
+	}
 	ino := s.inoOf(path)
 	if ino == 0 {
 		return nil, false, nil
