@@ -28,7 +28,7 @@ import (
 // arrangement (COOPFS_WB_MODEL_DURATION plays them for as long as it says).
 const (
 	nsModelSeqOps = 200
-	nsModelSeqs   = 15
+	nsModelSeqs   = 10
 )
 
 // nsModelEnv reads the long run's settings: COOPFS_WB_MODEL_DURATION (a Go
@@ -63,7 +63,7 @@ type nsCluster struct {
 	crash  func()
 }
 
-// TestE2EWriteBackNamespaceModel runs random sequences of operations —
+// TestE2EWriteBackModelNamespace runs random sequences of operations —
 // writes (through O_RDWR and O_WRONLY descriptors, partial blocks),
 // appends, reads, mmap reads and writes, truncations, every fallocate
 // mode, copy_file_range, links, unlinks, renames of files (also over
@@ -76,7 +76,7 @@ type nsCluster struct {
 // both mounts on the server; the write-back mount behind a write-back
 // proxy. COOPFS_WB_MODEL_DURATION and COOPFS_WB_MODEL_SEED make a longer
 // run (docs/testing.md).
-func TestE2EWriteBackNamespaceModel(t *testing.T) {
+func TestE2EWriteBackModelNamespace(t *testing.T) {
 	needFUSE(t)
 	dur, seed := nsModelEnv(t)
 	for _, arr := range []string{"mounts", "proxy"} {
