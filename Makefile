@@ -19,7 +19,7 @@ build:
 # deps installs the system packages the mounts, the testbed and the tests
 # use: each command below comes from the Debian package after its colon.
 DEPS := fusermount3:fuse3 ip:iproute2 tc:iproute2 setfattr:attr setfacl:acl \
-	rsync:rsync sqlite3:sqlite3 bindfs:bindfs prlimit:util-linux flock:util-linux \
+	rsync:rsync sqlite3:sqlite3 bindfs:bindfs prlimit:util-linux flock:util-linux git:git \
 	systemd-analyze:systemd dpkg-deb:dpkg fio:fio
 deps:
 	@missing=$$(for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || echo $${d##*:}; done | sort -u | tr '\n' ' '); \

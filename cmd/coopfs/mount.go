@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/coopfs/coopfs/internal/agent"
@@ -44,7 +48,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wbHigh := fs.Float64("write-back-high-water", 0.5, "write-back: the fraction of --disk-cache-size dirty data may fill before it is written back at once")
 	wbCloseSync := fs.Bool("write-back-close-sync", true, "write-back: close(2) of a file opened for writing syncs the disk cache, so a write acknowledged by close survives a machine crash (false: only fsync and the once-a-second background sync do)")
 	metrics := fs.String("metrics", "", "serve Prometheus /metrics on HOST:PORT")
-	name := fs.String("name", "", "name of this client in the server's logs (default: host name)")
+	name := fs.String("name", "", "name of this client in the server's logs and its recalls (default: HOST:DIR, DIR the --disk-cache directory or else the mount point: unique per mount on a host and the same after a restart)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fuseDebug := fs.Bool("fuse-debug", false, "log every FUSE request and reply (with --log-level debug)")
 	if err := parseFlags(fs, args); err != nil {
@@ -64,6 +68,16 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mountpoint := fs.Arg(0)
 	if _, err := fusefs.CheckMountpoint(mountpoint); err != nil {
 		return err
+	}
+	if *name == "" {
+		host, _ := os.Hostname()
+		// A disk cache holds what a write-back mount left dirty: its
+		// directory is what a restart (at any mount point) resumes.
+		where := mountpoint
+		if *diskF.dir != "" {
+			where = *diskF.dir
+		}
+		*name = defaultMountName(host, where)
 	}
 	log := withLastError(obs.NewLogger(stderr, *logLevel)) // status.go: `coopfs status` shows the last error
 	sec, err := secFlags.load()
@@ -147,4 +161,26 @@ func dirAttrTimeout(attr time.Duration) time.Duration {
 		return -1
 	}
 	return min(attr, 250*time.Millisecond)
+}
+
+// maxDefaultName bounds the default mount name; a longer one keeps its
+// start and ends in a hash of the whole.
+const maxDefaultName = 128
+
+// defaultMountName is a mount's name when --name is not given: the host
+// name and the absolute path of its disk cache directory, or of its mount
+// point without one. A write-back mount is known by its name when it
+// comes back after a crash (the server's orphans of that name are its
+// own): the name must differ between the mounts of one host and stay the
+// same across a mount's restarts.
+func defaultMountName(host, dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	name := host + ":" + filepath.Clean(dir)
+	if len(name) <= maxDefaultName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:maxDefaultName-17] + "~" + hex.EncodeToString(sum[:8])
 }

@@ -183,8 +183,10 @@ func TestE2EWritePolicyReadOnly(t *testing.T) {
 	}
 }
 
-// TestE2EWriteBackFull: a writer fills the write-back cache (clean frames
-// are reused first) and then gets ENOSPC; a flush makes room again.
+// TestE2EWriteBackFull: a writer that fills a set of the write-back
+// cache with dirty frames (clean frames are reused first) does not fail:
+// the mount writes back what is dirty, which frees the frames, and the
+// write goes on; everything reaches the export.
 func TestE2EWriteBackFull(t *testing.T) {
 	needFUSE(t)
 	srv := startServer(t, newExport(t), "--block-size", "64KiB")
@@ -213,24 +215,20 @@ func TestE2EWriteBackFull(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("after %d dirty 64 KiB blocks in a 1 MiB cache: %v; want ENOSPC", written, err)
+	if err != nil {
+		t.Fatalf("after %d dirty 64 KiB blocks in a 1 MiB cache: %v; want the mount to make room", written, err)
 	}
-	// A set of 4 ways holds at least 4 dirty blocks (its clean frames are
-	// reused); how many fit in all depends on where the blocks hash to.
-	if written < 4 {
-		t.Errorf("only %d blocks fitted before ENOSPC; a set holds 4", written)
+	// Small files, a frame each (how git stores objects).
+	for i := range 40 {
+		mustWrite(t, m.path(fmt.Sprintf("small%d", i)), []byte(fmt.Sprintf("small file %d", i)))
 	}
 	if err := fh.Close(); err != nil {
 		t.Fatal(err)
 	}
 	flushMount(t, m)
-	got, _ := exportFile(t, srv, "f")
-	if !bytes.Equal(got, bytes.Repeat(chunk, written)) {
-		t.Errorf("export f: %d bytes; want the %d blocks written before ENOSPC", len(got), written)
-	}
-	if err := os.WriteFile(m.path("after"), []byte("room again"), 0o644); err != nil {
-		t.Fatalf("write after a flush: %v", err)
+	wantExport(t, srv, "f", bytes.Repeat(chunk, written))
+	for i := range 40 {
+		wantExport(t, srv, fmt.Sprintf("small%d", i), []byte(fmt.Sprintf("small file %d", i)))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
@@ -459,7 +460,13 @@ func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.Set
 			of.wrote.Store(true) // a truncation through the open file: a change it commits
 		}
 		a.noteVersion(attr.Ino, attr.Version)
-		a.wb.sized(attr, old)
+		if of == nil {
+			// By path (a truncation at open): every open file of it
+			// writes from the new size on.
+			a.wb.resized(attr)
+		} else {
+			a.wb.sized(attr, old)
+		}
 	}
 	return attr, nil
 }
@@ -560,6 +567,9 @@ func (a *Agent) Unlink(ctx context.Context, path string) error {
 	// a file just closed frees its space at once, as on a local disk.
 	a.releases.flushWait(true)
 	a.endAllHolds(ctx) // pipe.go: a held file's data must not go after its name
+	if err := a.wb.beforeRemove(ctx, path); err != nil {
+		return err // writeback.go: its data must reach its other names first
+	}
 	tok := a.cbs.token()
 	_, _, err := a.entryCall(ctx, &wire.Unlink{Path: path}, path, false)
 	a.entryChanged(tok, path, false, err, nil)
@@ -594,12 +604,17 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	a.dirs.clear() // dirattrs.go: directories move, and with them the paths below
 	defer a.dirs.clear()
 	defer a.changedHere(true, oldPath, newPath)
+	if flags&unix.RENAME_EXCHANGE == 0 {
+		if err := a.wb.beforeRemove(ctx, newPath); err != nil {
+			return err // writeback.go: the file renamed over may have other names
+		}
+	}
 	defer a.wb.renameLock()()
 	err := a.okCall(ctx, &wire.Rename{Old: oldPath, New: newPath, Flags: flags}, false)
 	a.renamedHere(oldPath, newPath, flags, err) // names.go
 	a.delegs.forgetAttr(parentOf(oldPath))      // deleg.go: link counts, times
 	a.delegs.forgetAttr(parentOf(newPath))
-	if err == nil {
+	if err == nil && !a.wb.renamedToItself(ctx, oldPath, newPath, flags) {
 		a.wb.afterRename(oldPath, newPath, flags)
 	}
 	return err
@@ -616,6 +631,7 @@ func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, e
 	a.entryChanged(tok, newPath, true, err, nil)
 	if err == nil {
 		a.changedIno(at.Ino)
+		a.wb.linked(oldPath, newPath)
 	}
 	return at, err
 }

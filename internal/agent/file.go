@@ -19,8 +19,12 @@ import (
 
 // file is an open file of the agent.
 type file struct {
-	a     *Agent
-	path  string
+	a    *Agent
+	path string
+	// links are the file's other names made through this mount since the
+	// open (write-back: when path is removed, the file goes by one of
+	// them); under mu, as path is once the file is open.
+	links []string
 	flags uint32
 	keep  bool
 	// caller opened the file; a reopen after reconnecting is made as them.
@@ -484,6 +488,11 @@ func (f *file) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	f.wrote.Store(true)
+	return f.writeThrough(ctx, p, off)
+}
+
+// writeThrough writes p at off on the server before it returns.
+func (f *file) writeThrough(ctx context.Context, p []byte, off int64) (int, error) {
 	if held, err := f.holdWrite(ctx, p, off); held {
 		if err != nil {
 			return 0, err

@@ -85,6 +85,9 @@ func (f *file) Allocate(ctx context.Context, off, length uint64, mode uint32) er
 	if err := f.endHold(ctx, false); err != nil { // pipe.go
 		return err
 	}
+	if err := f.a.wb.flushOpen(ctx, f); err != nil {
+		return err // writeback.go: the server's file must hold what the range changes
+	}
 	r, err := f.call(ctx, func(h uint64) wire.Msg {
 		return as(ctx, &wire.Fallocate{Handle: h, Mode: mode, Offset: off, Length: length})
 	}, true)

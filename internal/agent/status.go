@@ -62,7 +62,7 @@ func (a *Agent) Dirty() (files int, bytes int64) {
 	if a.wb == nil {
 		return 0, 0
 	}
-	files, blocks := a.wb.e.Dirty()
+	files, blocks := a.wb.e.DirtyCounts()
 	return files, int64(blocks) * int64(a.BlockSize())
 }
 

@@ -2,13 +2,18 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coopfs/coopfs/internal/block"
 	"github.com/coopfs/coopfs/internal/cache"
+	"github.com/coopfs/coopfs/internal/cache/disk"
 	"github.com/coopfs/coopfs/internal/vfs"
 	"github.com/coopfs/coopfs/internal/wire"
 	"github.com/coopfs/coopfs/internal/writeback"
@@ -166,23 +171,93 @@ func (w *writeBack) holds(ino uint64) bool { return w != nil && w.e.Holds(ino) }
 // blocks it covers partly are completed from the tiers, else read through
 // f at the dirty file's version, which f sees from then on.
 func (w *writeBack) write(ctx context.Context, f *file, p []byte, off int64) (int, error) {
-	f.mu.Lock()
-	nf := writeback.NewFile{Ino: f.attr.Ino, Path: f.path, Tag: f.attr.Version, Size: int64(f.attr.Size), Caller: f.caller, HasCaller: true}
-	f.mu.Unlock()
 	fetch := func(ctx context.Context, b writeback.BlockRef) ([]byte, error) {
 		f.mu.Lock()
 		f.attr.Version = b.Tag
 		f.mu.Unlock()
-		return f.block(ctx, b.Index, false)
+		data, err := f.block(ctx, b.Index, false)
+		if errors.Is(err, syscall.EBADF) && f.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+			// The server's handle is write-only, as the open asked; the
+			// rest of the block is read through one opened for reading.
+			return f.readBlockAside(ctx, b.Index)
+		}
+		return data, err
 	}
-	wr, err := w.e.Write(ctx, nf, off, p, fetch)
-	if err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		f.mu.Lock()
+		nf := writeback.NewFile{Ino: f.attr.Ino, Path: f.path, Tag: f.attr.Version, Size: int64(f.attr.Size), Caller: f.caller, HasCaller: true}
+		f.mu.Unlock()
+		wr, err := w.e.Write(ctx, nf, off, p, fetch)
+		var full *disk.FullError
+		if errors.As(err, &full) && try < fullRetries {
+			// Every frame of a block's set is dirty (small files fill
+			// sets long before the cache): write back what is dirty,
+			// which frees them, and write again (the blocks written so
+			// far are written again with the same bytes).
+			if _, ferr := w.e.FlushAll(ctx, nil); ferr != nil {
+				return 0, fmt.Errorf("%w (writing back to make room: %v)", err, ferr)
+			}
+			continue
+		}
+		if errors.Is(err, errNoRead) {
+			// The writer may write the file but not read it: the block
+			// cannot be completed here, so this write goes through to the
+			// server, after the file's dirty data (which it may overlap).
+			if err := w.e.FlushIno(ctx, nf.Ino); err != nil {
+				return 0, err
+			}
+			return f.writeThrough(ctx, p, off)
+		}
+		if err != nil {
+			return 0, err
+		}
+		f.mu.Lock()
+		f.attr.Version, f.attr.Size, f.attr.Mtime, f.attr.Ctime = wr.Tag, uint64(wr.Size), wr.Mtime, wr.Mtime
+		f.mu.Unlock()
+		return len(p), nil
 	}
+}
+
+// fullRetries bounds how often a write that found its block's set full of
+// dirty frames writes everything back and tries again.
+const fullRetries = 2
+
+// errNoRead: the writer may not read the file, whose block a partial
+// write must be completed with.
+var errNoRead = errors.New("the file is not readable by its writer")
+
+// readBlockAside reads block idx from the server through a handle opened
+// for reading as f's caller (f's own is write-only); errNoRead when the
+// caller may not read the file.
+func (f *file) readBlockAside(ctx context.Context, idx uint64) ([]byte, error) {
 	f.mu.Lock()
-	f.attr.Version, f.attr.Size, f.attr.Mtime, f.attr.Ctime = wr.Tag, uint64(wr.Size), wr.Mtime, wr.Mtime
+	path, ino, v := f.path, f.attr.Ino, f.attr.Version
 	f.mu.Unlock()
-	return len(p), nil
+	r, gen, err := f.a.pathCall(vfs.WithCaller(ctx, f.caller), &wire.Open{Path: path, Flags: syscall.O_RDONLY}, true)
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		return nil, fmt.Errorf("read block %d of %s to complete a write: %w", idx, path, errNoRead)
+	}
+	if err != nil {
+		return nil, err
+	}
+	or, ok := r.(*wire.OpenReply)
+	if !ok {
+		return nil, fmt.Errorf("open: unexpected reply %v: %w", r.Type(), syscall.EIO)
+	}
+	defer func() {
+		if !f.a.releases.add(gen, or.Handle) {
+			f.a.sess.call(ctx, &wire.Release{Handle: or.Handle}, false)
+		}
+	}()
+	if or.Attr.Ino != ino {
+		return nil, fmt.Errorf("read block %d of %s: the name is now another file: %w", idx, path, syscall.ESTALE)
+	}
+	// A file of its own for the read, at f's version: the read takes the
+	// path f's would (peers, the server), on the readable handle.
+	at := or.Attr
+	at.Version = v
+	rf := &file{a: f.a, path: path, flags: syscall.O_RDONLY, h: or.Handle, gen: gen, attr: at, caller: f.caller}
+	return rf.fetch(ctx, block.ID{File: ino, Index: idx}, v, false)
 }
 
 // flushIno writes file ino back if it is dirty here.
@@ -236,11 +311,89 @@ func (w *writeBack) released(f *file) {
 	}
 }
 
-// removed is called after path was unlinked: its dirty data is never
-// written back (an orphan while open here).
+// removed is called after path was unlinked or renamed over: a dirty
+// file with another name here is written back under it, and its open
+// files that named it by path take another of its names; otherwise its
+// dirty data is never written back (an orphan while open here).
 func (w *writeBack) removed(path string) {
-	if w != nil {
-		w.e.Removed(path)
+	if w == nil {
+		return
+	}
+	w.e.Removed(path)
+	w.unlinkedOpen(path)
+}
+
+// unlinkedOpen makes the open files that named their file by path, now
+// removed, take another of its names: the one its dirty data goes under,
+// else one linked here.
+func (w *writeBack) unlinkedOpen(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f := range w.open {
+		f.mu.Lock()
+		i := slices.Index(f.links, path)
+		switch {
+		case i >= 0:
+			f.links = slices.Delete(f.links, i, i+1)
+		case f.path == path && len(f.links) > 0:
+			f.path, f.links = f.links[0], f.links[1:]
+		}
+		if now := w.e.PathOf(f.attr.Ino); now != "" && f.path == path {
+			f.path = now
+		}
+		f.mu.Unlock()
+	}
+}
+
+// beforeRemove is called before path is unlinked or renamed over. A dirty
+// file that has another name here is written back under it from then on
+// (writeback.Engine.BeforeRemove); one whose other names were made
+// elsewhere (the server's link count says so) is written back first, so
+// that they show its data.
+func (w *writeBack) beforeRemove(ctx context.Context, path string) error {
+	if w == nil {
+		return nil
+	}
+	df := w.e.BeforeRemove(path)
+	if df == nil {
+		return nil
+	}
+	at, err := w.a.attrCall(ctx, &wire.GetAttr{Path: path}, true)
+	if err != nil || at.Ino != df.Ino() || at.Nlink <= 1 {
+		return nil // the removal itself says what is wrong
+	}
+	_, err = w.e.FlushFile(ctx, df)
+	return err
+}
+
+// flushOpen writes back the dirty data of open file f before an operation
+// the server performs on its data (fallocate: a range zeroed, punched or
+// allocated over dirty blocks, and the size it may give the file).
+func (w *writeBack) flushOpen(ctx context.Context, f *file) error {
+	if w == nil {
+		return nil
+	}
+	f.mu.Lock()
+	ino := f.attr.Ino
+	f.mu.Unlock()
+	return w.e.FlushIno(ctx, ino)
+}
+
+// linked is called after newPath was made a link to oldPath: one more
+// name the dirty file and the open files of it may go by.
+func (w *writeBack) linked(oldPath, newPath string) {
+	if w == nil {
+		return
+	}
+	w.e.Linked(oldPath, newPath)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f := range w.open {
+		f.mu.Lock()
+		if f.path == oldPath || slices.Contains(f.links, oldPath) {
+			f.links = append(f.links, newPath)
+		}
+		f.mu.Unlock()
 	}
 }
 
@@ -261,15 +414,40 @@ func (w *writeBack) afterRename(oldPath, newPath string, flags uint32) {
 		return
 	}
 	w.e.AfterRename(oldPath, newPath, flags)
+	if flags&unix.RENAME_EXCHANGE == 0 {
+		w.unlinkedOpen(newPath) // renamed over
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, mv := range writeback.Renames(oldPath, newPath, flags) {
 		for f := range w.open {
 			f.mu.Lock()
 			f.path, _ = writeback.Moved(f.path, mv[0], mv[1])
+			for i := range f.links {
+				f.links[i], _ = writeback.Moved(f.links[i], mv[0], mv[1])
+			}
 			f.mu.Unlock()
 		}
 	}
+}
+
+// renamedToItself reports whether a rename that succeeded left both names
+// (oldPath and newPath named one file, which POSIX makes a no-op): the
+// dirty file must not be taken for renamed over. It asks the server only
+// when newPath names a dirty file here.
+func (w *writeBack) renamedToItself(ctx context.Context, oldPath, newPath string, flags uint32) bool {
+	if w == nil || flags&unix.RENAME_EXCHANGE != 0 {
+		return false
+	}
+	if oldPath == newPath {
+		return true
+	}
+	df := w.e.Find(newPath)
+	if df == nil {
+		return false
+	}
+	at, err := w.a.attrCall(ctx, &wire.GetAttr{Path: oldPath}, true)
+	return err == nil && at.Ino == df.Ino()
 }
 
 // discard drops file ino's dirty data (an open with O_TRUNC emptied it on
@@ -294,6 +472,13 @@ func (a *Agent) beforeSetAttr(ctx context.Context, path string, of *file, in vfs
 	var df *writeback.File
 	if of == nil {
 		df = w.e.Find(path)
+		if df == nil && w.e.Dirty() {
+			// path may be a link of a dirty file made elsewhere: the
+			// file is known by its number here.
+			if at, err := a.attrCall(ctx, &wire.GetAttr{Path: path}, true); err == nil {
+				df = w.e.File(at.Ino)
+			}
+		}
 	} else {
 		of.mu.Lock()
 		ino := of.attr.Ino

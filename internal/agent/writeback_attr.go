@@ -83,3 +83,21 @@ func (a *Agent) settledAttr(ask, again func() (wire.Attr, error)) (wire.Attr, er
 func (a *Agent) getAttr(ctx context.Context, path string) func() (wire.Attr, error) {
 	return func() (wire.Attr, error) { return a.attrCall(ctx, &wire.GetAttr{Path: path}, true) }
 }
+
+// resized makes every open file of at.Ino see its size and version after
+// a truncation by path (the kernel truncates at an open with O_TRUNC after
+// the open, without naming the file it opened), whatever version they saw.
+func (w *writeBack) resized(at wire.Attr) {
+	if w == nil || at.Ino == 0 || at.Version == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f := range w.open {
+		f.mu.Lock()
+		if f.attr.Ino == at.Ino {
+			f.attr.Version, f.attr.Size = at.Version, at.Size
+		}
+		f.mu.Unlock()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +40,7 @@ type handle struct {
 	writable  bool
 	appending bool
 	path      string
+	links     []string // the file's other names made through this proxy since the open (never changed in place)
 	caller    vfs.Caller
 	hasAs     bool
 	attr      wire.Attr
@@ -332,10 +334,50 @@ func (cl *client) renamedHandles(oldPath, newPath string) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for h, hd := range cl.handles {
-		if p, ok := writeback.Moved(hd.path, oldPath, newPath); ok {
-			hd.path = p
+		p, ok := writeback.Moved(hd.path, oldPath, newPath)
+		links := make([]string, len(hd.links))
+		for i, l := range hd.links {
+			var moved bool
+			if links[i], moved = writeback.Moved(l, oldPath, newPath); moved {
+				ok = true
+			}
+		}
+		if ok {
+			hd.path, hd.links = p, links
 			cl.handles[h] = hd
 		}
+	}
+}
+
+// linkedHandles notes that newPath was made a link to oldPath: one more
+// name the handles of the file may go by once oldPath is removed.
+func (cl *client) linkedHandles(oldPath, newPath string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for h, hd := range cl.handles {
+		if hd.path == oldPath || slices.Contains(hd.links, oldPath) {
+			hd.links = append(slices.Clone(hd.links), newPath)
+			cl.handles[h] = hd
+		}
+	}
+}
+
+// unlinkedHandles notes that path was removed: the handles that named
+// their file by it take another of its names, if they know one.
+func (cl *client) unlinkedHandles(path string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for h, hd := range cl.handles {
+		i := slices.Index(hd.links, path)
+		switch {
+		case i >= 0:
+			hd.links = slices.Delete(slices.Clone(hd.links), i, i+1)
+		case hd.path == path && len(hd.links) > 0:
+			hd.path, hd.links = hd.links[0], slices.Clone(hd.links[1:])
+		default:
+			continue
+		}
+		cl.handles[h] = hd
 	}
 }
 

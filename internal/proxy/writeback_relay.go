@@ -33,6 +33,13 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 			ino = hd.ino
 		} else if df := w.e.Find(m.Path); df != nil {
 			ino = df.Ino()
+		} else if w.e.Dirty() {
+			// m.Path may be a link of a dirty file made elsewhere.
+			if r, err := cl.call(ctx, &wire.GetAttr{Path: m.Path}); err == nil {
+				if ar, ok := r.(*wire.AttrReply); ok {
+					ino = ar.Attr.Ino
+				}
+			}
 		}
 		if err := w.flushBefore(ctx, ino); err != nil {
 			return nil, true, err
@@ -43,8 +50,39 @@ func (cl *client) writeBack(ctx context.Context, w *writeBack, m wire.Msg) (rep 
 				return nil, true, err
 			}
 		}
+	case *wire.Unlink:
+		if err := cl.beforeRemove(ctx, w, m.Path); err != nil {
+			return nil, true, err
+		}
+	case *wire.Rename:
+		if m.Flags&renameExchange == 0 {
+			if err := cl.beforeRemove(ctx, w, m.New); err != nil {
+				return nil, true, err
+			}
+		}
 	}
 	return nil, false, nil
+}
+
+// renameExchange is RENAME_EXCHANGE: nothing is renamed over.
+const renameExchange = 2
+
+// beforeRemove prepares the unlink (or rename over) of path: a dirty file
+// with another name here is written back under it from then on
+// (writeback.Engine.BeforeRemove); one whose other names were made
+// elsewhere (the upstream counts more links than one) is written back
+// first, so that they show its data.
+func (cl *client) beforeRemove(ctx context.Context, w *writeBack, path string) error {
+	df := w.e.BeforeRemove(path)
+	if df == nil {
+		return nil
+	}
+	r, err := cl.call(ctx, &wire.GetAttr{Path: path})
+	ar, ok := r.(*wire.AttrReply)
+	if err != nil || !ok || ar.Attr.Ino != df.Ino() || ar.Attr.Nlink <= 1 {
+		return nil // the removal itself says what is wrong
+	}
+	return w.flushBefore(ctx, df.Ino())
 }
 
 // wbWrite completes a write here; a WriteBase (base) is answered with a
@@ -84,15 +122,51 @@ func (cl *client) wbWrite(ctx context.Context, w *writeBack, h, off uint64, data
 
 // afterChange updates the dirty files after a change the upstream made: a
 // file unlinked or renamed over is stale (its dirty data is never written
-// back), a renamed one is written back under its new name.
+// back) unless it has another name here, a renamed one is written back
+// under its new name, and a link is one more name.
 func (cl *client) afterChange(w *writeBack, m wire.Msg) {
 	switch m := m.(type) {
 	case *wire.Unlink:
 		w.e.Removed(m.Path)
+		for _, c := range cl.p.clientList() {
+			c.unlinkedHandles(m.Path)
+		}
+	case *wire.Link:
+		w.e.Linked(m.Old, m.New) // one more name to write it back under
+		for _, c := range cl.p.clientList() {
+			c.linkedHandles(m.Old, m.New)
+		}
 	case *wire.Rename:
+		if cl.renamedToItself(w, m) {
+			return // both names are left (they named one file)
+		}
 		w.e.AfterRename(m.Old, m.New, m.Flags)
+		if m.Flags&renameExchange == 0 {
+			for _, c := range cl.p.clientList() {
+				c.unlinkedHandles(m.New) // renamed over
+			}
+		}
 		cl.p.renamedHandles(m.Old, m.New, m.Flags)
 	}
+}
+
+// renamedToItself reports whether rename m, which succeeded, left both
+// names (they named one file, which POSIX makes a no-op); it asks the
+// upstream only when m.New names a dirty file here.
+func (cl *client) renamedToItself(w *writeBack, m *wire.Rename) bool {
+	if m.Flags&renameExchange != 0 {
+		return false
+	}
+	if m.Old == m.New {
+		return true
+	}
+	df := w.e.Find(m.New)
+	if df == nil {
+		return false
+	}
+	r, err := cl.call(context.Background(), &wire.GetAttr{Path: m.Old})
+	ar, ok := r.(*wire.AttrReply)
+	return err == nil && ok && ar.Attr.Ino == df.Ino()
 }
 
 // renamedHandles moves every client's handles after a rename.

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // A write-back client that starts holding unflushed writes to a file sends
 // DelegateWrite: the server grants it a callback of kind CallbackWrite on
 // the file (callbacks.go, the one callback mechanism). Another client's
-// open of the file recalls the delegation before it is served: the break
+// open of the file — or its rename, setattr or unlink by path — recalls
+// the delegation before it is served: the break
 // goes out with Kind CallbackWrite, the holder writes the file back and
 // then acks, and the open proceeds and sees the data. DelegateReturn
 // (after a write-back) lowers the grant to an ordinary read callback.
@@ -207,11 +209,40 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		// The holder writes back by path: it must do so before the
 		// file moves under it.
 		path = m.Old
+	case *wire.SetAttr:
+		// A truncation (or a mode, owner or times) by another client
+		// applies to the data the holder wrote: it must be here first,
+		// or its write-back would undo the change.
+		path = m.Path
+	case *wire.Unlink:
+		// The file may live on under another name the holder does not
+		// know: its data must reach it before this name goes.
+		path = m.Path
 	default:
 		return nil, false, nil
 	}
 	if !r.busy() {
 		return nil, false, nil
+	}
+	if mv, ok := m.(*wire.Rename); ok && s.isDir(mv.Old) {
+		// The holders write back by path: every file below the
+		// directory moves under them. The server knows its delegations
+		// by file, not by path: every one another client holds is
+		// recalled (a directory rename is rare; a write-back is cheap
+		// next to data dropped).
+		if err := r.recallAll(ctx, cl, path); err != nil {
+			return nil, true, err
+		}
+		return nil, false, nil
+	}
+	if mv, ok := m.(*wire.Rename); ok {
+		// The file renamed over may live on under another name the
+		// holder does not know: its data must reach it first.
+		if ino := s.inoOf(mv.New); ino != 0 {
+			if err := r.recall(ctx, cl, ino, mv.New); err != nil {
+				return nil, true, err
+			}
+		}
 	}
 	ino := s.inoOf(path)
 	if ino == 0 {
@@ -221,6 +252,33 @@ func (r *recalls) serve(ctx context.Context, s *Server, cl *client, m wire.Msg) 
 		return nil, true, err
 	}
 	return nil, false, nil
+}
+
+// recallAll recalls every write delegation a client other than opener
+// holds, before a change under path that moves their paths.
+func (r *recalls) recallAll(ctx context.Context, opener *client, path string) error {
+	var except uint32
+	if opener != nil {
+		except = opener.id
+	}
+	r.cb.mu.Lock()
+	var inos []uint64
+	for ino, hs := range r.cb.t.holders {
+		for c, k := range hs {
+			if c != except && k == wire.CallbackWrite {
+				inos = append(inos, ino)
+				break
+			}
+		}
+	}
+	r.cb.mu.Unlock()
+	var errs []error
+	for _, ino := range inos {
+		if err := r.recall(ctx, opener, ino, path); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // busy reports whether any delegation or orphan exists (else an open
@@ -455,4 +513,14 @@ func (r *recalls) unreachable(path, holder string) error {
 	}
 	return fmt.Errorf("%s: client %q holds unflushed writes to it and did not write them back within %v (serve --recall-timeout-policy stale serves the last written-back version): %w",
 		path, holder, r.timeout, syscall.EIO)
+}
+
+// isDir reports whether p names a directory of the export.
+func (s *Server) isDir(p string) bool {
+	c, err := clean(p)
+	if err != nil {
+		return false
+	}
+	fi, err := s.lstatAny(c)
+	return err == nil && fi.IsDir()
 }

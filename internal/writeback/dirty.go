@@ -1,10 +1,10 @@
 package writeback
 
-// Dirty returns how much dirty data waits to be written back: the dirty
+// DirtyCounts returns how much dirty data waits to be written back: the dirty
 // files and their dirty blocks (for `coopfs status`). Each file's lock is
 // taken after the engine's is released, so that the lock order of the
 // write paths is never reversed.
-func (e *Engine) Dirty() (files, blocks int) {
+func (e *Engine) DirtyCounts() (files, blocks int) {
 	e.mu.Lock()
 	dfs := make([]*File, 0, len(e.files))
 	for _, df := range e.files {

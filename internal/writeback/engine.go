@@ -40,7 +40,10 @@ type File struct {
 	gone   bool                  // written back or dropped: take a new File; under mu
 
 	// Under Engine.mu:
-	path  string    // "" for an orphan (removed while open here): never written back
+	path string // "" for an orphan (removed while open here): never written back
+	// links are the file's other names made or seen here (Linked): when
+	// path is removed, the data is written back under one of them.
+	links map[string]struct{}
 	size  int64     // as the writer sees it
 	mtime int64     // of the last write
 	since time.Time // when the file became dirty
@@ -138,12 +141,19 @@ func (e *Engine) File(ino uint64) *File {
 	return e.files[ino]
 }
 
+// Dirty reports whether any file has dirty data here.
+func (e *Engine) Dirty() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.files) > 0
+}
+
 // Find returns the dirty file at path, or nil.
 func (e *Engine) Find(path string) *File {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, df := range e.files {
-		if df.path == path {
+		if _, link := df.links[path]; df.path == path || link {
 			return df
 		}
 	}

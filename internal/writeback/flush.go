@@ -191,8 +191,21 @@ func (e *Engine) renamedAway(df *File, path string, err error, wait bool) bool {
 	}
 	e.mu.Lock()
 	now := df.path
-	e.mu.Unlock()
 	if now != path {
+		e.mu.Unlock()
+		return true
+	}
+	// Gone under this name, it may live on under another one known here
+	// (a link): it is written back there.
+	promoted := e.promoteLocked(df)
+	if promoted {
+		delete(df.links, path)
+	}
+	e.mu.Unlock()
+	if promoted {
+		if err := e.record(df); err != nil {
+			e.log.Warn("write-back: recording a dirty file's other name", "path", path, "err", err)
+		}
 		return true
 	}
 	e.log.Warn("write-back: the file is gone from "+e.cfg.Upstream+"; dropping its dirty data", "path", path, "err", err)

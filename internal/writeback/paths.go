@@ -42,12 +42,80 @@ func (e *Engine) Released(ino uint64) {
 	}
 }
 
-// Removed is called after path was unlinked or renamed over: its dirty
-// data is put on the stale list and never written back. A file still open
-// here becomes an orphan: its open files keep reading and writing its data
-// until the last one is closed, but it is never written back — its journal
-// record loses its path, so a restart drops it too (wbjournal.Recover puts
-// it on the stale list) — and its delegation goes back.
+// Linked is called after newPath was made a hard link to oldPath: when
+// oldPath names a dirty file, newPath is one more name it may be written
+// back under.
+func (e *Engine) Linked(oldPath, newPath string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, df := range e.files {
+		if _, link := df.links[oldPath]; df.path == oldPath || link {
+			if df.links == nil {
+				df.links = map[string]struct{}{}
+			}
+			df.links[newPath] = struct{}{}
+			return
+		}
+	}
+}
+
+// BeforeRemove is called before path is unlinked or renamed over. When
+// path is the name a dirty file is written back under and the file has
+// another name here, that one takes its place, journaled before path goes
+// (a crash right after the removal writes the data back under a name that
+// still exists). It returns the dirty file when path is its only name
+// known here: the front end asks the upstream whether the file has other
+// links and writes it back first if so (a name made elsewhere, which the
+// data must reach).
+func (e *Engine) BeforeRemove(path string) *File {
+	df := lockLive(e.Find(path))
+	if df == nil {
+		return nil
+	}
+	defer df.mu.Unlock()
+	e.mu.Lock()
+	if df.path != path {
+		e.mu.Unlock()
+		return nil // one of its other names
+	}
+	if !e.promoteLocked(df) {
+		e.mu.Unlock()
+		return df
+	}
+	e.mu.Unlock()
+	if err := e.record(df); err != nil {
+		e.log.Warn("write-back: recording a dirty file's other name", "path", path, "err", err)
+	}
+	return nil
+}
+
+// promoteLocked makes one of df's other names the one it is written back
+// under (the least, for a reproducible choice); false when it has none.
+// Called with e.mu held.
+func (e *Engine) promoteLocked(df *File) bool {
+	if len(df.links) == 0 {
+		return false
+	}
+	next := ""
+	for l := range df.links {
+		if next == "" || l < next {
+			next = l
+		}
+	}
+	delete(df.links, next)
+	df.links[df.path] = struct{}{}
+	df.path = next
+	return true
+}
+
+// Removed is called after path was unlinked or renamed over. A dirty file
+// that keeps another name here is written back under it; otherwise its
+// dirty data is put on the stale list and never written back. A file still
+// open here becomes an orphan: its open files keep reading and writing its
+// data until the last one is closed, but it is never written back — its
+// journal record loses its path, so a restart drops it too
+// (wbjournal.Recover puts it on the stale list) — and its delegation goes
+// back.
 func (e *Engine) Removed(path string) {
 	df := lockLive(e.Find(path))
 	if df == nil {
@@ -55,6 +123,19 @@ func (e *Engine) Removed(path string) {
 	}
 	defer df.mu.Unlock()
 	e.mu.Lock()
+	if _, link := df.links[path]; link {
+		delete(df.links, path)
+		e.mu.Unlock()
+		return
+	}
+	if e.promoteLocked(df) {
+		delete(df.links, path)
+		e.mu.Unlock()
+		if err := e.record(df); err != nil {
+			e.log.Warn("write-back: recording a dirty file's other name", "path", path, "err", err)
+		}
+		return
+	}
 	open := e.opens[df.ino] > 0
 	if open {
 		df.path = ""
@@ -126,9 +207,18 @@ func (e *Engine) renamed(oldPath, newPath string) {
 	e.mu.Lock()
 	var moved []*File
 	for _, df := range e.files {
-		if p, ok := Moved(df.path, oldPath, newPath); ok {
+		p, ok := Moved(df.path, oldPath, newPath)
+		if ok {
 			df.path = p
 			moved = append(moved, df)
+		}
+		if len(df.links) > 0 {
+			links := make(map[string]struct{}, len(df.links))
+			for l := range df.links {
+				l, _ = Moved(l, oldPath, newPath)
+				links[l] = struct{}{}
+			}
+			df.links = links
 		}
 	}
 	e.mu.Unlock()
