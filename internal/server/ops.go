@@ -595,6 +595,7 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 		return reply, nil
 	}
 	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
+	of.willNeed(m.Index, int64(s.cfg.BlockSize), int64(a.Size))
 	buf := make([]byte, n)
 	got, err := of.f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// serverAhead is how many blocks after a sequential client's block the
+// server asks the kernel to start reading from the disk.
+const serverAhead = 2
+
+// seqWindow: a block within this many of the handle's last one counts as
+// sequential (a client with read-ahead has several blocks in flight, which
+// arrive in any order).
+const seqWindow = 8
+
+// willNeed starts the disk reads of a block before its pread, and of the
+// next blocks for a sequential reader. A client keeps several block
+// requests in flight; their concurrent preads on one open file defeat the
+// kernel's own read-ahead (it sees out-of-order offsets and falls back to
+// small reads), which halved cold reads and doubled the kernel CPU per
+// byte. One FADV_WILLNEED per block gives the disk whole-block requests
+// and keeps it ahead of the reader; it only starts the reads and returns.
+func (of *openFile) willNeed(index uint64, blockSize, size int64) {
+	last := of.lastRead.Swap(index + 1) // 0: nothing read yet
+	n := blockSize
+	if last != 0 && index+seqWindow >= last-1 && index <= last-1+seqWindow {
+		n += serverAhead * blockSize
+	}
+	off := int64(index) * blockSize
+	n = min(n, size-off)
+	if n <= 0 {
+		return
+	}
+	fadvise(of.f, off, n)
+}
+
+// fadvise is FADV_WILLNEED on [off, off+n) of f; a failure only costs
+// speed, so it is ignored.
+func fadvise(f *os.File, off, n int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) { _ = unix.Fadvise(int(fd), off, n, unix.FADV_WILLNEED) })
+}
