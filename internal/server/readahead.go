@@ -23,9 +23,8 @@ const seqWindow = 8
 // byte. One FADV_WILLNEED per block gives the disk whole-block requests
 // and keeps it ahead of the reader; it only starts the reads and returns.
 func (of *openFile) willNeed(index uint64, blockSize, size int64) {
-	last := of.lastRead.Swap(index + 1) // 0: nothing read yet
 	n := blockSize
-	if last != 0 && index+seqWindow >= last-1 && index <= last-1+seqWindow {
+	if sequential(of.lastRead.Swap(index+1), index) {
 		n += serverAhead * blockSize
 	}
 	off := int64(index) * blockSize
@@ -34,6 +33,17 @@ func (of *openFile) willNeed(index uint64, blockSize, size int64) {
 		return
 	}
 	fadvise(of.f, off, n)
+}
+
+// sequential reports whether block index follows a handle whose last
+// block read was last-1 (last 0: none read yet) closely enough to count
+// as a sequential reader.
+func sequential(last, index uint64) bool {
+	if last == 0 {
+		return false
+	}
+	prev := last - 1
+	return index+seqWindow >= prev && index <= prev+seqWindow
 }
 
 // fadvise is FADV_WILLNEED on [off, off+n) of f; a failure only costs
