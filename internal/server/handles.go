@@ -23,6 +23,7 @@ type openFile struct {
 	// lastRead is the index after the block last read through the
 	// handle (0: none), for the server's read-ahead (readahead.go).
 	lastRead atomic.Uint64
+	advised  atomic.Int64 // the end of the range last advised for a sequential reader
 }
 
 // handles maps handle numbers to open files. Handles belong to the

@@ -23,16 +23,22 @@ const seqWindow = 8
 // byte. One FADV_WILLNEED per block gives the disk whole-block requests
 // and keeps it ahead of the reader; it only starts the reads and returns.
 func (of *openFile) willNeed(index uint64, blockSize, size int64) {
-	n := blockSize
-	if sequential(of.lastRead.Swap(index+1), index) {
-		n += serverAhead * blockSize
-	}
 	off := int64(index) * blockSize
-	n = min(n, size-off)
-	if n <= 0 {
+	start, end := off, off+blockSize
+	if sequential(of.lastRead.Swap(index+1), index) {
+		// Each byte is advised once: what earlier calls covered is in
+		// the page cache or on its way.
+		start = max(off, of.advised.Load())
+		end += serverAhead * blockSize
+	}
+	end = min(end, size)
+	if end <= start {
 		return
 	}
-	fadvise(of.f, off, n)
+	if end > of.advised.Load() {
+		of.advised.Store(end) // racing readers of one handle only advise a range twice
+	}
+	fadvise(of.f, start, end-start)
 }
 
 // sequential reports whether block index follows a handle whose last
