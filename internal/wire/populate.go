@@ -23,7 +23,10 @@ func AllocData(n int) []byte {
 // usually fresh memory (the heap grows as the caches fill): copying a
 // block into it took one page fault per 4 KiB, a quarter of a client's CPU
 // in a cold read. The contents are left as they are; a kernel without the
-// advice (before 5.14) only keeps the faults.
+// advice (before 5.14) only keeps the faults. The pages become resident
+// before the bytes arrive: a peer that claims a section and sends nothing
+// holds at most upfront bytes of one frame per connection (frames are read
+// one at a time, and only after the handshake, whose limits allow no data).
 func populate(b []byte) {
 	if len(b) < populateMin {
 		return
