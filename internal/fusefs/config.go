@@ -145,8 +145,12 @@ func MountOptions(cfg Config) *fs.Options {
 			ExtraCapabilities: extraCapabilities,
 			MaxWrite:          cfg.MaxWrite,
 			MaxReadAhead:      readAhead,
-			FsName:            cfg.FsName,
-			Name:              "coopfs",
+			// The kernel's read-ahead requests are background requests:
+			// go-fuse's default of 12 in flight (congested at 9) caps
+			// concurrent sequential readers at about one 1 MiB request each.
+			MaxBackground: maxBackground,
+			FsName:        cfg.FsName,
+			Name:          "coopfs",
 			// As root, mount(2) directly: no dependence on the setuid
 			// fusermount3 helper (it is the fallback).
 			DirectMount: os.Geteuid() == 0,
@@ -159,6 +163,10 @@ func MountOptions(cfg Config) *fs.Options {
 		NullPermissions: true,
 	}
 }
+
+// maxBackground is the FUSE background requests (read-ahead, async
+// reads) the kernel keeps in flight; congestion starts at 3/4 of it.
+const maxBackground = 64
 
 // extraCapabilities are the FUSE capabilities a mount asks for beyond
 // go-fuse's own. CAP_DONT_MASK: see MountOptions. CAP_DIRECT_IO_ALLOW_MMAP:

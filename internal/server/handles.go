@@ -3,6 +3,7 @@ package server
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/coopfs/coopfs/internal/wire"
@@ -19,6 +20,10 @@ type openFile struct {
 	// bits as the kernel would for that caller (killPrivOnWrite); nil
 	// when the opener holds CAP_FSETID or the server is not root.
 	opener *identity
+	// lastRead is the index after the block last read through the
+	// handle (0: none), for the server's read-ahead (readahead.go).
+	lastRead atomic.Uint64
+	advised  atomic.Int64 // the end of the range last advised for a sequential reader
 }
 
 // handles maps handle numbers to open files. Handles belong to the

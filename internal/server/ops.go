@@ -595,7 +595,8 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 		return reply, nil
 	}
 	n := min(int64(s.cfg.BlockSize), int64(a.Size)-off)
-	buf := make([]byte, n)
+	of.willNeed(m.Index, int64(s.cfg.BlockSize), int64(a.Size))
+	buf := wire.AllocData(int(n)) // pread into fresh pages faulted once per 4 KiB
 	got, err := of.f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err

@@ -202,6 +202,7 @@ const upfront = 1 << 20
 func readSection(r io.Reader, n uint32) ([]byte, error) {
 	if n <= upfront {
 		b := make([]byte, n)
+		populate(b)
 		if _, err := io.ReadFull(r, b); err != nil {
 			return nil, unexpected(err)
 		}
