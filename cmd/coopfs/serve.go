@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
-		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
+		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced", Swarm: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, CallbackTimeout: *callbackTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
 		Conns:         connF.limits(),
 		Limits:        lim.limits(server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}),

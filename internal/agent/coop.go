@@ -36,6 +36,9 @@ type coop struct {
 	tokMu     sync.Mutex
 	tokens    map[uint64]chan wire.Msg // requests waiting for PeerData or PeerNack
 
+	heldMu    sync.Mutex
+	heldQueue []block.ID // arrived blocks not yet confirmed to the server (held)
+
 	stats coopStats
 }
 
@@ -205,6 +208,40 @@ func (c *coop) sendDiscard(ids []block.ID, onDemand bool) {
 	}
 	if err != nil {
 		c.a.log.Debug("discard notification not sent", "blocks", len(ids), "err", err)
+	}
+}
+
+// heldDelay is how long arrived blocks gather before one Held tells the
+// server of them all: the directory needs to know soon, not at once.
+const heldDelay = 20 * time.Millisecond
+
+// held queues the confirmation that block id arrived and is cached: the
+// server then forwards to us as a holder that has it, not one still
+// receiving it (directory Swarm).
+func (c *coop) held(id block.ID) {
+	c.heldMu.Lock()
+	c.heldQueue = append(c.heldQueue, id)
+	first := len(c.heldQueue) == 1
+	c.heldMu.Unlock()
+	if first {
+		time.AfterFunc(heldDelay, c.sendHeld)
+	}
+}
+
+func (c *coop) sendHeld() {
+	c.heldMu.Lock()
+	ids := c.heldQueue
+	c.heldQueue = nil
+	c.heldMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	conn, _, err := c.a.sess.current(context.Background())
+	if err == nil {
+		err = conn.Send(&wire.Held{Blocks: ids})
+	}
+	if err != nil {
+		c.a.log.Debug("held notification not sent", "blocks", len(ids), "err", err)
 	}
 }
 

@@ -148,6 +148,15 @@ func (c *coop) evicted(id block.ID) {
 	c.mu.Unlock()
 }
 
+// held records that client id has blocks (arrived, cached): the directory
+// counts it as a holder that has them, not one still receiving them. A
+// client can claim only blocks it asked for: Confirm records no holder.
+func (c *coop) held(id uint32, blocks []block.ID) {
+	c.mu.Lock()
+	c.dir.Confirm(directory.ClientID(id), blocks)
+	c.mu.Unlock()
+}
+
 func (c *coop) discarded(id uint32, blocks []block.ID) {
 	c.mu.Lock()
 	c.dir.Discarded(directory.ClientID(id), blocks)

@@ -149,6 +149,9 @@ type Directory struct {
 	ring    []fwdRec
 	ringPos int
 	ringIdx lru.Table[fwdKey, int]
+
+	// pend holds the unconfirmed holder records' depths (Config.Swarm).
+	pend map[fwdKey]pendRec
 }
 
 // New returns an empty directory.
@@ -157,11 +160,15 @@ func New(cfg Config) (*Directory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Directory{
+	d := &Directory{
 		cfg:  cfg,
 		tab:  newTable(cfg.Entries, cfg.Dense),
 		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
-	}, nil
+	}
+	if cfg.Swarm {
+		d.pend = make(map[fwdKey]pendRec)
+	}
+	return d, nil
 }
 
 // Config returns the configuration in use (defaults filled in).
@@ -190,10 +197,12 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 	cl.Requests++
 	d.stats.Requests++
 	e := d.current(id, v)
-	to := NoClient
+	to, depth := NoClient, 0
 	if e != 0 {
 		d.tab.touch(e)
-		if d.cfg.Balanced {
+		if d.cfg.Swarm && d.cfg.Balanced {
+			to, depth = d.pickSwarm(now, e, c)
+		} else if d.cfg.Balanced {
 			to = d.pickBalanced(now, e, c)
 		} else {
 			to = d.pick(e, c, serverLast)
@@ -220,6 +229,9 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 	e = d.record(e, id, v, c, cl)
 	if act.FromMemory && e != 0 {
 		d.tab.ents[e].last = Server
+	}
+	if d.cfg.Swarm {
+		d.pending(now, c, id, depth+1)
 	}
 	return act
 }
@@ -259,6 +271,9 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 	}
 	d.served(cl, false)
 	d.record(e, id, v, c, cl)
+	if d.cfg.Swarm {
+		d.pending(now, c, id, 1)
+	}
 	return act
 }
 
