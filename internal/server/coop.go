@@ -247,6 +247,7 @@ var coopMetricNames = []struct{ name, help string }{
 	{"coopfs_directory_failures_total", "Clients marked failed."},
 	{"coopfs_directory_bad_blocks_reported_total", "Forwarded blocks that requesters reported as failing their digest or identity check."},
 	{"coopfs_directory_distrusted_total", "Clients no longer forwarded to because they sent bad blocks."},
+	{"coopfs_directory_held_blocks_total", "Blocks clients confirmed they have (Held), under balanced forwarding."},
 }
 
 func newCoopCollector(c *coop) *coopCollector {
@@ -296,6 +297,7 @@ func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
 		"coopfs_directory_failures_total":            float64(s.Failures),
 		"coopfs_directory_bad_blocks_reported_total": float64(bad),
 		"coopfs_directory_distrusted_total":          float64(s.Distrusted),
+		"coopfs_directory_held_blocks_total":         float64(s.Confirmed),
 	}
 	for name, v := range vals {
 		t := prometheus.CounterValue

@@ -81,6 +81,7 @@ type Stats struct {
 	Failures         uint64 // clients marked failed
 	Joins            uint64 // ClientJoined events
 	Distrusted       uint64 // clients distrusted (Distrust events)
+	Confirmed        uint64 // block ids in Confirm events (Swarm)
 }
 
 // ClientStats are the counters the server keeps per client: the miss table

@@ -48,6 +48,7 @@ func (d *Directory) Confirm(c ClientID, ids []block.ID) {
 	if !d.cfg.Swarm {
 		return
 	}
+	d.stats.Confirmed += uint64(len(ids))
 	for _, id := range ids {
 		delete(d.pend, fwdKey{c, id})
 	}
