@@ -53,6 +53,7 @@ const (
 	TPeerNack Type = 62 // holder → requester: cannot serve that forward
 	TDiscard  Type = 63 // client → server: blocks this client no longer caches
 	THeld     Type = 64 // client → server, one-way: blocks this client now holds (arrived and cached)
+	TPeerWait Type = 65 // holder → requester: the block of that forward is still on its way to me
 )
 
 // Msg is one protocol message. Data-carrying messages also implement
@@ -144,6 +145,8 @@ func newMsg(t Type) Msg {
 		return &Discard{}
 	case THeld:
 		return &Held{}
+	case TPeerWait:
+		return &PeerWait{}
 	}
 	if m := newPosixMsg(t); m != nil {
 		return m
@@ -442,6 +445,16 @@ type PeerNack struct {
 type Discard struct {
 	Blocks   []block.ID
 	OnDemand bool
+}
+
+// PeerWait tells a requester that the holder of its forward waits for the
+// block itself (it is on its way to the holder): the requester waits
+// another forward timeout, a bounded number of times, before asking the
+// server.
+type PeerWait struct {
+	Token       uint64
+	File, Index uint64
+	Holder      uint32
 }
 
 // Held lists blocks that arrived at a client and are in its cache: the
@@ -881,6 +894,20 @@ func (m *PeerNack) decode(d *decoder) {
 	m.Index = d.u64()
 	m.Holder = d.u32()
 	m.Reason = d.str()
+}
+
+func (*PeerWait) Type() Type { return TPeerWait }
+func (m *PeerWait) encode(e *encoder) {
+	e.u64(m.Token)
+	e.u64(m.File)
+	e.u64(m.Index)
+	e.u32(m.Holder)
+}
+func (m *PeerWait) decode(d *decoder) {
+	m.Token = d.u64()
+	m.File = d.u64()
+	m.Index = d.u64()
+	m.Holder = d.u32()
 }
 
 func (*Held) Type() Type { return THeld }
