@@ -153,7 +153,7 @@ func (c *coop) evicted(id block.ID) {
 // client can claim only blocks it asked for: Confirm records no holder.
 func (c *coop) held(id uint32, blocks []block.ID) {
 	c.mu.Lock()
-	c.dir.Confirm(directory.ClientID(id), blocks)
+	c.dir.Confirm(c.now(), directory.ClientID(id), blocks)
 	c.mu.Unlock()
 }
 

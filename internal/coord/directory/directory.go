@@ -106,6 +106,9 @@ type clientState struct {
 	// (Balanced forwarding); loadAt is when it was last brought up to date.
 	load   float64
 	loadAt time.Duration
+	// out is the client's outstanding forwards (Swarm): sent, not yet
+	// confirmed by the requester's Held or ended by its Retry.
+	out int
 }
 
 // recentLoad returns cl's decayed forward count at now.
@@ -224,6 +227,9 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		if d.cfg.Balanced {
 			h := d.clients.get(to)
 			h.load, h.loadAt = d.recentLoad(h, now)+1, now
+			if d.cfg.Swarm && len(d.ring) > 0 {
+				h.out++ // until remember's record of it is consumed or overwritten
+			}
 		}
 		d.remember(now, c, id, to)
 	}
@@ -596,10 +602,12 @@ func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder 
 	k := fwdKey{c, id}
 	if i, ok := d.ringIdx.Get(k); ok {
 		d.ring[i].live = false
+		d.forwardDone(d.ring[i].holder)
 	}
 	old := &d.ring[d.ringPos]
 	if i, ok := d.ringIdx.Get(old.key); old.live && ok && i == d.ringPos {
 		d.ringIdx.Delete(old.key)
+		d.forwardDone(old.holder)
 	}
 	*old = fwdRec{key: k, holder: holder, at: now, live: true}
 	d.ringIdx.Put(k, d.ringPos)
@@ -617,6 +625,7 @@ func (d *Directory) recall(now time.Duration, c ClientID, id block.ID) ClientID 
 	d.ringIdx.Delete(k)
 	r := &d.ring[i]
 	r.live = false
+	d.forwardDone(r.holder)
 	if now-r.at > d.cfg.ForwardTTL {
 		return NoClient
 	}

@@ -42,15 +42,37 @@ type pendRec struct {
 }
 
 // Confirm records that client c has blocks ids (they arrived and are in its
-// cache): where it is a holder it counts as one that has them from now on.
-// It records no holder: a block c never asked for stays unrecorded.
-func (d *Directory) Confirm(c ClientID, ids []block.ID) {
+// cache): where it is a holder it counts as one that has them from now on,
+// and the forward that brought one, if any, is no longer outstanding at its
+// holder. It records no holder: a block c never asked for stays
+// unrecorded.
+func (d *Directory) Confirm(now time.Duration, c ClientID, ids []block.ID) {
 	if !d.cfg.Swarm {
 		return
 	}
 	d.stats.Confirmed += uint64(len(ids))
 	for _, id := range ids {
 		delete(d.pend, fwdKey{c, id})
+		d.recall(now, c, id)
+	}
+}
+
+// Outstanding returns c's outstanding forwards (Swarm): the copies it has
+// been asked to send whose requesters have not confirmed them.
+func (d *Directory) Outstanding(c ClientID) int {
+	if cl := d.clients.get(c); cl != nil {
+		return cl.out
+	}
+	return 0
+}
+
+// forwardDone ends an outstanding forward to holder (Swarm).
+func (d *Directory) forwardDone(holder ClientID) {
+	if !d.cfg.Swarm {
+		return
+	}
+	if cl := d.clients.get(holder); cl != nil && cl.out > 0 {
+		cl.out--
 	}
 }
 
@@ -83,14 +105,17 @@ func (d *Directory) pending(now time.Duration, c ClientID, id block.ID, depth in
 	d.pend[k] = pendRec{depth: uint8(min(depth, math.MaxUint8)), at: now}
 }
 
-// pickSwarm is pickBalanced with the holders' depths: the holder with the
-// least recent load plus depth among those shallower than MaxDepth (ties
-// go to the next in the rotation after e.last), else the shallowest. It
+// pickSwarm chooses by the queue a forward would join: the holder with the
+// fewest outstanding forwards plus depth among those shallower than
+// MaxDepth (ties go to the least recent load, then to the next in the
+// rotation after e.last), else the shallowest. A holder's uplink carries
+// its outstanding copies at once: the recent load counts the rate of
+// forwards, not whether a slow holder has fallen behind. It
 // returns the holder and its depth; NoClient (or Server when the server
 // holds the block in memory) when no holder can serve.
 func (d *Directory) pickSwarm(now time.Duration, e int32, requester ClientID) (ClientID, int) {
 	ent := &d.tab.ents[e]
-	best, bestScore, bestAfter, bestDepth := NoClient, math.Inf(1), false, 0
+	best, bestScore, bestLoad, bestAfter, bestDepth := NoClient, math.MaxInt, math.Inf(1), false, 0
 	shallow, shallowDepth := NoClient, math.MaxInt
 	for c := range d.tab.holders(e) {
 		cl := d.clients.get(c)
@@ -104,10 +129,10 @@ func (d *Directory) pickSwarm(now time.Duration, e int32, requester ClientID) (C
 		if depth >= d.cfg.MaxDepth {
 			continue
 		}
-		score := d.recentLoad(cl, now) + float64(depth)
+		score, load := cl.out+depth, d.recentLoad(cl, now)
 		after := ent.last == NoClient || c > ent.last
-		if score < bestScore || score == bestScore && after && !bestAfter {
-			best, bestScore, bestAfter, bestDepth = c, score, after, depth
+		if score < bestScore || score == bestScore && (load < bestLoad || load == bestLoad && after && !bestAfter) {
+			best, bestScore, bestLoad, bestAfter, bestDepth = c, score, load, after, depth
 		}
 	}
 	if best == NoClient && shallow != NoClient {

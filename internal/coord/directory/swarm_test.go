@@ -71,7 +71,7 @@ func TestSwarmForwardsToTheHolderThatHasTheBlock(t *testing.T) {
 		// 3 asks for another block, served, so that 1 and 2 stand at
 		// load 1 and 0 with depths 1 and 2.
 		if confirm {
-			d.Confirm(1, []block.ID{b0})
+			d.Confirm(0, 1, []block.ID{b0})
 		}
 		want := ClientID(2) // load 0 + depth 2 ties load 1 + depth 1; the rotation goes past 1
 		if confirm {
@@ -88,7 +88,7 @@ func TestSwarmForwardsToTheHolderThatHasTheBlock(t *testing.T) {
 // it never asked for (it could not be forwarded to it otherwise either).
 func TestSwarmConfirmRecordsNoHolder(t *testing.T) {
 	d := newDir(t, Config{Balanced: true, Swarm: true})
-	d.Confirm(5, []block.ID{b0, b1})
+	d.Confirm(0, 5, []block.ID{b0, b1})
 	if h := d.Holders(b0); h != nil {
 		t.Fatalf("holders of b0 after an unasked Confirm: %v", h)
 	}
@@ -120,7 +120,7 @@ func TestSwarmPendingRecordsExpireAndAreBounded(t *testing.T) {
 func TestSwarmOffLeavesBalancedAlone(t *testing.T) {
 	a, b := newDir(t, Config{Balanced: true}), newDir(t, Config{Balanced: true})
 	for c := ClientID(1); c <= 8; c++ {
-		b.Confirm(c-1, []block.ID{b0})
+		b.Confirm(0, c-1, []block.ID{b0})
 		x, y := a.Request(0, c, b0, 1), b.Request(0, c, b0, 1)
 		if x != y {
 			t.Fatalf("request %d: %+v vs %+v", c, x, y)
@@ -131,5 +131,43 @@ func TestSwarmOffLeavesBalancedAlone(t *testing.T) {
 func TestSwarmConfigRejectsBadDepth(t *testing.T) {
 	if _, err := New(Config{MaxDepth: -1}); err == nil {
 		t.Fatal("max depth -1 accepted")
+	}
+}
+
+// A forward is outstanding at its holder until the requester confirms the
+// block or asks again; a holder that has fallen behind (copies to send,
+// unconfirmed) is passed over for one that has not, though the latter had
+// more forwards lately.
+func TestSwarmOutstandingForwards(t *testing.T) {
+	d := newDir(t, Config{Balanced: true, Swarm: true})
+	wantAct(t, d.Request(0, 1, b0, 1), ActServe, 0)
+	d.Confirm(0, 1, []block.ID{b0})
+	wantAct(t, d.Request(0, 2, b0, 1), ActForward, 1)
+	d.Confirm(0, 2, []block.ID{b0})
+	// 2 serves six copies of other blocks, each confirmed: busy, not behind.
+	for i := range uint64(6) {
+		id := block.ID{File: 8, Index: i}
+		wantAct(t, d.Request(0, 2, id, 1), ActServe, 0)
+		d.Confirm(0, 2, []block.ID{id})
+		wantAct(t, d.Request(0, ClientID(10+i), id, 1), ActForward, 2)
+		d.Confirm(0, ClientID(10+i), []block.ID{id})
+	}
+	// 1 has two copies to send that have not arrived.
+	var late []block.ID
+	for i := range uint64(2) {
+		id := block.ID{File: 9, Index: i}
+		wantAct(t, d.Request(0, 1, id, 1), ActServe, 0)
+		d.Confirm(0, 1, []block.ID{id})
+		wantAct(t, d.Request(0, ClientID(20+i), id, 1), ActForward, 1)
+		late = append(late, id)
+	}
+	if o1, o2 := d.Outstanding(1), d.Outstanding(2); o1 != 2 || o2 != 0 {
+		t.Fatalf("outstanding = %d at 1, %d at 2; want 2 and 0", o1, o2)
+	}
+	wantAct(t, d.Request(0, 5, b0, 1), ActForward, 2)
+	d.Retry(0, 20, late[0], 1, 1)
+	d.Confirm(0, 21, late[1:])
+	if got := d.Outstanding(1); got != 0 {
+		t.Fatalf("outstanding at 1 after a retry and a confirmation = %d, want 0", got)
 	}
 }
