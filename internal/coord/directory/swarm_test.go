@@ -61,23 +61,24 @@ func TestSwarmSimultaneousRequestsFormATree(t *testing.T) {
 }
 
 // A holder that confirmed the block (Held) wins over one still receiving
-// it at equal load: without the confirmation the rotation picks the one
-// still receiving.
+// it at equal outstanding copies: without the confirmation the least
+// loaded one, still receiving, is chosen.
 func TestSwarmForwardsToTheHolderThatHasTheBlock(t *testing.T) {
 	for _, confirm := range []bool{false, true} {
 		d := newDir(t, Config{Balanced: true, Swarm: true})
 		wantAct(t, d.Request(0, 1, b0, 1), ActServe, 0)
-		wantAct(t, d.Request(0, 2, b0, 1), ActForward, 1) // 2 waits on 1
-		// 3 asks for another block, served, so that 1 and 2 stand at
-		// load 1 and 0 with depths 1 and 2.
+		wantAct(t, d.Request(0, 2, b0, 1), ActForward, 1)
+		d.Confirm(0, 2, []block.ID{b0})
+		wantAct(t, d.Request(0, 3, b0, 1), ActForward, 2) // 1 and 2 have no copy to send; 2 the lower load
 		if confirm {
 			d.Confirm(0, 1, []block.ID{b0})
 		}
-		want := ClientID(2) // load 0 + depth 2 ties load 1 + depth 1; the rotation goes past 1
+		// 1: no copy to send, depth 1 (0 confirmed); 2: one copy; 3: depth 1.
+		want := ClientID(3)
 		if confirm {
-			want = 1 // load 1 + depth 0
+			want = 1
 		}
-		wantAct(t, d.Request(0, 3, b0, 1), ActForward, want)
+		wantAct(t, d.Request(0, 4, b0, 1), ActForward, want)
 		if confirm && d.Depth(0, 1, b0) != 0 {
 			t.Errorf("confirmed holder at depth %d, want 0", d.Depth(0, 1, b0))
 		}
