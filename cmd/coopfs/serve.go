@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dirEntries := fs.Int("directory-entries", directory.DefaultEntries, "directory policy: blocks the cache directory tracks (LRU recycled)")
 	missThreshold := fs.Int("miss-threshold", directory.DefaultMissThreshold, "directory policy: forward misses in a row before the server pings a client")
 	serverRotation := fs.Bool("server-rotation", true, "directory policy: the server takes its turn in the round robin while it holds a block in memory (the seed's rule); false serves from the server only blocks no client holds, which spares a bottleneck server link")
-	forwardChoice := fs.String("forward-choice", "round-robin", "directory policy: how the server picks the holder a miss is forwarded to: round-robin (the seed's) or balanced (the holder with the fewest recent forwards; the server serves only blocks no client holds)")
+	forwardChoice := fs.String("forward-choice", "round-robin", "directory policy: how the server picks the holder a miss is forwarded to: round-robin (the seed's) or balanced (the holder with the fewest copies still to send plus waits ahead, waits at most three deep; the server serves only blocks no client holds)")
 	pingTimeout := fs.Duration("ping-timeout", directory.DefaultPingTimeout, "directory policy: how long a pinged client has to answer before it is marked failed")
 	squash := fs.String("squash", server.SquashRoot, "map client users as NFS does: root (a client's root acts as the anonymous user), all (every user does) or none (client users are trusted as they are)")
 	anonUID := fs.Uint("anon-uid", server.DefaultAnonID, "uid of the anonymous user that squashed requests act as")
@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := obs.NewMetrics()
 	srv, err := server.New(server.Config{Export: *export, BlockSize: int(blockSize), CacheSize: int64(cacheSize),
 		ReadOnly: *readOnly, Security: sec, Policy: *policy, Logger: log, Metrics: m, DiscardCacheSize: discardConfig(discardCacheSize),
-		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced"},
+		Directory:   directory.Config{Entries: *dirEntries, MissThreshold: *missThreshold, PingTimeout: *pingTimeout, ServerLast: !*serverRotation, Balanced: *forwardChoice == "balanced", Swarm: *forwardChoice == "balanced"},
 		PingTimeout: *pingTimeout, CallbackTimeout: *callbackTimeout, Squash: *squash, AnonUID: uint32(*anonUID), AnonGID: uint32(*anonGID),
 		Conns:         connF.limits(),
 		Limits:        lim.limits(server.Limits{MaxHandles: *maxHandles, MaxInFlightBytes: int64(maxInflight), HandlerTimeout: *handlerTimeout}),

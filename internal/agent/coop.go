@@ -34,7 +34,10 @@ type coop struct {
 
 	nextToken atomic.Uint64
 	tokMu     sync.Mutex
-	tokens    map[uint64]chan wire.Msg // requests waiting for PeerData or PeerNack
+	tokens    map[uint64]*peerToken // requests waiting for PeerData or PeerNack
+
+	heldMu    sync.Mutex
+	heldQueue []block.ID // arrived blocks not yet confirmed to the server (held)
 
 	stats coopStats
 }
@@ -44,6 +47,20 @@ type coopStats struct {
 	forwarded, peerHits, nacks, timeouts atomic.Uint64
 	badBlocks                            atomic.Uint64 // peer blocks that failed verify
 }
+
+// peerToken is a forwarded request waiting for the holder's answer: the
+// PeerData or PeerNack (one), and the holder's word that it waits for the
+// block itself (PeerWait, any number, merged).
+type peerToken struct {
+	answer chan wire.Msg
+	wait   chan struct{}
+}
+
+// maxPeerWaits bounds how many times a holder's PeerWait extends a
+// requester's forward timeout: the waits of swarm forwarding are at most
+// three deep (directory.DefaultMaxDepth), and a holder that keeps saying
+// it waits cannot hold a requester for longer than this many timeouts.
+const maxPeerWaits = 4
 
 type pendingFetch struct {
 	version uint64
@@ -78,7 +95,7 @@ func newCoop(a *Agent, ln net.Listener) (*coop, error) {
 		return nil, err
 	}
 	c := &coop{a: a, timeout: a.cfg.ForwardTimeout, holder: h,
-		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]chan wire.Msg)}
+		pending: make(map[block.ID]*pendingFetch), tokens: make(map[uint64]*peerToken)}
 	c.peerNet = newPeerNet(a, ln, "directory", wire.HandlerFunc(c.servePeer), a.cfg.ForwardTimeout)
 	return c, nil
 }
@@ -99,17 +116,28 @@ func (c *coop) servePeer(ctx context.Context, _ *wire.Conn, m wire.Msg) (wire.Ms
 		token = m.Token
 	case *wire.PeerNack:
 		token = m.Token
+	case *wire.PeerWait:
+		c.tokMu.Lock()
+		tok := c.tokens[m.Token]
+		c.tokMu.Unlock()
+		if tok != nil {
+			select {
+			case tok.wait <- struct{}{}:
+			default: // one not yet taken is enough
+			}
+		}
+		return nil, nil
 	case *wire.Ping:
 		return &wire.OK{}, nil
 	default:
 		return nil, fmt.Errorf("a peer listener does not serve %v: %w", m.Type(), syscall.ENOSYS)
 	}
 	c.tokMu.Lock()
-	ch := c.tokens[token]
+	tok := c.tokens[token]
 	delete(c.tokens, token)
 	c.tokMu.Unlock()
-	if ch != nil {
-		ch <- m
+	if tok != nil {
+		tok.answer <- m // buffered for the one answer a token gets
 	}
 	return nil, nil
 }
@@ -138,21 +166,7 @@ func (c *coop) onForward(fw *wire.Forward) {
 	local := c.localState(id)
 	reply := c.answer(id, v, local)
 	if reply.Answer == directory.Wait {
-		c.pendMu.Lock()
-		p := c.pending[id]
-		c.pendMu.Unlock()
-		// Wait for the block for at most half the requester's timeout: the
-		// requester's timer started first, and our own fetch may itself be
-		// a forward waiting on another holder. Past that, a negative reply
-		// sends the requester to the server at once instead of letting it
-		// time out.
-		if p != nil {
-			select {
-			case <-p.done:
-			case <-time.After(c.timeout / 2):
-			}
-		}
-		reply = c.answer(id, v, c.localState(id))
+		reply = c.waitFor(fw, id, v)
 	}
 	why := reply.Answer.String()
 	if reply.Answer == directory.Send {
@@ -172,6 +186,36 @@ func (c *coop) onForward(fw *wire.Forward) {
 	_, me := c.a.sess.params()
 	c.toPeer(fw.RequesterAddr, &wire.PeerNack{Token: fw.Token, File: fw.File, Index: fw.Index,
 		Holder: me, Reason: why})
+}
+
+// waitFor waits for a block on its way to this holder, to answer a forward
+// for it. It tells the requester so (PeerWait), which waits another
+// forward timeout each time, and asks again every half timeout while the
+// block is still on its way — a wait behind a holder that waits itself
+// lasts longer than one timeout when links are slow and the swarm's
+// uploads queue — up to maxPeerWaits times. Past that, a negative reply
+// sends the requester to the server at once instead of letting it time
+// out.
+func (c *coop) waitFor(fw *wire.Forward, id block.ID, v block.Version) directory.Reply {
+	c.pendMu.Lock()
+	p := c.pending[id]
+	c.pendMu.Unlock()
+	if p != nil {
+		_, me := c.a.sess.params()
+		wait := &wire.PeerWait{Token: fw.Token, File: fw.File, Index: fw.Index, Holder: me}
+		tick := time.NewTicker(c.timeout / 2)
+		defer tick.Stop()
+	waiting:
+		for n := 0; n < maxPeerWaits; n++ {
+			c.toPeer(fw.RequesterAddr, wait)
+			select {
+			case <-p.done:
+				break waiting
+			case <-tick.C:
+			}
+		}
+	}
+	return c.answer(id, v, c.localState(id))
 }
 
 // answer runs the holder state machine and carries out its side effects.
@@ -205,6 +249,40 @@ func (c *coop) sendDiscard(ids []block.ID, onDemand bool) {
 	}
 	if err != nil {
 		c.a.log.Debug("discard notification not sent", "blocks", len(ids), "err", err)
+	}
+}
+
+// heldDelay is how long arrived blocks gather before one Held tells the
+// server of them all: the directory needs to know soon, not at once.
+const heldDelay = 20 * time.Millisecond
+
+// held queues the confirmation that block id arrived and is cached: the
+// server then forwards to us as a holder that has it, not one still
+// receiving it (directory Swarm).
+func (c *coop) held(id block.ID) {
+	c.heldMu.Lock()
+	c.heldQueue = append(c.heldQueue, id)
+	first := len(c.heldQueue) == 1
+	c.heldMu.Unlock()
+	if first {
+		time.AfterFunc(heldDelay, c.sendHeld)
+	}
+}
+
+func (c *coop) sendHeld() {
+	c.heldMu.Lock()
+	ids := c.heldQueue
+	c.heldQueue = nil
+	c.heldMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	conn, _, err := c.a.sess.current(context.Background())
+	if err == nil {
+		err = conn.Send(&wire.Held{Blocks: ids})
+	}
+	if err != nil {
+		c.a.log.Debug("held notification not sent", "blocks", len(ids), "err", err)
 	}
 }
 
@@ -248,13 +326,13 @@ func deleteIfSame[K, V comparable](mu *sync.Mutex, m map[K]V, k K, v V) {
 }
 
 // token registers a request that may be answered by a peer.
-func (c *coop) token() (uint64, chan wire.Msg) {
+func (c *coop) token() (uint64, *peerToken) {
 	t := c.nextToken.Add(1)
-	ch := make(chan wire.Msg, 1)
+	tok := &peerToken{answer: make(chan wire.Msg, 1), wait: make(chan struct{}, 1)}
 	c.tokMu.Lock()
-	c.tokens[t] = ch
+	c.tokens[t] = tok
 	c.tokMu.Unlock()
-	return t, ch
+	return t, tok
 }
 
 func (c *coop) dropToken(t uint64) {
@@ -264,31 +342,44 @@ func (c *coop) dropToken(t uint64) {
 }
 
 // await waits for the peer's answer to a forwarded request: the block, or
-// nil after a negative reply or the timeout (silent).
-func (c *coop) await(ctx context.Context, t uint64, ch chan wire.Msg, v uint64) (pd *wire.PeerData, silent bool, err error) {
+// nil after a negative reply or the timeout (silent). The holder's word
+// that the block is on its way to it (PeerWait) starts the timeout again,
+// up to maxPeerWaits times.
+func (c *coop) await(ctx context.Context, t uint64, tok *peerToken, v uint64) (pd *wire.PeerData, silent bool, err error) {
 	timer := time.NewTimer(c.timeout)
 	defer timer.Stop()
-	select {
-	case m := <-ch:
-		pd, ok := m.(*wire.PeerData)
-		if !ok {
-			c.stats.nacks.Add(1)
-			return nil, false, nil
+	waits := 0
+	for {
+		select {
+		case <-tok.wait:
+			if waits < maxPeerWaits {
+				waits++
+				timer.Reset(c.timeout)
+			}
+			continue
+		case m := <-tok.answer:
+			return c.admit(m, v)
+		case <-timer.C:
+			c.dropToken(t)
+			c.stats.timeouts.Add(1)
+			c.a.log.Warn("forwarded block did not arrive in time; asking the server", "token", t, "timeout", c.timeout)
+			return nil, true, nil
+		case <-ctx.Done():
+			c.dropToken(t)
+			return nil, false, ctx.Err()
 		}
-		if directory.Admit(block.Version(v), block.Version(pd.Version)) == directory.Reject {
-			c.stats.nacks.Add(1)
-			return nil, false, nil
-		}
-		return pd, false, nil
-	case <-timer.C:
-		c.dropToken(t)
-		c.stats.timeouts.Add(1)
-		c.a.log.Warn("forwarded block did not arrive in time; asking the server", "token", t, "timeout", c.timeout)
-		return nil, true, nil
-	case <-ctx.Done():
-		c.dropToken(t)
-		return nil, false, ctx.Err()
 	}
+}
+
+// admit takes a holder's answer: the block if it is of an acceptable
+// version, else nil (a negative reply).
+func (c *coop) admit(m wire.Msg, v uint64) (*wire.PeerData, bool, error) {
+	pd, ok := m.(*wire.PeerData)
+	if !ok || directory.Admit(block.Version(v), block.Version(pd.Version)) == directory.Reject {
+		c.stats.nacks.Add(1)
+		return nil, false, nil
+	}
+	return pd, false, nil
 }
 
 // coopCollector exports the client's cooperative counters at scrape time.

@@ -26,6 +26,7 @@ func (c *coop) fetch(ctx context.Context, f *file, id block.ID, v uint64) (*wire
 	br, err := f.fetchCoop(ctx, c, &wire.ReadBlock{File: id.File, Index: id.Index, Version: v})
 	if err == nil && !c.a.wb.holds(id.File) {
 		c.a.cache.Put(id, block.Version(br.Version), br.Data)
+		c.held(id)
 	}
 	return br, err
 }

@@ -148,6 +148,15 @@ func (c *coop) evicted(id block.ID) {
 	c.mu.Unlock()
 }
 
+// held records that client id has blocks (arrived, cached): the directory
+// counts it as a holder that has them, not one still receiving them. A
+// client can claim only blocks it asked for: Confirm records no holder.
+func (c *coop) held(id uint32, blocks []block.ID) {
+	c.mu.Lock()
+	c.dir.Confirm(c.now(), directory.ClientID(id), blocks)
+	c.mu.Unlock()
+}
+
 func (c *coop) discarded(id uint32, blocks []block.ID) {
 	c.mu.Lock()
 	c.dir.Discarded(directory.ClientID(id), blocks)
@@ -238,6 +247,7 @@ var coopMetricNames = []struct{ name, help string }{
 	{"coopfs_directory_failures_total", "Clients marked failed."},
 	{"coopfs_directory_bad_blocks_reported_total", "Forwarded blocks that requesters reported as failing their digest or identity check."},
 	{"coopfs_directory_distrusted_total", "Clients no longer forwarded to because they sent bad blocks."},
+	{"coopfs_directory_held_blocks_total", "Blocks clients confirmed they have (Held), under balanced forwarding."},
 }
 
 func newCoopCollector(c *coop) *coopCollector {
@@ -287,6 +297,7 @@ func (cc *coopCollector) Collect(ch chan<- prometheus.Metric) {
 		"coopfs_directory_failures_total":            float64(s.Failures),
 		"coopfs_directory_bad_blocks_reported_total": float64(bad),
 		"coopfs_directory_distrusted_total":          float64(s.Distrusted),
+		"coopfs_directory_held_blocks_total":         float64(s.Confirmed),
 	}
 	for name, v := range vals {
 		t := prometheus.CounterValue

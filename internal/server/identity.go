@@ -69,7 +69,7 @@ func (s *Server) squash(m *wire.As) identity {
 func needsIdentity(m wire.Msg) bool {
 	switch m.(type) {
 	case *wire.Ping, *wire.ReadBlock, *wire.Write, *wire.Release, *wire.ReleaseBatch, *wire.Fsync,
-		*wire.Discard, *wire.StatFsReq, *wire.WriteSeq, *wire.WriteBase, *wire.ParentAttrs, *wire.DirReturn,
+		*wire.Discard, *wire.Held, *wire.StatFsReq, *wire.WriteSeq, *wire.WriteBase, *wire.ParentAttrs, *wire.DirReturn,
 		*wire.LockSet, *wire.LockTest, *wire.LockRelease, *wire.LockCancel:
 		return false
 	}

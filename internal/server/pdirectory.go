@@ -50,6 +50,11 @@ func (p directoryPolicy) serve(_ context.Context, _ *wire.Conn, cl *client, m wi
 			p.s.coop.discarded(cl.id, m.Blocks)
 		}
 		return nil, nil, true
+	case *wire.Held:
+		if cl != nil {
+			p.s.coop.held(cl.id, m.Blocks)
+		}
+		return nil, nil, true
 	case *wire.PeerReport:
 		if cl != nil {
 			p.s.badBlock(cl, m)

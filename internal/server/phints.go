@@ -332,7 +332,7 @@ func (p *hintsPolicy) serve(ctx context.Context, c *wire.Conn, cl *client, m wir
 		}
 		r, err := p.digest(c, m)
 		return r, err, true
-	case *wire.Discard, *wire.PeerReport:
+	case *wire.Discard, *wire.Held, *wire.PeerReport:
 		return nil, nil, true
 	}
 	return nil, nil, false

@@ -70,7 +70,7 @@ func (policyNone) read(*wire.Conn, *client, *wire.ReadBlock, *os.File, block.ID,
 func (policyNone) served(*os.File, block.ID, uint64, []byte, bool) {}
 func (policyNone) serve(_ context.Context, _ *wire.Conn, _ *client, m wire.Msg) (wire.Msg, error, bool) {
 	switch m.(type) {
-	case *wire.Discard, *wire.PeerReport, *wire.HintsDiscard:
+	case *wire.Discard, *wire.Held, *wire.PeerReport, *wire.HintsDiscard:
 		return nil, nil, true // one-way notes of a policy not running: nothing to do
 	}
 	return nil, nil, false

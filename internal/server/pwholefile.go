@@ -121,7 +121,7 @@ func (p *wholeFilePolicy) serve(_ context.Context, c *wire.Conn, cl *client, m w
 			p.mu.Unlock()
 		}
 		return nil, nil, true
-	case *wire.Discard, *wire.PeerReport, *wire.HintsDiscard:
+	case *wire.Discard, *wire.Held, *wire.PeerReport, *wire.HintsDiscard:
 		return nil, nil, true // one-way notes of another policy: nothing to do
 	}
 	return nil, nil, false

@@ -52,6 +52,8 @@ const (
 	TPeerData Type = 61 // holder → requester: the block of a forward
 	TPeerNack Type = 62 // holder → requester: cannot serve that forward
 	TDiscard  Type = 63 // client → server: blocks this client no longer caches
+	THeld     Type = 64 // client → server, one-way: blocks this client now holds (arrived and cached)
+	TPeerWait Type = 65 // holder → requester: the block of that forward is still on its way to me
 )
 
 // Msg is one protocol message. Data-carrying messages also implement
@@ -141,6 +143,10 @@ func newMsg(t Type) Msg {
 		return &PeerNack{}
 	case TDiscard:
 		return &Discard{}
+	case THeld:
+		return &Held{}
+	case TPeerWait:
+		return &PeerWait{}
 	}
 	if m := newPosixMsg(t); m != nil {
 		return m
@@ -439,6 +445,23 @@ type PeerNack struct {
 type Discard struct {
 	Blocks   []block.ID
 	OnDemand bool
+}
+
+// PeerWait tells a requester that the holder of its forward waits for the
+// block itself (it is on its way to the holder): the requester waits
+// another forward timeout, a bounded number of times, before asking the
+// server.
+type PeerWait struct {
+	Token       uint64
+	File, Index uint64
+	Holder      uint32
+}
+
+// Held lists blocks that arrived at a client and are in its cache: the
+// directory records a requester as a holder when it asks, and counts on it
+// as one that has the block (not one still receiving it) from this on.
+type Held struct {
+	Blocks []block.ID
 }
 
 func (*Hello) Type() Type { return THello }
@@ -871,6 +894,36 @@ func (m *PeerNack) decode(d *decoder) {
 	m.Index = d.u64()
 	m.Holder = d.u32()
 	m.Reason = d.str()
+}
+
+func (*PeerWait) Type() Type { return TPeerWait }
+func (m *PeerWait) encode(e *encoder) {
+	e.u64(m.Token)
+	e.u64(m.File)
+	e.u64(m.Index)
+	e.u32(m.Holder)
+}
+func (m *PeerWait) decode(d *decoder) {
+	m.Token = d.u64()
+	m.File = d.u64()
+	m.Index = d.u64()
+	m.Holder = d.u32()
+}
+
+func (*Held) Type() Type { return THeld }
+func (m *Held) encode(e *encoder) {
+	e.u64(uint64(len(m.Blocks)))
+	for _, b := range m.Blocks {
+		e.u64(b.File)
+		e.u64(b.Index)
+	}
+}
+func (m *Held) decode(d *decoder) {
+	n := d.count(2)
+	m.Blocks = make([]block.ID, n)
+	for i := range m.Blocks {
+		m.Blocks[i] = block.ID{File: d.u64(), Index: d.u64()}
+	}
 }
 
 func (*Discard) Type() Type { return TDiscard }

@@ -61,6 +61,8 @@ func sampleMsgs() []Msg {
 		&PeerData{Token: 5, File: 1, Index: 2, Version: 3, Size: 10, Holder: 2, Data: []byte("d")},
 		&PeerNack{Token: 5, File: 1, Index: 2, Holder: 2, Reason: "gone"},
 		&Discard{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}, OnDemand: true},
+		&PeerWait{Token: 9, File: 1, Index: 2, Holder: 3},
+		&Held{Blocks: []block.ID{{File: 1, Index: 2}, {File: 3, Index: 4}}},
 		&HintsPeers{Members: []HintsMember{{ID: 1, Boot: 2, Listen: "h:1"}, {ID: 3, Boot: 4}}, You: 3, Seq: 1 << 62},
 		&HintsPeers{Members: []HintsMember{{ID: 5, Boot: 6, Listen: "h:5"}}, You: 1, Delta: true, Gone: []uint32{2, 4}, Seq: 7},
 		&HintsOpen{Handle: 1, File: 2, Version: 3}, &HintsExport{File: 9},

@@ -58,6 +58,17 @@ type Config struct {
 	Balanced bool
 	// LoadHalfLife is the half-life of a client's forward count (Balanced).
 	LoadHalfLife time.Duration
+	// Swarm (with Balanced) tells holders that have a block from those
+	// still receiving it (swarm.go): a forward goes to the holder with the
+	// least load plus depth of waits, and never makes a wait deeper than
+	// MaxDepth while a shallower holder exists. The requesters confirm
+	// their blocks with Confirm. The simulator, whose blocks arrive at
+	// once, leaves it off.
+	Swarm bool
+	// MaxDepth bounds the chains of waiting holders (Swarm).
+	MaxDepth int
+	// PendingTTL is how long an unconfirmed record keeps its depth (Swarm).
+	PendingTTL time.Duration
 	// Dense says that the caller numbers blocks densely: every block.ID it
 	// passes is {File: the file, Index: the block's number}, a small
 	// integer from 1 naming one block across all files (the simulator's
@@ -88,6 +99,12 @@ func (c Config) withDefaults() Config {
 	if c.LoadHalfLife == 0 {
 		c.LoadHalfLife = DefaultLoadHalfLife
 	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = DefaultMaxDepth
+	}
+	if c.PendingTTL == 0 {
+		c.PendingTTL = DefaultPendingTTL
+	}
 	return c
 }
 
@@ -101,6 +118,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: ping timeout = %v, want > 0", ErrConfig, c.PingTimeout)
 	case c.ForwardMemory < 1 && c.ForwardMemory != NoForwardMemory:
 		return fmt.Errorf("%w: forward memory = %d, want at least 1 (or %d for none)", ErrConfig, c.ForwardMemory, NoForwardMemory)
+	case c.MaxDepth < 1:
+		return fmt.Errorf("%w: max depth = %d, want at least 1", ErrConfig, c.MaxDepth)
+	case c.PendingTTL < 0:
+		return fmt.Errorf("%w: pending TTL = %v, want > 0", ErrConfig, c.PendingTTL)
 	case c.ForwardTTL < 0:
 		return fmt.Errorf("%w: forward TTL = %v, want > 0", ErrConfig, c.ForwardTTL)
 	}

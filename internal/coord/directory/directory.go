@@ -81,6 +81,7 @@ type Stats struct {
 	Failures         uint64 // clients marked failed
 	Joins            uint64 // ClientJoined events
 	Distrusted       uint64 // clients distrusted (Distrust events)
+	Confirmed        uint64 // block ids in Confirm events (Swarm)
 }
 
 // ClientStats are the counters the server keeps per client: the miss table
@@ -105,6 +106,9 @@ type clientState struct {
 	// (Balanced forwarding); loadAt is when it was last brought up to date.
 	load   float64
 	loadAt time.Duration
+	// out is the client's outstanding forwards (Swarm): sent, not yet
+	// confirmed by the requester's Held or ended by its Retry.
+	out int
 }
 
 // recentLoad returns cl's decayed forward count at now.
@@ -149,6 +153,9 @@ type Directory struct {
 	ring    []fwdRec
 	ringPos int
 	ringIdx lru.Table[fwdKey, int]
+
+	// pend holds the unconfirmed holder records' depths (Config.Swarm).
+	pend map[fwdKey]pendRec
 }
 
 // New returns an empty directory.
@@ -157,11 +164,15 @@ func New(cfg Config) (*Directory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Directory{
+	d := &Directory{
 		cfg:  cfg,
 		tab:  newTable(cfg.Entries, cfg.Dense),
 		ring: make([]fwdRec, max(cfg.ForwardMemory, 0)),
-	}, nil
+	}
+	if cfg.Swarm {
+		d.pend = make(map[fwdKey]pendRec)
+	}
+	return d, nil
 }
 
 // Config returns the configuration in use (defaults filled in).
@@ -190,10 +201,12 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 	cl.Requests++
 	d.stats.Requests++
 	e := d.current(id, v)
-	to := NoClient
+	to, depth := NoClient, 0
 	if e != 0 {
 		d.tab.touch(e)
-		if d.cfg.Balanced {
+		if d.cfg.Swarm && d.cfg.Balanced {
+			to, depth = d.pickSwarm(now, e, c)
+		} else if d.cfg.Balanced {
 			to = d.pickBalanced(now, e, c)
 		} else {
 			to = d.pick(e, c, serverLast)
@@ -214,12 +227,18 @@ func (d *Directory) request(now time.Duration, c ClientID, id block.ID, v block.
 		if d.cfg.Balanced {
 			h := d.clients.get(to)
 			h.load, h.loadAt = d.recentLoad(h, now)+1, now
+			if d.cfg.Swarm && len(d.ring) > 0 {
+				h.out++ // until remember's record of it is consumed or overwritten
+			}
 		}
 		d.remember(now, c, id, to)
 	}
 	e = d.record(e, id, v, c, cl)
 	if act.FromMemory && e != 0 {
 		d.tab.ents[e].last = Server
+	}
+	if d.cfg.Swarm {
+		d.pending(now, c, id, depth+1)
 	}
 	return act
 }
@@ -259,6 +278,9 @@ func (d *Directory) Retry(now time.Duration, c ClientID, id block.ID, v block.Ve
 	}
 	d.served(cl, false)
 	d.record(e, id, v, c, cl)
+	if d.cfg.Swarm {
+		d.pending(now, c, id, 1)
+	}
 	return act
 }
 
@@ -580,10 +602,12 @@ func (d *Directory) remember(now time.Duration, c ClientID, id block.ID, holder 
 	k := fwdKey{c, id}
 	if i, ok := d.ringIdx.Get(k); ok {
 		d.ring[i].live = false
+		d.forwardDone(d.ring[i].holder)
 	}
 	old := &d.ring[d.ringPos]
 	if i, ok := d.ringIdx.Get(old.key); old.live && ok && i == d.ringPos {
 		d.ringIdx.Delete(old.key)
+		d.forwardDone(old.holder)
 	}
 	*old = fwdRec{key: k, holder: holder, at: now, live: true}
 	d.ringIdx.Put(k, d.ringPos)
@@ -601,6 +625,7 @@ func (d *Directory) recall(now time.Duration, c ClientID, id block.ID) ClientID 
 	d.ringIdx.Delete(k)
 	r := &d.ring[i]
 	r.live = false
+	d.forwardDone(r.holder)
 	if now-r.at > d.cfg.ForwardTTL {
 		return NoClient
 	}
