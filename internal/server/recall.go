@@ -62,12 +62,55 @@ type recalls struct {
 	mu      sync.Mutex
 	orphans map[uint64]orphan // file → the client that went away holding unflushed writes to it
 	names   map[uint32]holder // the clients that took a delegation
+	// granted: when each holder was last granted a delegation of each
+	// file (mayDelegate lets it declare the file again: a recalled or
+	// returned holder declares anew, and by then the path its
+	// declaration names may be gone — the file renamed, unlinked, or a
+	// proxy's client's name of it). At most maxGranted, each regrantAge.
+	granted map[grantKey]time.Time
 
 	recalled, failed, delegations atomic.Int64
 }
 
 func newRecalls(cb *callbacks, log *slog.Logger, timeout time.Duration, policy string) *recalls {
-	return &recalls{cb: cb, log: log, timeout: timeout, stale: policy == RecallStale, orphans: make(map[uint64]orphan), names: make(map[uint32]holder)}
+	return &recalls{cb: cb, log: log, timeout: timeout, stale: policy == RecallStale, orphans: make(map[uint64]orphan),
+		names: make(map[uint32]holder), granted: make(map[grantKey]time.Time)}
+}
+
+// grantKey is a file a holder was granted a delegation of.
+type grantKey struct {
+	holder
+	ino uint64
+}
+
+const (
+	maxGranted = 1 << 16        // grants remembered (~100 bytes each)
+	regrantAge = 24 * time.Hour // how long a grant lets its holder declare the file again
+)
+
+// noteGrantLocked remembers that h was granted a delegation of ino.
+// Called with r.mu held.
+func (r *recalls) noteGrantLocked(h holder, ino uint64, now time.Time) {
+	k := grantKey{h, ino}
+	if _, ok := r.granted[k]; !ok && len(r.granted) >= maxGranted {
+		n := 0
+		for old := range r.granted { // an eighth, at random: bounded work
+			delete(r.granted, old)
+			if n++; n >= maxGranted/8 {
+				break
+			}
+		}
+	}
+	r.granted[k] = now
+}
+
+// grantedBefore reports whether cl's holder was granted a delegation of
+// ino within regrantAge.
+func (r *recalls) grantedBefore(cl *client, ino uint64, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.granted[grantKey{holderOf(cl), ino}]
+	return ok && now.Sub(at) <= regrantAge
 }
 
 // holder names a client that holds delegations: its --name and the name
@@ -124,7 +167,9 @@ func (r *recalls) orphanOf(ino uint64, now time.Time) (orphan, bool) {
 // opened the file for writing on this connection, or the caller m carries
 // (squashed; the anonymous user without one) may write the file dw.Path
 // names, checked on one descriptor opened as the caller, or the file is
-// an orphan cl's name and certificate left (it declares it again).
+// an orphan cl's name and certificate left (it declares it again), or the
+// same holder was granted a delegation of it within regrantAge (after a
+// recall or a return it declares again, and the path it names may be gone).
 func (s *Server) mayDelegate(c *wire.Conn, cl *client, m wire.Msg, dw *wire.DelegateWrite) error {
 	if s.cfg.ReadOnly {
 		return fmt.Errorf("export is read-only: %w", syscall.EROFS)
@@ -134,6 +179,9 @@ func (s *Server) mayDelegate(c *wire.Conn, cl *client, m wire.Msg, dw *wire.Dele
 	}
 	if o, ok := s.recalls.orphanOf(dw.Ino, time.Now()); ok && o.holder == holderOf(cl) {
 		return nil
+	}
+	if s.recalls.grantedBefore(cl, dw.Ino, time.Now()) {
+		return nil // it proved its right then; its path may be gone since
 	}
 	refused := fmt.Errorf("write delegation of file %d: this connection did not open it for writing and its path names no file the caller may write: %w", dw.Ino, syscall.EACCES)
 	p, err := clean(dw.Path)
@@ -306,6 +354,7 @@ func (r *recalls) delegate(cl *client, ino uint64) bool {
 	cb.mu.Unlock()
 	r.mu.Lock()
 	r.names[cl.id] = holderOf(cl)
+	r.noteGrantLocked(holderOf(cl), ino, time.Now())
 	r.mu.Unlock()
 	r.adopt(cl, ino)
 	return true
