@@ -415,7 +415,7 @@ func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 // SetAttr implements fusefs.Backend.
 func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.SetAttrIn) (wire.Attr, error) {
 	m := &wire.SetAttr{Path: path, Valid: in.Valid, Mode: in.Mode, UID: in.UID, GID: in.GID,
-		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime}
+		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ino: in.Ino, Gen: in.Gen}
 	var of *file
 	if f != nil {
 		of, _ = f.(*file)

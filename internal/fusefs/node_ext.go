@@ -37,7 +37,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if err != nil {
 		return nil, n.a.errno("mknod", p, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	return n.newChild(ctx, name, attr, out), 0
 }
 
 // xattrs returns the backend's xattr interface and the node's path; errno

@@ -283,6 +283,11 @@ type SetAttr struct {
 	UID, GID     uint32
 	Size         uint64
 	Atime, Mtime int64
+	// Ino and Gen, when Ino is not 0, name the file the change by Path is
+	// meant for: the server refuses with ESTALE when Path names another
+	// file (a client's kernel reaches a hard-linked file by any of its
+	// names, the client may know it by a name since given to another file).
+	Ino, Gen uint64
 }
 
 // ReadDir asks for the entries of a directory from index Offset on.
@@ -548,6 +553,8 @@ func (m *SetAttr) encode(e *encoder) {
 	e.u64(m.Size)
 	e.i64(m.Atime)
 	e.i64(m.Mtime)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *SetAttr) decode(d *decoder) {
 	m.Path = d.str()
@@ -559,6 +566,8 @@ func (m *SetAttr) decode(d *decoder) {
 	m.Size = d.u64()
 	m.Atime = d.i64()
 	m.Mtime = d.i64()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*ReadDir) Type() Type { return TReadDir }
