@@ -46,6 +46,9 @@ func (s *links) add(parent *fs.Inode, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := link{parent, name}
+	if len(s.l) > 0 && s.l[0] == l {
+		return // the common case: looked up again by the same name
+	}
 	s.l = slices.DeleteFunc(s.l, func(o link) bool { return o == l })
 	s.l = slices.Insert(s.l, 0, l)
 	if len(s.l) > maxLinks {
@@ -53,14 +56,11 @@ func (s *links) add(parent *fs.Inode, name string) {
 	}
 }
 
-// paths returns the node's paths: go-fuse's first, then the other names
-// that go-fuse's tree still gives to this node. Names the tree gives to
-// another node (or none) are forgotten.
-func (n *node) paths() []string {
-	var ps []string
-	if p, ok := n.path(); ok {
-		ps = append(ps, p)
-	}
+// otherPaths returns the node's paths besides first (go-fuse's): the other
+// names that go-fuse's tree still gives to this node. Names the tree gives
+// to another node (or none) are forgotten.
+func (n *node) otherPaths(first string) []string {
+	ps := []string{first}
 	n.links.mu.Lock()
 	ls := slices.Clone(n.links.l)
 	n.links.mu.Unlock()
@@ -80,7 +80,7 @@ func (n *node) paths() []string {
 		n.links.l = slices.DeleteFunc(n.links.l, func(o link) bool { return slices.Contains(gone, o) })
 		n.links.mu.Unlock()
 	}
-	return ps
+	return ps[1:]
 }
 
 // identity is the (ino, gen) a change by path names; (0, 0) for the root,
@@ -105,21 +105,23 @@ var errOtherFile = errors.New("the name now denotes another file")
 
 // byPaths runs op on the node's paths in turn while it answers ESTALE (or
 // errOtherFile): the path named another file. It returns the path of the
-// last try and its error; ENOENT when the node has no path at all.
+// last try and its error; ENOENT when the node has no path at all. The
+// other names are only looked for after the first fails.
 func (n *node) byPaths(ctx context.Context, op func(ctx context.Context, p string) error) (string, error) {
-	ps := n.paths()
-	if len(ps) == 0 {
+	p, ok := n.path()
+	if !ok {
 		return "", syscall.ENOENT
 	}
-	var err error
-	for _, p := range ps {
-		err = n.a.run(ctx, func(ctx context.Context) error { return op(ctx, p) })
-		if !errors.Is(err, syscall.ESTALE) && !errors.Is(err, errOtherFile) {
+	stale := func(err error) bool { return errors.Is(err, syscall.ESTALE) || errors.Is(err, errOtherFile) }
+	try := func(p string) error { return n.a.run(ctx, func(ctx context.Context) error { return op(ctx, p) }) }
+	err := try(p)
+	if !stale(err) {
+		return p, err
+	}
+	for _, o := range n.otherPaths(p) {
+		if p, err = o, try(o); !stale(err) {
 			return p, err
 		}
 	}
-	if errors.Is(err, errOtherFile) {
-		err = syscall.ESTALE
-	}
-	return ps[len(ps)-1], err
+	return p, syscall.ESTALE
 }
