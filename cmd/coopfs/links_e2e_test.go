@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,16 @@ func TestE2EHardLinkActsOnItsInode(t *testing.T) {
 			}
 			if st.Size != int64(len("linked file")) {
 				t.Errorf("stat of a on mount A: size %d, the other file's?", st.Size)
+			}
+			return nil
+		}},
+		{"link", func(t *testing.T, p string, _ *os.File) error {
+			c := filepath.Join(filepath.Dir(p), "c")
+			if err := os.Link(p, c); err != nil {
+				return err
+			}
+			if got, err := os.ReadFile(c); err != nil || string(got) != "linked file" {
+				t.Errorf("link of a on mount A: the new link reads %q, %v", got, err)
 			}
 			return nil
 		}},
@@ -112,7 +123,7 @@ func TestE2EHardLinkActsOnItsInode(t *testing.T) {
 				if !time.Unix(st.Mtim.Unix()).Equal(past) {
 					t.Errorf("%s of a: a has mtime %v, want %v", op.name, time.Unix(st.Mtim.Unix()), past)
 				}
-			case "stat":
+			case "stat", "link":
 			default:
 				if st.Mode&0o777 != 0o600 {
 					t.Errorf("%s of a: a has mode %o, want 600", op.name, st.Mode&0o777)

@@ -621,12 +621,12 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 }
 
 // Link implements fusefs.Backend.
-func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+func (a *Agent) Link(ctx context.Context, oldPath, newPath string, ino, gen uint64) (wire.Attr, error) {
 	a.endAllHolds(ctx)
 	defer a.changedHere(false, oldPath)
 	tok := a.cbs.token()
 	at, err := a.settledAttr(func() (wire.Attr, error) {
-		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
+		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath, Ino: ino, Gen: gen}, newPath, false)
 	}, a.getAttr(ctx, newPath))
 	a.entryChanged(tok, newPath, true, err, nil)
 	if err == nil {

@@ -179,7 +179,7 @@ func TestCreatedHereThenLinkedAndRenamed(t *testing.T) {
 	if _, err := f.WriteAt(ctx, []byte("data"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Link(ctx, "d/x", "d/y"); err != nil {
+	if _, err := a.Link(ctx, "d/x", "d/y", 0, 0); err != nil {
 		t.Fatalf("link of a file created here, open: %v", err)
 	}
 	if err := a.Rename(ctx, "d/x", "d/z", 0); err != nil {

@@ -27,7 +27,10 @@ type Backend interface {
 	Rmdir(ctx context.Context, path string) error
 	// Rename follows renameat2: flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
 	Rename(ctx context.Context, oldPath, newPath string, flags uint32) error
-	Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error)
+	// Link links newPath to the file (ino, gen) at oldPath; ino 0 stands
+	// for whatever file oldPath names. A backend refuses with ESTALE when
+	// oldPath names another file than (ino, gen).
+	Link(ctx context.Context, oldPath, newPath string, ino, gen uint64) (wire.Attr, error)
 	Symlink(ctx context.Context, target, path string) (wire.Attr, error)
 	Readlink(ctx context.Context, path string) (string, error)
 	StatFs(ctx context.Context) (wire.StatFs, error)

@@ -471,14 +471,14 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	oldPath, ok1 := t.path()
-	newPath, ok2 := n.childPath(name)
-	if !ok1 || !ok2 {
+	newPath, ok := n.childPath(name)
+	if !ok {
 		return nil, syscall.ENOENT
 	}
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		attr, err = n.a.b.Link(ctx, oldPath, newPath)
+	ino, gen := t.identity()
+	_, err := t.byPaths(ctx, func(ctx context.Context, oldPath string) (err error) {
+		attr, err = n.a.b.Link(ctx, oldPath, newPath, ino, gen)
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -568,10 +569,39 @@ func (s *Server) link(m *wire.Link) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.root.Link(oldp, newp); err != nil {
+	if m.Ino != 0 {
+		if err := s.linkFile(oldp, newp, m.Ino, m.Gen); err != nil {
+			return nil, err
+		}
+	} else if err := s.root.Link(oldp, newp); err != nil {
 		return nil, err
 	}
 	return s.lstat(newp)
+}
+
+// linkFile links newp to the file at oldp, which must be (ino, gen): the
+// file is opened (O_PATH, as the caller: the search of oldp's directories
+// is checked), checked on its descriptor, and linked through it, so that
+// the link is to that very file whatever oldp names meanwhile.
+func (s *Server) linkFile(oldp, newp string, ino, gen uint64) error {
+	f, err := s.root.OpenFile(oldp, unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := s.isFile(f, oldp, ino, gen); err != nil {
+		return err
+	}
+	dir, base, err := s.openParent(newp)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(dir.Fd()), base, unix.AT_SYMLINK_FOLLOW)
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: oldp, New: newp, Err: err}
+	}
+	return nil
 }
 
 func (s *Server) symlink(m *wire.Symlink) (*wire.AttrReply, error) {

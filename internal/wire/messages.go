@@ -330,7 +330,12 @@ type Rename struct {
 }
 
 // Link makes New a hard link to Old.
-type Link struct{ Old, New string }
+type Link struct {
+	Old, New string
+	// Ino and Gen, when Ino is not 0, name the file meant at Old (as in
+	// SetAttr): the server refuses with ESTALE when Old names another.
+	Ino, Gen uint64
+}
 
 // Symlink makes Path a symbolic link to Target.
 type Symlink struct {
@@ -643,10 +648,14 @@ func (*Link) Type() Type { return TLink }
 func (m *Link) encode(e *encoder) {
 	e.str(m.Old)
 	e.str(m.New)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *Link) decode(d *decoder) {
 	m.Old = d.str()
 	m.New = d.str()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*Symlink) Type() Type { return TSymlink }
