@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestE2EHardLinkActsOnItsInode: an operation on a file the kernel reached
@@ -51,6 +53,9 @@ func TestE2EHardLinkActsOnItsInode(t *testing.T) {
 				t.Errorf("link of a on mount A: the new link reads %q, %v", got, err)
 			}
 			return nil
+		}},
+		{"setxattr", func(t *testing.T, p string, _ *os.File) error {
+			return unix.Setxattr(p, "user.which", []byte("linked"), 0)
 		}},
 		{"ftruncate", func(t *testing.T, _ string, f *os.File) error { return f.Truncate(1) }},
 		{"fchmod", func(t *testing.T, _ string, f *os.File) error { return f.Chmod(0o600) }},
@@ -101,6 +106,9 @@ func TestE2EHardLinkActsOnItsInode(t *testing.T) {
 			if err := syscall.Stat(mb.path("d2/b"), &st); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := unix.Getxattr(mb.path("d2/b"), "user.which", make([]byte, 64)); err == nil {
+				t.Errorf("%s of a on mount A set an attribute of the other file at b", op.name)
+			}
 			if time.Unix(st.Mtim.Unix()).Equal(past) {
 				t.Errorf("%s of a on mount A changed the times of the other file at b", op.name)
 			}
@@ -124,6 +132,13 @@ func TestE2EHardLinkActsOnItsInode(t *testing.T) {
 					t.Errorf("%s of a: a has mtime %v, want %v", op.name, time.Unix(st.Mtim.Unix()), past)
 				}
 			case "stat", "link":
+			case "setxattr":
+				v := make([]byte, 64)
+				// Read through B: a read of an attribute through A still goes
+				// by A's last-seen name.
+				if n, err := unix.Getxattr(mb.path("d1/a"), "user.which", v); err != nil || string(v[:n]) != "linked" {
+					t.Errorf("%s of a: a has user.which %q, %v", op.name, v[:max(n, 0)], err)
+				}
 			default:
 				if st.Mode&0o777 != 0o600 {
 					t.Errorf("%s of a: a has mode %o, want 600", op.name, st.Mode&0o777)

@@ -405,7 +405,7 @@ func TestACLChangeDropsDelegationInFlight(t *testing.T) {
 		if _, err := a.Mkdir(ctx, d, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.SetXattr(asRoot(), d, "system.posix_acl_default", defaultACL(4242), 0); err != nil {
+		if err := a.SetXattr(asRoot(), d, "system.posix_acl_default", defaultACL(4242), 0, 0, 0); err != nil {
 			if errors.Is(err, syscall.EOPNOTSUPP) {
 				t.Skip("the export's file system has no ACLs")
 			}

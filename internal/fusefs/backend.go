@@ -50,6 +50,8 @@ type Mknoder interface {
 type Xattrer interface {
 	GetXattr(ctx context.Context, path, name string, size uint32) ([]byte, uint32, error)
 	ListXattr(ctx context.Context, path string, size uint32) ([]byte, uint32, error)
-	SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error
-	RemoveXattr(ctx context.Context, path, name string) error
+	// SetXattr and RemoveXattr change the file (ino, gen) at path (ino 0:
+	// whatever path names), refusing with ESTALE when path names another.
+	SetXattr(ctx context.Context, path, name string, value []byte, flags uint32, ino, gen uint64) error
+	RemoveXattr(ctx context.Context, path, name string, ino, gen uint64) error
 }
