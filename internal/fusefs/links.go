@@ -20,7 +20,8 @@ import (
 // the other file. So every change by path names the file it is meant for
 // (vfs.SetAttrIn.Ino/Gen; the server refuses with ESTALE when the path
 // names another file), a getattr by path checks the file it got, and on a
-// mismatch the operation is tried through the node's other names. When no
+// mismatch (or ENOENT: the name is gone) the operation is tried through
+// the node's other names. When no
 // name of the node leads to it any more, ESTALE goes to the kernel: a
 // path-based system call then looks its path up again (LOOKUP_REVAL) and
 // retries on what the fresh lookup finds.
@@ -104,15 +105,20 @@ func (n *node) isNode(attr wire.Attr) bool {
 var errOtherFile = errors.New("the name now denotes another file")
 
 // byPaths runs op on the node's paths in turn while it answers ESTALE (or
-// errOtherFile): the path named another file. It returns the path of the
-// last try and its error; ENOENT when the node has no path at all. The
-// other names are only looked for after the first fails.
+// errOtherFile: the path named another file) or ENOENT (the name is gone,
+// the file the kernel holds may not be). It returns the path of the last
+// try and its error, ESTALE when every name failed so (the kernel then
+// looks the caller's path up again, and a file really gone answers that
+// lookup's ENOENT); ENOENT when the node has no path at all. The other
+// names are only looked for after the first fails.
 func (n *node) byPaths(ctx context.Context, op func(ctx context.Context, p string) error) (string, error) {
 	p, ok := n.path()
 	if !ok {
 		return "", syscall.ENOENT
 	}
-	stale := func(err error) bool { return errors.Is(err, syscall.ESTALE) || errors.Is(err, errOtherFile) }
+	stale := func(err error) bool {
+		return errors.Is(err, syscall.ESTALE) || errors.Is(err, errOtherFile) || errors.Is(err, syscall.ENOENT)
+	}
 	try := func(p string) error { return n.a.run(ctx, func(ctx context.Context) error { return op(ctx, p) }) }
 	err := try(p)
 	if !stale(err) {
