@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -89,20 +88,19 @@ func TestE2EWriteBackModelNamespace(t *testing.T) {
 		t.Run(arr, func(t *testing.T) {
 			c := startNSCluster(t, arr)
 			start := time.Now()
-			seqs, ops, drops := 0, 0, 0
+			seqs, ops := 0, 0
 			for i := uint64(0); ; i++ {
 				if dur == 0 && seqs >= nsModelSeqs || dur > 0 && time.Since(start) > dur {
 					break
 				}
-				n, d := runNSSequence(t, c, seed+i, fmt.Sprintf("s%d", i))
-				ops, drops = ops+n, drops+d
+				ops += runNSSequence(t, c, seed+i, fmt.Sprintf("s%d", i))
 				seqs++
 				if t.Failed() {
 					t.Fatalf("sequence %d failed: COOPFS_WB_MODEL_SEED=%d reproduces it as the first", i, seed+i)
 				}
 			}
-			t.Logf("%s: %d sequences, %d operations in %v (seeds %d to %d); %d dentry cache drops after namespace operations on linked files",
-				arr, seqs, ops, time.Since(start).Round(time.Second), seed, seed+uint64(seqs)-1, drops)
+			t.Logf("%s: %d sequences, %d operations in %v (seeds %d to %d)",
+				arr, seqs, ops, time.Since(start).Round(time.Second), seed, seed+uint64(seqs)-1)
 		})
 	}
 }
@@ -143,9 +141,6 @@ type nsState struct {
 	sub   string
 	r     *rand.Rand
 	trace []string
-	// drops counts the dentry cache drops after namespace operations
-	// while a file has several links (step).
-	drops int
 }
 
 // nsNames are the names a sequence plays with (under its subdirectory):
@@ -154,8 +149,8 @@ type nsState struct {
 var nsNames = []string{"a", "b", "c", "d/x", "d/y", "e/x", "e/z"}
 
 // runNSSequence plays one sequence under sub and returns how many
-// operations it ran and how many dentry cache drops it made (step).
-func runNSSequence(t *testing.T, c *nsCluster, seed uint64, sub string) (int, int) {
+// operations it ran.
+func runNSSequence(t *testing.T, c *nsCluster, seed uint64, sub string) int {
 	t.Helper()
 	s := &nsState{t: t, c: c, ref: t.TempDir(), sub: sub, r: rand.New(rand.NewPCG(seed, 25))}
 	defer func() {
@@ -183,7 +178,7 @@ func runNSSequence(t *testing.T, c *nsCluster, seed uint64, sub string) (int, in
 		wantTree(t, fmt.Sprintf("seed %d: the export after the sequence and a flush", seed),
 			nsTreeState(t, filepath.Join(c.export, sub)), nsTreeState(t, filepath.Join(s.ref, sub)))
 	}
-	return nsModelSeqOps, s.drops
+	return nsModelSeqOps
 }
 
 // both runs f on the local directory and on the write-back mount's root
@@ -247,7 +242,6 @@ func (s *nsState) step(op int) {
 	name, other := s.name(), s.name()
 	var what string
 	var f func(root string) ([]byte, error)
-	namespace := false // the step links, unlinks or renames
 	bs := 4096
 	switch {
 	case k < 16:
@@ -299,15 +293,12 @@ func (s *nsState) step(op int) {
 		f = func(root string) ([]byte, error) { return nsStat(s.path(root, name)) }
 	case k < 72:
 		what = fmt.Sprintf("link %s %s", name, other)
-		namespace = true
 		f = func(root string) ([]byte, error) { return nil, os.Link(s.path(root, name), s.path(root, other)) }
 	case k < 78:
 		what = "unlink " + name
-		namespace = true
 		f = func(root string) ([]byte, error) { return nil, os.Remove(s.path(root, name)) }
 	case k < 85:
 		what = fmt.Sprintf("rename %s %s", name, other)
-		namespace = true
 		f = func(root string) ([]byte, error) { return nil, unix.Rename(s.path(root, name), s.path(root, other)) }
 	case k < 88:
 		from, to := "d", "e"
@@ -315,7 +306,6 @@ func (s *nsState) step(op int) {
 			from, to = to, from
 		}
 		what = fmt.Sprintf("rename directory %s %s", from, to)
-		namespace = true
 		f = func(root string) ([]byte, error) { return nil, unix.Rename(s.path(root, from), s.path(root, to)) }
 	case k < 90:
 		what = "mkdir d, e"
@@ -343,7 +333,6 @@ func (s *nsState) step(op int) {
 		return
 	}
 	s.trace = append(s.trace, fmt.Sprintf("op %d: %s on %s", op, what, which))
-	linked := namespace && s.refLinked() // before the step: a link it removes counts
 	want := resultOf(f(s.ref))
 	var got nsResult
 	if err := within(s.t, 60*time.Second, what, func() error { got = resultOf(f(m)); return nil }); err != nil {
@@ -361,36 +350,12 @@ func (s *nsState) step(op int) {
 			}
 		}
 	}
-	if linked || namespace && s.refLinked() {
-		// A limit of the FUSE layer, not of write-back: the kernel names
-		// a hard-linked inode to go-fuse by its number, and go-fuse gives
-		// the path of the link it saw last, which the other mount may
-		// have removed, renamed, or given to another file: an open or a
-		// truncation by the inode would go there. The dentries dropped,
-		// fresh lookups name the inode by the name its caller used.
-		s.drops++
-		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
-	}
 	if got != want {
 		s.t.Errorf("op %d: %s on %s: %v %s; locally %v %s", op, what, which, got.errno, got.out, want.errno, want.out)
 		for _, root := range []string{s.c.export, s.c.wb.dir, s.c.wt.dir} {
 			s.t.Logf("the tree in %s:\n  %s", root, join(nsTreeState(s.t, filepath.Join(root, s.sub))))
 		}
 	}
-}
-
-// refLinked reports whether a file of the local directory has several links.
-func (s *nsState) refLinked() bool {
-	linked := false
-	filepath.WalkDir(filepath.Join(s.ref, s.sub), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := os.Lstat(p); err == nil && fi.Sys().(*syscall.Stat_t).Nlink > 1 {
-				linked = true
-			}
-		}
-		return nil
-	})
-	return linked
 }
 
 func nsIgnoreExist(err error) error {

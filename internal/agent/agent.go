@@ -415,7 +415,7 @@ func (a *Agent) GetAttr(ctx context.Context, path string) (wire.Attr, error) {
 // SetAttr implements fusefs.Backend.
 func (a *Agent) SetAttr(ctx context.Context, path string, f vfs.File, in vfs.SetAttrIn) (wire.Attr, error) {
 	m := &wire.SetAttr{Path: path, Valid: in.Valid, Mode: in.Mode, UID: in.UID, GID: in.GID,
-		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime}
+		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ino: in.Ino, Gen: in.Gen}
 	var of *file
 	if f != nil {
 		of, _ = f.(*file)
@@ -621,12 +621,12 @@ func (a *Agent) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 }
 
 // Link implements fusefs.Backend.
-func (a *Agent) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+func (a *Agent) Link(ctx context.Context, oldPath, newPath string, ino, gen uint64) (wire.Attr, error) {
 	a.endAllHolds(ctx)
 	defer a.changedHere(false, oldPath)
 	tok := a.cbs.token()
 	at, err := a.settledAttr(func() (wire.Attr, error) {
-		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath}, newPath, false)
+		return a.entryAttrCall(ctx, &wire.Link{Old: oldPath, New: newPath, Ino: ino, Gen: gen}, newPath, false)
 	}, a.getAttr(ctx, newPath))
 	a.entryChanged(tok, newPath, true, err, nil)
 	if err == nil {

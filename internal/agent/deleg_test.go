@@ -179,7 +179,7 @@ func TestCreatedHereThenLinkedAndRenamed(t *testing.T) {
 	if _, err := f.WriteAt(ctx, []byte("data"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Link(ctx, "d/x", "d/y"); err != nil {
+	if _, err := a.Link(ctx, "d/x", "d/y", 0, 0); err != nil {
 		t.Fatalf("link of a file created here, open: %v", err)
 	}
 	if err := a.Rename(ctx, "d/x", "d/z", 0); err != nil {
@@ -405,7 +405,7 @@ func TestACLChangeDropsDelegationInFlight(t *testing.T) {
 		if _, err := a.Mkdir(ctx, d, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.SetXattr(asRoot(), d, "system.posix_acl_default", defaultACL(4242), 0); err != nil {
+		if err := a.SetXattr(asRoot(), d, "system.posix_acl_default", defaultACL(4242), 0, 0, 0); err != nil {
 			if errors.Is(err, syscall.EOPNOTSUPP) {
 				t.Skip("the export's file system has no ACLs")
 			}

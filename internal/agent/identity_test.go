@@ -110,10 +110,10 @@ func TestServerEnforcesPermissions(t *testing.T) {
 		t.Errorf("member (supplementary group) lists a 0070 dir: %v", err)
 	}
 	// trusted.* xattrs need CAP_SYS_ADMIN, which a user never has on the server.
-	if err := a.SetXattr(user, "open/mine", "trusted.x", []byte("1"), 0); !errors.Is(err, syscall.EPERM) {
+	if err := a.SetXattr(user, "open/mine", "trusted.x", []byte("1"), 0, 0, 0); !errors.Is(err, syscall.EPERM) {
 		t.Errorf("user sets trusted.x: %v, want EPERM", err)
 	}
-	if err := a.SetXattr(user, "open/mine", "user.x", []byte("1"), 0); err != nil {
+	if err := a.SetXattr(user, "open/mine", "user.x", []byte("1"), 0, 0, 0); err != nil {
 		t.Errorf("user sets user.x on its file: %v", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestRootSquash(t *testing.T) {
 	if uid, gid, _ := owner(t, filepath.Join(export, "open/d")); uid != server.DefaultAnonID || gid != server.DefaultAnonID {
 		t.Errorf("dir made by squashed root is owned by %d:%d, want 65534:65534", uid, gid)
 	}
-	if err := a.SetXattr(root, "open/d", "trusted.x", []byte("1"), 0); !errors.Is(err, syscall.EPERM) {
+	if err := a.SetXattr(root, "open/d", "trusted.x", []byte("1"), 0, 0, 0); !errors.Is(err, syscall.EPERM) {
 		t.Errorf("squashed root sets trusted.x: %v, want EPERM", err)
 	}
 	// A request without an identity is the anonymous user's too.
@@ -169,7 +169,7 @@ func TestSquashAllAndNone(t *testing.T) {
 	if uid, _, _ := owner(t, filepath.Join(export, "rootdir/x")); uid != 0 {
 		t.Errorf("squash none: dir made by root owned by %d", uid)
 	}
-	if err := none.SetXattr(root, "rootdir/x", "trusted.x", []byte("1"), 0); err != nil {
+	if err := none.SetXattr(root, "rootdir/x", "trusted.x", []byte("1"), 0, 0, 0); err != nil {
 		t.Errorf("squash none: root sets trusted.x: %v", err)
 	}
 	// Root's requests run on the server's own credentials without a
@@ -217,7 +217,7 @@ func TestKillPrivOnWrite(t *testing.T) {
 func TestXattrRootAndSymlink(t *testing.T) {
 	a, export := identityCluster(t, server.SquashNone)
 	root := as(0, 0)
-	if err := a.SetXattr(root, "", "user.r", []byte("root"), 0); err != nil {
+	if err := a.SetXattr(root, "", "user.r", []byte("root"), 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	v, n, err := a.GetXattr(root, "", "user.r", 100)
@@ -238,20 +238,20 @@ func TestXattrRootAndSymlink(t *testing.T) {
 	}
 	// user.* xattrs are not allowed on symlinks: the link itself is
 	// addressed, not its target.
-	if err := a.SetXattr(root, "ln", "user.x", []byte("1"), 0); !errors.Is(err, syscall.EPERM) {
+	if err := a.SetXattr(root, "ln", "user.x", []byte("1"), 0, 0, 0); !errors.Is(err, syscall.EPERM) {
 		t.Errorf("user xattr on a symlink: %v, want EPERM (the link, not its target)", err)
 	}
-	if err := a.SetXattr(root, "ln", "trusted.x", []byte("1"), 0); err != nil {
+	if err := a.SetXattr(root, "ln", "trusted.x", []byte("1"), 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	names, _, err := a.ListXattr(root, "ln", 1000)
 	if err != nil || string(names) != "trusted.x\x00" {
 		t.Errorf("symlink's xattrs = %q %v", names, err)
 	}
-	if err := a.RemoveXattr(root, "ln", "trusted.x"); err != nil {
+	if err := a.RemoveXattr(root, "ln", "trusted.x", 0, 0); err != nil {
 		t.Error(err)
 	}
-	if err := a.RemoveXattr(root, "", "../x"); err == nil {
+	if err := a.RemoveXattr(root, "", "../x", 0, 0); err == nil {
 		t.Error("remove an xattr of a path outside the export: no error")
 	}
 }

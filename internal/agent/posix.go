@@ -57,7 +57,7 @@ func isACL(name string) bool {
 }
 
 // SetXattr sets an extended attribute (fusefs.Xattrer).
-func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32, ino, gen uint64) error {
 	a.endAllHolds(ctx) // a held write would drop security.capability after it
 	if isACL(name) {
 		defer a.delegs.invalidate(ctx, path)() // deleg.go: an ACL changes what the verdicts rest on
@@ -65,11 +65,11 @@ func (a *Agent) SetXattr(ctx context.Context, path, name string, value []byte, f
 	t := a.dirs.begin(path) // an ACL changes a directory's mode
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
-	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags}, true)
+	return a.okCall(ctx, &wire.SetXattr{Path: path, Name: name, Value: value, Flags: flags, Ino: ino, Gen: gen}, true)
 }
 
 // RemoveXattr removes an extended attribute (fusefs.Xattrer).
-func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
+func (a *Agent) RemoveXattr(ctx context.Context, path, name string, ino, gen uint64) error {
 	a.endAllHolds(ctx)
 	if isACL(name) {
 		defer a.delegs.invalidate(ctx, path)() // deleg.go: an ACL changes what the verdicts rest on
@@ -77,7 +77,7 @@ func (a *Agent) RemoveXattr(ctx context.Context, path, name string) error {
 	t := a.dirs.begin(path)
 	defer a.dirs.end(t, nil)
 	defer a.changedHere(false, path)
-	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name}, false)
+	return a.okCall(ctx, &wire.RemoveXattr{Path: path, Name: name, Ino: ino, Gen: gen}, false)
 }
 
 // Allocate implements vfs.Allocator: fallocate(2) on the server's file.

@@ -27,7 +27,10 @@ type Backend interface {
 	Rmdir(ctx context.Context, path string) error
 	// Rename follows renameat2: flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
 	Rename(ctx context.Context, oldPath, newPath string, flags uint32) error
-	Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error)
+	// Link links newPath to the file (ino, gen) at oldPath; ino 0 stands
+	// for whatever file oldPath names. A backend refuses with ESTALE when
+	// oldPath names another file than (ino, gen).
+	Link(ctx context.Context, oldPath, newPath string, ino, gen uint64) (wire.Attr, error)
 	Symlink(ctx context.Context, target, path string) (wire.Attr, error)
 	Readlink(ctx context.Context, path string) (string, error)
 	StatFs(ctx context.Context) (wire.StatFs, error)
@@ -47,6 +50,8 @@ type Mknoder interface {
 type Xattrer interface {
 	GetXattr(ctx context.Context, path, name string, size uint32) ([]byte, uint32, error)
 	ListXattr(ctx context.Context, path string, size uint32) ([]byte, uint32, error)
-	SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error
-	RemoveXattr(ctx context.Context, path, name string) error
+	// SetXattr and RemoveXattr change the file (ino, gen) at path (ino 0:
+	// whatever path names), refusing with ESTALE when path names another.
+	SetXattr(ctx context.Context, path, name string, value []byte, flags uint32, ino, gen uint64) error
+	RemoveXattr(ctx context.Context, path, name string, ino, gen uint64) error
 }

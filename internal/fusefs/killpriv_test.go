@@ -39,7 +39,7 @@ func (m *xattrMem) ListXattr(ctx context.Context, path string, size uint32) ([]b
 	return nil, 0, nil
 }
 
-func (m *xattrMem) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+func (m *xattrMem) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32, _, _ uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.x[path] == nil {
@@ -49,7 +49,7 @@ func (m *xattrMem) SetXattr(ctx context.Context, path, name string, value []byte
 	return nil
 }
 
-func (m *xattrMem) RemoveXattr(ctx context.Context, path, name string) error {
+func (m *xattrMem) RemoveXattr(ctx context.Context, path, name string, _, _ uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.x[path][name]; !ok {

@@ -412,7 +412,7 @@ func (m *memFS) Rename(ctx context.Context, oldPath, newPath string, flags uint3
 	return nil
 }
 
-func (m *memFS) Link(ctx context.Context, oldPath, newPath string) (wire.Attr, error) {
+func (m *memFS) Link(ctx context.Context, oldPath, newPath string, _, _ uint64) (wire.Attr, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.walk(oldPath)

@@ -58,7 +58,8 @@ type node struct {
 	// held is the handle of the create that made this node while its file
 	// holds operations back (vfs.Holder): attribute changes by path go
 	// through it, in order with its held writes.
-	held atomic.Pointer[handle]
+	held  atomic.Pointer[handle]
+	links links // the names it was handed out by (links.go)
 }
 
 // handle is an open file.
@@ -118,8 +119,8 @@ func (n *node) childPath(name string) (string, bool) {
 }
 
 // newChild makes (or finds, for a hard link or an inode the kernel already
-// knows) the inode of attr.
-func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
+// knows) the inode of attr, the child name of n.
+func (n *node) newChild(ctx context.Context, name string, attr wire.Attr, out *fuse.EntryOut) *fs.Inode {
 	fillAttr(&out.Attr, attr)
 	sa := fs.StableAttr{Mode: attr.Mode & syscall.S_IFMT, Ino: attr.Ino, Gen: attr.Gen}
 	// The table's node is the one go-fuse would pick: reusing it spares
@@ -131,6 +132,9 @@ func (n *node) newChild(ctx context.Context, attr wire.Attr, out *fuse.EntryOut)
 	c.handed.Store(time.Now().UnixNano())
 	in := n.NewInode(ctx, c, sa)
 	n.a.inodes.add(c)
+	if cn, ok := in.Operations().(*node); ok && sa.Mode != syscall.S_IFDIR {
+		cn.links.add(&n.Inode, name) // a directory has one name
+	}
 	return in
 }
 
@@ -172,7 +176,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, n.a.errno("lookup", p, err)
 	}
-	in := n.newChild(ctx, attr, out)
+	in := n.newChild(ctx, name, attr, out)
 	n.a.coveredEntry(p, &n.Inode, since, out)
 	lookedUpNow(in)
 	return in, 0
@@ -187,14 +191,12 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		fillAttr(&out.Attr, attr)
 		return 0
 	}
-	p, ok := n.path()
-	if !ok {
-		return syscall.ENOENT
-	}
 	var attr wire.Attr
 	since := n.a.breakSeq()
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		attr, err = n.a.b.GetAttr(ctx, p)
+	p, err := n.byPaths(ctx, func(ctx context.Context, p string) (err error) {
+		if attr, err = n.a.b.GetAttr(ctx, p); err == nil && !n.isNode(attr) {
+			err = errOtherFile
+		}
 		return err
 	})
 	if err != nil {
@@ -235,22 +237,30 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if h, ok := fh.(*handle); ok {
 		f = h.f
 	}
-	p, ok := n.path()
-	if !ok && f == nil {
-		return syscall.ENOENT
-	}
 	hf := n.holder(f)
+	sin := setAttrIn(in)
+	if f == nil {
+		sin.Ino, sin.Gen = n.identity() // the server refuses a path that names another file
+	}
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
+	setattr := func(ctx context.Context, p string) (err error) {
 		if hf != nil {
 			var held bool
-			if attr, held, err = hf.SetAttrHeld(ctx, setAttrIn(in)); held || err != nil {
+			if attr, held, err = hf.SetAttrHeld(ctx, sin); held || err != nil {
 				return err
 			}
 		}
-		attr, err = n.a.b.SetAttr(ctx, p, f, setAttrIn(in))
+		attr, err = n.a.b.SetAttr(ctx, p, f, sin)
 		return err
-	})
+	}
+	var p string
+	var err error
+	if f != nil {
+		p, _ = n.path()
+		err = n.a.run(ctx, func(ctx context.Context) error { return setattr(ctx, p) })
+	} else {
+		p, err = n.byPaths(ctx, setattr)
+	}
 	if err != nil {
 		return n.a.errno("setattr", p, err)
 	}
@@ -271,7 +281,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, n.a.errno("mkdir", p, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	return n.newChild(ctx, name, attr, out), 0
 }
 
 // openFlags are the FOPEN flags of a new handle of f opened with flags.
@@ -310,7 +320,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, n.a.errno("create", p, err)
 	}
-	child := n.newChild(ctx, attr, out)
+	child := n.newChild(ctx, name, attr, out)
 	h := writerHandle(&handle{f: f}, child, flags, true)
 	if hf, ok := f.(vfs.Holder); ok && hf.Holding() {
 		if cn, ok := child.Operations().(*node); ok {
@@ -461,20 +471,20 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	oldPath, ok1 := t.path()
-	newPath, ok2 := n.childPath(name)
-	if !ok1 || !ok2 {
+	newPath, ok := n.childPath(name)
+	if !ok {
 		return nil, syscall.ENOENT
 	}
 	var attr wire.Attr
-	err := n.a.run(ctx, func(ctx context.Context) (err error) {
-		attr, err = n.a.b.Link(ctx, oldPath, newPath)
+	ino, gen := t.identity()
+	_, err := t.byPaths(ctx, func(ctx context.Context, oldPath string) (err error) {
+		attr, err = n.a.b.Link(ctx, oldPath, newPath, ino, gen)
 		return err
 	})
 	if err != nil {
 		return nil, n.a.errno("link", newPath, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	return n.newChild(ctx, name, attr, out), 0
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -490,7 +500,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, n.a.errno("symlink", p, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	return n.newChild(ctx, name, attr, out), 0
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

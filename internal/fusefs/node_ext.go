@@ -37,7 +37,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if err != nil {
 		return nil, n.a.errno("mknod", p, err)
 	}
-	return n.newChild(ctx, attr, out), 0
+	return n.newChild(ctx, name, attr, out), 0
 }
 
 // xattrs returns the backend's xattr interface and the node's path; errno
@@ -127,25 +127,29 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	n.caps.invalidate()
 	defer n.caps.invalidate() // also after: a lookup that raced with it
-	x, p, e := n.xattrs()
+	x, _, e := n.xattrs()
 	if e != 0 {
 		return e
 	}
-	return n.a.errno("setxattr", p, n.a.run(ctx, func(ctx context.Context) error {
-		return x.SetXattr(ctx, p, attr, data, flags)
-	}))
+	ino, gen := n.identity()
+	p, err := n.byPaths(ctx, func(ctx context.Context, p string) error {
+		return x.SetXattr(ctx, p, attr, data, flags, ino, gen)
+	})
+	return n.a.errno("setxattr", p, err)
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.caps.invalidate()
 	defer n.caps.invalidate()
-	x, p, e := n.xattrs()
+	x, _, e := n.xattrs()
 	if e != 0 {
 		return e
 	}
-	return ToErrno(n.a.run(ctx, func(ctx context.Context) error {
-		return x.RemoveXattr(ctx, p, attr)
-	}))
+	ino, gen := n.identity()
+	_, err := n.byPaths(ctx, func(ctx context.Context, p string) error {
+		return x.RemoveXattr(ctx, p, attr, ino, gen)
+	})
+	return ToErrno(err)
 }
 
 func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {

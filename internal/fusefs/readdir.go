@@ -154,7 +154,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	} else if _, stale := n.a.stale.since(p); stale {
 		return n.Lookup(ctx, name, out) // the retry's lookup pins the file
 	}
-	in := n.newChild(ctx, e.Attr, out)
+	in := n.newChild(ctx, name, e.Attr, out)
 	n.a.coveredEntry(p, &n.Inode, since, out)
 	lookedUpNow(in)
 	return in, 0

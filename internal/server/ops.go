@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -231,6 +232,30 @@ func (s *Server) setAttr(c *wire.Conn, m *wire.SetAttr) (*wire.AttrReply, error)
 		return nil, err
 	}
 	of := s.handles.get(m.Handle, c)
+	if of != nil && m.Valid&^wire.SetSize != 0 {
+		// Through the open file: its path may name another file by now.
+		// In the order below: the truncation sets the mtime the times
+		// may set after it.
+		times := wire.SetAtime | wire.SetMtime | wire.SetAtimeNow | wire.SetMtimeNow
+		if err := fsetAttr(of.f, &wire.SetAttr{Valid: m.Valid &^ (wire.SetSize | times), Mode: m.Mode,
+			UID: m.UID, GID: m.GID}); err != nil {
+			return nil, err
+		}
+		if m.Valid&wire.SetSize != 0 {
+			if err := s.truncate(p, of, int64(m.Size), 0, 0); err != nil {
+				return nil, err
+			}
+		}
+		if err := fsetAttr(of.f, &wire.SetAttr{Valid: m.Valid & times, Atime: m.Atime, Mtime: m.Mtime}); err != nil {
+			return nil, err
+		}
+		return s.fstat(of.f)
+	}
+	if of == nil && m.Ino != 0 {
+		if err := s.sameFile(p, m.Ino, m.Gen); err != nil {
+			return nil, err
+		}
+	}
 	if m.Valid&wire.SetMode != 0 {
 		if err := s.root.Chmod(p, fileMode(m.Mode)); err != nil {
 			return nil, err
@@ -249,7 +274,7 @@ func (s *Server) setAttr(c *wire.Conn, m *wire.SetAttr) (*wire.AttrReply, error)
 		}
 	}
 	if m.Valid&wire.SetSize != 0 {
-		if err := s.truncate(p, of, int64(m.Size)); err != nil {
+		if err := s.truncate(p, of, int64(m.Size), m.Ino, m.Gen); err != nil {
 			return nil, err
 		}
 	}
@@ -264,7 +289,10 @@ func (s *Server) setAttr(c *wire.Conn, m *wire.SetAttr) (*wire.AttrReply, error)
 	return s.lstat(p)
 }
 
-func (s *Server) truncate(p string, of *openFile, size int64) error {
+// truncate sets the size of the open file of, else of the file at p, which
+// must be the file (ino, gen) when ino is not 0 (checked on the descriptor
+// it truncates through: exact, whatever the name does meanwhile).
+func (s *Server) truncate(p string, of *openFile, size int64, want, gen uint64) error {
 	f := (*os.File)(nil)
 	if of != nil {
 		f = of.f
@@ -274,6 +302,11 @@ func (s *Server) truncate(p string, of *openFile, size int64) error {
 			return err
 		}
 		defer f.Close()
+		if want != 0 {
+			if err := s.isFile(f, p, want, gen); err != nil {
+				return err
+			}
+		}
 	}
 	ino := uint64(0)
 	if of != nil {
@@ -536,10 +569,39 @@ func (s *Server) link(m *wire.Link) (*wire.AttrReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.root.Link(oldp, newp); err != nil {
+	if m.Ino != 0 {
+		if err := s.linkFile(oldp, newp, m.Ino, m.Gen); err != nil {
+			return nil, err
+		}
+	} else if err := s.root.Link(oldp, newp); err != nil {
 		return nil, err
 	}
 	return s.lstat(newp)
+}
+
+// linkFile links newp to the file at oldp, which must be (ino, gen): the
+// file is opened (O_PATH, as the caller: the search of oldp's directories
+// is checked), checked on its descriptor, and linked through it, so that
+// the link is to that very file whatever oldp names meanwhile.
+func (s *Server) linkFile(oldp, newp string, ino, gen uint64) error {
+	f, err := s.root.OpenFile(oldp, unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := s.isFile(f, oldp, ino, gen); err != nil {
+		return err
+	}
+	dir, base, err := s.openParent(newp)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(dir.Fd()), base, unix.AT_SYMLINK_FOLLOW)
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: oldp, New: newp, Err: err}
+	}
+	return nil
 }
 
 func (s *Server) symlink(m *wire.Symlink) (*wire.AttrReply, error) {
@@ -690,4 +752,33 @@ func (s *Server) forward(c *wire.Conn, m *wire.ReadBlock, f *os.File, id block.I
 	s.coop.sent(uint32(act.To), c, wire.PeerNack{Token: m.Token, File: id.File, Index: id.Index,
 		Holder: uint32(act.To), Reason: "holder disconnected"})
 	return true
+}
+
+// errOtherFile is the refusal of a change by path meant for another file
+// than the one the path names (wire.SetAttr.Ino).
+var errOtherFile = fmt.Errorf("the name denotes another file: %w", syscall.ESTALE)
+
+// sameFile reports (as errOtherFile) whether p names another file than
+// (ino, gen); a generation of 0 on either side matches any.
+func (s *Server) sameFile(p string, ino, gen uint64) error {
+	r, err := s.lstat(p)
+	if err != nil {
+		return err
+	}
+	if r.Attr.Ino != ino || gen != 0 && r.Attr.Gen != 0 && r.Attr.Gen != gen {
+		return errOtherFile
+	}
+	return nil
+}
+
+// isFile is sameFile for a descriptor f opened at p.
+func (s *Server) isFile(f *os.File, p string, ino, gen uint64) error {
+	var stx unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME|unix.STATX_INO, &stx); err != nil {
+		return &os.PathError{Op: "statx", Path: p, Err: err}
+	}
+	if stx.Ino != ino || gen != 0 && genOf(&stx) != 0 && genOf(&stx) != gen {
+		return errOtherFile
+	}
+	return nil
 }

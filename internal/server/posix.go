@@ -175,6 +175,9 @@ func (s *Server) setXattr(m *wire.SetXattr) (*wire.OK, error) {
 	if err := serverXattr("setxattr", m.Path, m.Name); err != nil {
 		return nil, err
 	}
+	if err := s.meantFile(m.Path, m.Ino, m.Gen); err != nil {
+		return nil, err
+	}
 	name, done, err := s.xattrPath(m.Path)
 	if err != nil {
 		return nil, err
@@ -188,6 +191,9 @@ func (s *Server) setXattr(m *wire.SetXattr) (*wire.OK, error) {
 
 func (s *Server) removeXattr(m *wire.RemoveXattr) (*wire.OK, error) {
 	if err := serverXattr("removexattr", m.Path, m.Name); err != nil {
+		return nil, err
+	}
+	if err := s.meantFile(m.Path, m.Ino, m.Gen); err != nil {
 		return nil, err
 	}
 	name, done, err := s.xattrPath(m.Path)
@@ -213,4 +219,18 @@ func (s *Server) fallocate(c *wire.Conn, m *wire.Fallocate) (*wire.AttrReply, er
 		return nil
 	})
 	return r, err
+}
+
+// meantFile is sameFile for a change by a client's path carrying the file
+// it means (ino 0: any). Checked, then applied by path: a rename between
+// the two is not covered.
+func (s *Server) meantFile(raw string, ino, gen uint64) error {
+	if ino == 0 {
+		return nil
+	}
+	p, err := clean(raw)
+	if err != nil {
+		return err
+	}
+	return s.sameFile(p, ino, gen)
 }

@@ -45,6 +45,10 @@ type SetAttrIn struct {
 	UID, GID     uint32
 	Size         uint64
 	Atime, Mtime int64 // nanoseconds since the epoch
+	// Ino and Gen name the file the change is meant for when it goes by
+	// path (0: whatever the path names): the path may name another file
+	// by now (wire.SetAttr).
+	Ino, Gen uint64
 }
 
 // SliceReader is an optional File interface for reads without a copy: when

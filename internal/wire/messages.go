@@ -289,6 +289,11 @@ type SetAttr struct {
 	UID, GID     uint32
 	Size         uint64
 	Atime, Mtime int64
+	// Ino and Gen, when Ino is not 0, name the file the change by Path is
+	// meant for: the server refuses with ESTALE when Path names another
+	// file (a client's kernel reaches a hard-linked file by any of its
+	// names, the client may know it by a name since given to another file).
+	Ino, Gen uint64
 }
 
 // ReadDir asks for the entries of a directory from index Offset on.
@@ -331,7 +336,12 @@ type Rename struct {
 }
 
 // Link makes New a hard link to Old.
-type Link struct{ Old, New string }
+type Link struct {
+	Old, New string
+	// Ino and Gen, when Ino is not 0, name the file meant at Old (as in
+	// SetAttr): the server refuses with ESTALE when Old names another.
+	Ino, Gen uint64
+}
 
 // Symlink makes Path a symbolic link to Target.
 type Symlink struct {
@@ -571,6 +581,8 @@ func (m *SetAttr) encode(e *encoder) {
 	e.u64(m.Size)
 	e.i64(m.Atime)
 	e.i64(m.Mtime)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *SetAttr) decode(d *decoder) {
 	m.Path = d.str()
@@ -582,6 +594,8 @@ func (m *SetAttr) decode(d *decoder) {
 	m.Size = d.u64()
 	m.Atime = d.i64()
 	m.Mtime = d.i64()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*ReadDir) Type() Type { return TReadDir }
@@ -657,10 +671,14 @@ func (*Link) Type() Type { return TLink }
 func (m *Link) encode(e *encoder) {
 	e.str(m.Old)
 	e.str(m.New)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *Link) decode(d *decoder) {
 	m.Old = d.str()
 	m.New = d.str()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*Symlink) Type() Type { return TSymlink }

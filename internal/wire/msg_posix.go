@@ -65,12 +65,15 @@ type SetXattr struct {
 	Name  string
 	Value []byte
 	Flags uint32
+	// Ino and Gen, when Ino is not 0, name the file meant (as in SetAttr).
+	Ino, Gen uint64
 }
 
 // RemoveXattr removes extended attribute Name of Path.
 type RemoveXattr struct {
-	Path string
-	Name string
+	Path     string
+	Name     string
+	Ino, Gen uint64 // as in SetXattr
 }
 
 // XattrReply answers GetXattr and ListXattr: the size the value needs and,
@@ -207,22 +210,30 @@ func (m *SetXattr) encode(e *encoder) {
 	e.str(m.Name)
 	e.bytes(m.Value)
 	e.u32(m.Flags)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *SetXattr) decode(d *decoder) {
 	m.Path = d.str()
 	m.Name = d.str()
 	m.Value = d.raw(maxXattr)
 	m.Flags = d.u32()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*RemoveXattr) Type() Type { return TRemoveXattr }
 func (m *RemoveXattr) encode(e *encoder) {
 	e.str(m.Path)
 	e.str(m.Name)
+	e.u64(m.Ino)
+	e.u64(m.Gen)
 }
 func (m *RemoveXattr) decode(d *decoder) {
 	m.Path = d.str()
 	m.Name = d.str()
+	m.Ino = d.u64()
+	m.Gen = d.u64()
 }
 
 func (*XattrReply) Type() Type { return TXattrReply }

@@ -13,8 +13,8 @@ func posixSamples() []Msg {
 		&Mknod{Path: "fifo", Mode: 0o10644, Rdev: 0},
 		&GetXattr{Path: "f", Name: "user.x", Size: 100},
 		&ListXattr{Path: "f", Size: 0},
-		&SetXattr{Path: "f", Name: "system.posix_acl_access", Value: []byte{2, 0, 0, 0}, Flags: 1},
-		&RemoveXattr{Path: "f", Name: "user.x"},
+		&SetXattr{Path: "f", Name: "system.posix_acl_access", Value: []byte{2, 0, 0, 0}, Flags: 1, Ino: 9, Gen: 10},
+		&RemoveXattr{Path: "f", Name: "user.x", Ino: 11, Gen: 12},
 		&XattrReply{Size: 3, Value: []byte("abc")},
 		&Fallocate{Handle: 3, Mode: 1, Offset: 4096, Length: 1 << 20},
 	}
