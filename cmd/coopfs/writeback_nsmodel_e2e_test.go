@@ -78,13 +78,15 @@ type nsCluster struct {
 // run (docs/testing.md).
 func TestE2EWriteBackModelNamespace(t *testing.T) {
 	needFUSE(t)
+	arrs := []string{"mounts", "proxy"}
 	if os.Getenv("COOPFS_WB_MODEL") == "" && os.Getenv("COOPFS_WB_MODEL_DURATION") == "" && os.Getenv("COOPFS_WB_MODEL_SEED") == "" {
-		// It still finds timing-dependent divergences (docs/testing.md,
-		// "Known problems"): about one run of the default length in three.
-		t.Skip("the namespace model runs with COOPFS_WB_MODEL=1 (or COOPFS_WB_MODEL_DURATION / COOPFS_WB_MODEL_SEED): open races, docs/testing.md")
+		// Behind a write-back proxy it still finds divergences
+		// (docs/testing.md, "Known problems"): that arrangement runs
+		// only when asked for.
+		arrs = arrs[:1]
 	}
 	dur, seed := nsModelEnv(t)
-	for _, arr := range []string{"mounts", "proxy"} {
+	for _, arr := range arrs {
 		t.Run(arr, func(t *testing.T) {
 			c := startNSCluster(t, arr)
 			start := time.Now()
