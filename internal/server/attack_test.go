@@ -446,3 +446,48 @@ func (l *lockedLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestAttackReadThroughWriteOnlyHandle: a user who may write a file but
+// not read it (0622, someone else's) opens it write-only, as the export
+// lets it, and asks for its blocks through that handle. The export's disk
+// refuses the pread (EBADF), but a block another reader had brought into
+// the server's memory cache was served from there.
+func TestAttackReadThroughWriteOnlyHandle(t *testing.T) {
+	export := t.TempDir()
+	p := filepath.Join(export, "drop")
+	os.WriteFile(p, []byte("only the owner reads this"), 0o622)
+	mustChown(t, p, otherUID, otherUID, 0o622)
+	_, addr := attackServer(t, Config{Export: export})
+	owner, _ := member(t, addr, "owner", wire.Hello{BootID: 1})
+	attacker, _ := member(t, addr, "attacker", wire.Hello{BootID: 2})
+	r, err := asUser(owner, otherUID, &wire.Open{Path: "drop", Flags: syscall.O_RDONLY})
+	if err != nil {
+		t.Fatal(err)
+	}
+	or := r.(*wire.OpenReply)
+	if _, err := asUser(owner, otherUID, &wire.ReadBlock{Handle: or.Handle, File: or.Attr.Ino, Version: or.Attr.Version}); err != nil {
+		t.Fatalf("the owner's read: %v", err)
+	}
+	if _, err := asUser(attacker, attackerUID, &wire.Open{Path: "drop", Flags: syscall.O_RDONLY}); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("read-only open by a user without read permission: %v, want EACCES", err)
+	}
+	r, err = asUser(attacker, attackerUID, &wire.Open{Path: "drop", Flags: syscall.O_WRONLY})
+	if err != nil {
+		t.Fatalf("write-only open by a user with write permission: %v", err)
+	}
+	wo := r.(*wire.OpenReply)
+	r, err = asUser(attacker, attackerUID, &wire.ReadBlock{Handle: wo.Handle, File: wo.Attr.Ino, Version: wo.Attr.Version})
+	if err == nil {
+		if br, ok := r.(*wire.BlockReply); ok && len(br.Data) > 0 {
+			t.Fatalf("read through a write-only handle returned %q", br.Data)
+		}
+	} else if !errors.Is(err, syscall.EBADF) {
+		t.Fatalf("read through a write-only handle: %v, want EBADF", err)
+	}
+	// The same through an open that asks for a small file's data inline.
+	if r, err := asUser(attacker, attackerUID, &wire.OpenRead{Path: "drop", Flags: syscall.O_WRONLY, Max: 1 << 20}); err == nil {
+		if od := r.(*wire.OpenData); len(od.Data) > 0 {
+			t.Fatalf("a write-only open returned the file's data inline: %q", od.Data)
+		}
+	}
+}

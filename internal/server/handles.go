@@ -16,6 +16,10 @@ type openFile struct {
 	owner     *wire.Conn
 	appending bool // opened O_APPEND (exactly-once appends: drc.go)
 	writable  bool // opened for writing (write delegations: recall.go)
+	// writeOnly: opened O_WRONLY. Its blocks are never served, from the
+	// export (the kernel refuses the pread) or from the server's memory
+	// and the policies' caches, which hold what readers brought in.
+	writeOnly bool
 	// opener is who opened it, when writes through it must clear set-id
 	// bits as the kernel would for that caller (killPrivOnWrite); nil
 	// when the opener holds CAP_FSETID or the server is not root.
@@ -181,7 +185,7 @@ func (h *handles) closeAll() {
 // flags on the calling thread, which acts as the opener (identity.go).
 func (s *Server) newOpenFile(f *os.File, ino uint64, owner *wire.Conn, flags uint32) *openFile {
 	of := &openFile{f: f, ino: ino, owner: owner, appending: flags&syscall.O_APPEND != 0,
-		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, writeOnly: flags&syscall.O_ACCMODE == syscall.O_WRONLY}
 	if of.writable && s.switchCreds {
 		if id := threadIdentity(); id.uid != 0 {
 			of.opener = &id

@@ -634,6 +634,9 @@ func (s *Server) readBlock(c *wire.Conn, m *wire.ReadBlock) (*wire.BlockReply, e
 	if of == nil {
 		return nil, fmt.Errorf("read of unknown handle %d: %w", m.Handle, syscall.EBADF)
 	}
+	if of.writeOnly {
+		return nil, fmt.Errorf("read through handle %d, opened write-only: %w", m.Handle, syscall.EBADF)
+	}
 	// No generation here (a block reply carries none): a plain fstat.
 	fi, err := of.f.Stat()
 	if err != nil {
