@@ -227,22 +227,12 @@ func cellText(c *Cell) string {
 	if c == nil || len(c.Samples) == 0 {
 		return "-"
 	}
-	return num(c.Median)
+	return report.Num(c.Median)
 }
 
 func ratioText(v float64) string {
 	if v == 0 {
 		return "-"
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-func num(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
 }

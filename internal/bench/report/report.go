@@ -137,7 +137,7 @@ func (r *Report) Finish() {
 		if row.Broken {
 			row.Met = nil // a ratio to a broken ceiling meets nothing
 			row.Note = fmt.Sprintf("ceiling %s (%s %s) is below %s (%s %s), which it bounds: the ceiling measurement is broken",
-				c.Key, num(c.Median), c.Unit, row.Key, num(row.Median), row.Unit)
+				c.Key, Num(c.Median), c.Unit, row.Key, Num(row.Median), row.Unit)
 			if n := "BROKEN CEILING: " + row.Note; !slices.Contains(r.Notes, n) {
 				r.Notes = append(r.Notes, n)
 			}
@@ -206,7 +206,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if row.Broken {
 			target = "CEILING BROKEN"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Key, row.Name, num(row.Median), row.Unit,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Key, row.Name, Num(row.Median), row.Unit,
 			samples(row.Samples), ratio, vs, target)
 	}
 	tw.Flush()
@@ -217,7 +217,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-func num(v float64) string {
+// Num formats a figure as the reports print them: no decimals from 100
+// on, one from 10, two below.
+func Num(v float64) string {
 	switch {
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
@@ -230,7 +232,7 @@ func num(v float64) string {
 func samples(xs []float64) string {
 	var s []string
 	for _, x := range xs {
-		s = append(s, num(x))
+		s = append(s, Num(x))
 	}
 	return strings.Join(s, " ")
 }
