@@ -525,20 +525,26 @@ func (h *hintsClient) askDigests(ctx context.Context, f *file, id block.ID, v ui
 		r, err := f.call(ctx, func(hd uint64) wire.Msg {
 			return &wire.HintsDigest{Handle: hd, File: id.File, Index: id.Index, Version: v, Count: count}
 		}, true)
-		dr, isRep := r.(*wire.HintsDigestRep)
-		if err != nil || !isRep || dr.Version != v {
-			return nil, err
-		}
-		h.mu.Lock()
-		if len(h.digests)+len(dr.Digests) > maxDigests {
-			clear(h.digests)
-		}
-		for _, d := range dr.Digests {
-			h.digests[digestKey{id.File, v, d.Index}] = d.Digest
-		}
-		h.mu.Unlock()
-		return nil, nil
+		h.keepDigests(id.File, v, r, err)
+		return nil, err
 	})
+}
+
+// keepDigests stores the digests of version v of file that a HintsDigest
+// reply r carries (nothing on an error or a reply of another version).
+func (h *hintsClient) keepDigests(file, v uint64, r wire.Msg, err error) {
+	dr, isRep := r.(*wire.HintsDigestRep)
+	if err != nil || !isRep || dr.Version != v {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.digests)+len(dr.Digests) > maxDigests {
+		clear(h.digests)
+	}
+	for _, d := range dr.Digests {
+		h.digests[digestKey{file, v, d.Index}] = d.Digest
+	}
 }
 
 func (h *hintsClient) dropHint(id block.ID) {

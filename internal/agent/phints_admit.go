@@ -112,19 +112,8 @@ func (h *hintsClient) askDigestsCap(ctx context.Context, id block.ID, v uint64, 
 	h.a.flights.Do(key, func() (any, error) {
 		h.stats.digestRequests.Add(1)
 		r, _, err := h.a.sess.call(ctx, &wire.HintsDigest{File: id.File, Index: id.Index, Version: v, Count: count, Cap: *cp}, true)
-		dr, isRep := r.(*wire.HintsDigestRep)
-		if err != nil || !isRep || dr.Version != v {
-			return nil, err
-		}
-		h.mu.Lock()
-		if len(h.digests)+len(dr.Digests) > maxDigests {
-			clear(h.digests)
-		}
-		for _, d := range dr.Digests {
-			h.digests[digestKey{id.File, v, d.Index}] = d.Digest
-		}
-		h.mu.Unlock()
-		return nil, nil
+		h.keepDigests(id.File, v, r, err)
+		return nil, err
 	})
 }
 
